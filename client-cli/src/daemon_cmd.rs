@@ -1,0 +1,173 @@
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::Subcommand;
+use tinycode_shared::client::{self, ConnectError};
+use tinycode_shared::proto::daemon_client::DaemonClient;
+use tinycode_shared::proto::{DaemonStatus, GetStatusRequest, ShutdownRequest};
+use tinycode_shared::render;
+
+use crate::{Ctx, output};
+
+/// Exit code of `daemon status` when no daemon answers.
+const NOT_RUNNING: u8 = 3;
+
+#[derive(Subcommand, Debug)]
+pub enum DaemonAction {
+    /// Start tinycoded in the background (no-op when it is running).
+    Start,
+    /// Ask tinycoded to stop and wait until it has.
+    Stop,
+    /// Show whether tinycoded runs, and its figures (exit 3 when it does not).
+    Status,
+}
+
+pub async fn run(ctx: &Ctx, action: DaemonAction) -> anyhow::Result<ExitCode> {
+    match action {
+        DaemonAction::Start => start(ctx).await,
+        DaemonAction::Stop => stop(ctx).await,
+        DaemonAction::Status => status(ctx).await,
+    }
+}
+
+async fn fetch_status(
+    channel: tinycode_shared::client::DaemonChannel,
+) -> anyhow::Result<DaemonStatus> {
+    Ok(DaemonClient::new(channel)
+        .get_status(GetStatusRequest {})
+        .await?
+        .into_inner())
+}
+
+async fn start(ctx: &Ctx) -> anyhow::Result<ExitCode> {
+    let already = client::connect(&ctx.layout.socket, &ctx.client)
+        .await
+        .is_ok();
+    if !already {
+        client::start_daemon(&ctx.layout).await?;
+    }
+    let status = fetch_status(client::connect(&ctx.layout.socket, &ctx.client).await?).await?;
+    if ctx.json {
+        let mut value = render::message_json("tinycode.v1.DaemonStatus", &status);
+        value["alreadyRunning"] = already.into();
+        output::json_pretty(&value);
+    } else if already {
+        println!(
+            "tinycoded is already running (pid {}) on {}",
+            status.pid, status.socket_path
+        );
+    } else {
+        println!(
+            "tinycoded started (pid {}) on {}",
+            status.pid, status.socket_path
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn stop(ctx: &Ctx) -> anyhow::Result<ExitCode> {
+    let channel = match client::connect(&ctx.layout.socket, &ctx.client).await {
+        Ok(c) => c,
+        Err(ConnectError::NotRunning { .. }) => {
+            report_stopped(ctx, None, false);
+            return Ok(ExitCode::SUCCESS);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let pid = fetch_status(channel.clone()).await?.pid;
+    DaemonClient::new(channel)
+        .shutdown(ShutdownRequest {})
+        .await?;
+    // Stopped means: the socket is gone and the process has exited.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while ctx.layout.socket.exists() || process_alive(pid) {
+        if Instant::now() > deadline {
+            anyhow::bail!(
+                "tinycoded (pid {pid}) did not stop within 30s; see {}",
+                ctx.layout.log_path().display()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    report_stopped(ctx, Some(pid), true);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn process_alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|stat| !stat.contains(") Z "))
+            .unwrap_or(false)
+}
+
+fn report_stopped(ctx: &Ctx, pid: Option<u32>, was_running: bool) {
+    if ctx.json {
+        output::json_pretty(&serde_json::json!({ "stopped": was_running, "pid": pid }));
+    } else if let Some(pid) = pid {
+        println!("tinycoded (pid {pid}) stopped");
+    } else {
+        println!("tinycoded is not running");
+    }
+}
+
+async fn status(ctx: &Ctx) -> anyhow::Result<ExitCode> {
+    let channel = match client::connect(&ctx.layout.socket, &ctx.client).await {
+        Ok(c) => c,
+        Err(ConnectError::NotRunning { socket }) => {
+            if ctx.json {
+                output::json_pretty(&serde_json::json!({
+                    "running": false,
+                    "socketPath": socket.display().to_string(),
+                }));
+            } else {
+                println!(
+                    "tinycoded is not running (no answer on {})",
+                    socket.display()
+                );
+            }
+            return Ok(ExitCode::from(NOT_RUNNING));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let s = fetch_status(channel).await?;
+    if ctx.json {
+        let mut value = render::message_json("tinycode.v1.DaemonStatus", &s);
+        value["running"] = true.into();
+        output::json_pretty(&value);
+    } else {
+        println!(
+            "tinycoded {} running (pid {}, up {})",
+            s.version,
+            s.pid,
+            human_duration(s.uptime_ms)
+        );
+        println!("  workspace   {}", s.workspace);
+        println!("  state dir   {}", s.state_dir);
+        println!("  socket      {}", s.socket_path);
+        println!("  log         {}", s.log_path);
+        println!("  protocol    v{}", s.protocol_version);
+        println!(
+            "  events      {} (last sequence {})",
+            s.event_count, s.last_sequence
+        );
+        println!("  store       {}", human_bytes(s.store_bytes));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn human_duration(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+    }
+}
+
+fn human_bytes(b: u64) -> String {
+    match b {
+        0..1024 => format!("{b} B"),
+        1024..1_048_576 => format!("{:.1} KiB", b as f64 / 1024.0),
+        _ => format!("{:.1} MiB", b as f64 / 1_048_576.0),
+    }
+}

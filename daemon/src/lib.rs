@@ -1,0 +1,10 @@
+//! `tinycoded`: the daemon that owns every ticket, session and approval as
+//! an append-only event log, and serves gRPC over a Unix socket.
+//!
+//! Data flows one way: `server` → (later: sessions → agent → tools → domain)
+//! → `store`; events flow back from `store` to every subscriber.
+
+pub mod lifecycle;
+pub mod logging;
+pub mod server;
+pub mod store;

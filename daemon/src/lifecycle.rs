@@ -1,0 +1,226 @@
+//! The daemon's life: lock the state dir, open the store, record
+//! `DaemonStarted`, bind the socket, serve until SIGTERM / SIGINT /
+//! `Shutdown`, then stop accepting, finish in-flight work, record
+//! `DaemonStopped`, flush and remove the socket.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read, Seek, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use tinycode_shared::PROTOCOL_VERSION;
+use tinycode_shared::paths::Layout;
+use tinycode_shared::proto::event::Payload;
+use tinycode_shared::proto::{DaemonStarted, DaemonStopped};
+use tokio::net::UnixListener;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::UnixListenerStream;
+
+use crate::server::{self, ServeError, Shared};
+use crate::store::{EventStore, ExpectedVersion, StoreError};
+
+/// The stream holding the daemon's own lifecycle events.
+pub const DAEMON_STREAM: &str = "daemon";
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("tinycoded needs a workspace; run `tinycode init` or pass --workspace DIR")]
+    NoWorkspace,
+    #[error("another tinycoded{} is already running on {}", pid.map(|p| format!(" (pid {p})")).unwrap_or_default(), state_dir.display())]
+    AlreadyRunning {
+        state_dir: PathBuf,
+        pid: Option<u32>,
+    },
+    #[error("{action} {}: {source}", path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "refusing to use socket directory {}: it must be owned by uid {uid} and not accessible to others",
+        path.display()
+    )]
+    UnsafeSocketDir { path: PathBuf, uid: u32 },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+}
+
+fn io<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> DaemonError + 'a {
+    move |source| DaemonError::Io {
+        action,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Holds the state-dir lock for the daemon's lifetime (released on drop).
+pub struct StateLock {
+    _file: File,
+}
+
+/// Create the state dir (0700) and take its exclusive lock.
+pub fn lock_state_dir(layout: &Layout) -> Result<StateLock, DaemonError> {
+    create_private_dir(&layout.state_dir)?;
+    let path = layout.lock_path();
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(io("cannot open lock file", &path))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(TryLockError::WouldBlock) => {
+            let mut content = String::new();
+            let _ = file.read_to_string(&mut content);
+            return Err(DaemonError::AlreadyRunning {
+                state_dir: layout.state_dir.clone(),
+                pid: content.trim().parse().ok(),
+            });
+        }
+        Err(TryLockError::Error(e)) => return Err(io("cannot lock", &path)(e)),
+    }
+    file.set_len(0)
+        .map_err(io("cannot write lock file", &path))?;
+    file.rewind().map_err(io("cannot write lock file", &path))?;
+    writeln!(file, "{}", std::process::id()).map_err(io("cannot write lock file", &path))?;
+    Ok(StateLock { _file: file })
+}
+
+fn create_private_dir(dir: &Path) -> Result<(), DaemonError> {
+    std::fs::create_dir_all(dir).map_err(io("cannot create directory", dir))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(io("cannot set permissions on", dir))
+}
+
+/// Bind the socket: private directory, stale socket removed (we hold the
+/// lock, so any socket file left there belongs to a dead daemon), mode 0600.
+pub fn bind_socket(layout: &Layout) -> Result<UnixListener, DaemonError> {
+    let socket = &layout.socket;
+    let dir = socket.parent().unwrap_or(Path::new("/"));
+    if dir != layout.state_dir {
+        // Fallback runtime dir (long state path): must be ours and private.
+        create_private_dir(dir)?;
+        let meta = std::fs::metadata(dir).map_err(io("cannot inspect", dir))?;
+        let uid = rustix::process::geteuid().as_raw();
+        if meta.uid() != uid || meta.mode() & 0o077 != 0 {
+            return Err(DaemonError::UnsafeSocketDir {
+                path: dir.to_path_buf(),
+                uid,
+            });
+        }
+    }
+    match std::fs::remove_file(socket) {
+        Ok(()) => {
+            tracing::warn!(socket = %socket.display(), "removed a stale socket left by a previous run")
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io("cannot remove stale socket", socket)(e)),
+    }
+    let listener = UnixListener::bind(socket).map_err(io("cannot bind socket", socket))?;
+    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
+        .map_err(io("cannot set permissions on", socket))?;
+    Ok(listener)
+}
+
+/// Did the previous run end without `DaemonStopped`?
+fn previous_run_unclean(store: &EventStore) -> Result<bool, StoreError> {
+    let version = store.stream_version(DAEMON_STREAM)?;
+    if version == 0 {
+        return Ok(false);
+    }
+    let last = store.read_stream(DAEMON_STREAM, version, 1)?;
+    Ok(matches!(
+        last.first().and_then(|e| e.payload.as_ref()),
+        Some(Payload::DaemonStarted(_))
+    ))
+}
+
+/// Run the daemon until it is asked to stop. The caller has set up logging.
+pub async fn run(layout: Layout) -> Result<(), DaemonError> {
+    let started = Instant::now();
+    let workspace = layout.workspace.clone().ok_or(DaemonError::NoWorkspace)?;
+    let _lock = lock_state_dir(&layout)?;
+    let store = EventStore::open(&layout.db_path())?;
+    let unclean = previous_run_unclean(&store)?;
+    if unclean {
+        tracing::warn!(
+            "the previous run did not stop cleanly; the log is intact up to its last acknowledged append"
+        );
+    }
+    store
+        .append(
+            DAEMON_STREAM,
+            ExpectedVersion::Any,
+            vec![Payload::DaemonStarted(DaemonStarted {
+                version: env!("CARGO_PKG_VERSION").to_string(),
+                pid: std::process::id(),
+                workspace: workspace.display().to_string(),
+                protocol_version: PROTOCOL_VERSION,
+                previous_run_unclean: unclean,
+            })],
+        )
+        .await?;
+    let listener = bind_socket(&layout)?;
+    tracing::info!(socket = %layout.socket.display(), workspace = %workspace.display(), "tinycoded listening");
+
+    let (shutdown_tx, mut shutdown_rx) = mpsc::channel::<String>(1);
+    let (stopping_tx, stopping_rx) = watch::channel(false);
+    let shared = Shared {
+        store: store.clone(),
+        layout: Arc::new(layout.clone()),
+        started,
+        shutdown: shutdown_tx,
+        stopping: stopping_rx,
+    };
+    let mut sigterm = signal(SignalKind::terminate())
+        .map_err(io("cannot install SIGTERM handler", &layout.state_dir))?;
+    let mut sigint = signal(SignalKind::interrupt())
+        .map_err(io("cannot install SIGINT handler", &layout.state_dir))?;
+    let (reason_tx, reason_rx) = tokio::sync::oneshot::channel::<String>();
+    let stop = async move {
+        let reason = tokio::select! {
+            _ = sigterm.recv() => "SIGTERM".to_string(),
+            _ = sigint.recv() => "SIGINT".to_string(),
+            r = shutdown_rx.recv() => r.unwrap_or_else(|| "Shutdown rpc".to_string()),
+        };
+        tracing::info!(%reason, "stopping");
+        // End long-lived streams so graceful shutdown can complete.
+        stopping_tx.send_replace(true);
+        let _ = reason_tx.send(reason);
+    };
+    let served = server::serve(shared, UnixListenerStream::new(listener), stop).await;
+    let reason = reason_rx
+        .await
+        .unwrap_or_else(|_| "server error".to_string());
+
+    // In-flight requests have completed; record the stop and flush.
+    let stopped = store
+        .append(
+            DAEMON_STREAM,
+            ExpectedVersion::Any,
+            vec![Payload::DaemonStopped(DaemonStopped {
+                pid: std::process::id(),
+                uptime_ms: started.elapsed().as_millis() as u64,
+                reason,
+            })],
+        )
+        .await;
+    let closed = store.close().await;
+    if let Err(e) = std::fs::remove_file(&layout.socket) {
+        tracing::warn!(error = %e, "could not remove the socket");
+    }
+    served?;
+    stopped?;
+    closed?;
+    tracing::info!("tinycoded stopped cleanly");
+    Ok(())
+}

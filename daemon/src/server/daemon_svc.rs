@@ -1,0 +1,56 @@
+use tinycode_shared::PROTOCOL_VERSION;
+use tinycode_shared::proto::daemon_server::Daemon;
+use tinycode_shared::proto::{DaemonStatus, GetStatusRequest, ShutdownRequest, ShutdownResponse};
+use tonic::{Request, Response, Status};
+
+use super::{Peer, Shared};
+
+pub struct DaemonService {
+    shared: Shared,
+}
+
+impl DaemonService {
+    pub fn new(shared: Shared) -> Self {
+        Self { shared }
+    }
+}
+
+#[tonic::async_trait]
+impl Daemon for DaemonService {
+    async fn get_status(
+        &self,
+        _request: Request<GetStatusRequest>,
+    ) -> Result<Response<DaemonStatus>, Status> {
+        let stats = self.shared.store.stats();
+        let layout = &self.shared.layout;
+        Ok(Response::new(DaemonStatus {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            protocol_version: PROTOCOL_VERSION,
+            pid: std::process::id(),
+            uptime_ms: self.shared.started.elapsed().as_millis() as u64,
+            workspace: layout
+                .workspace
+                .as_ref()
+                .map(|w| w.display().to_string())
+                .unwrap_or_default(),
+            state_dir: layout.state_dir.display().to_string(),
+            event_count: stats.event_count,
+            last_sequence: stats.last_sequence,
+            store_bytes: stats.store_bytes,
+            socket_path: layout.socket.display().to_string(),
+            log_path: layout.log_path().display().to_string(),
+        }))
+    }
+
+    async fn shutdown(
+        &self,
+        request: Request<ShutdownRequest>,
+    ) -> Result<Response<ShutdownResponse>, Status> {
+        let peer = Peer::of(&request);
+        tracing::info!(client = %peer.client_name, pid = ?peer.pid, "shutdown requested");
+        let reason = format!("Shutdown rpc from {}", peer.client_name);
+        // A full channel means a shutdown is already under way: fine.
+        let _ = self.shared.shutdown.try_send(reason);
+        Ok(Response::new(ShutdownResponse {}))
+    }
+}

@@ -1,0 +1,73 @@
+use std::pin::Pin;
+
+use futures::Stream;
+use tinycode_shared::proto::events_server::Events;
+use tinycode_shared::proto::{Event, SubscribeRequest};
+use tonic::{Request, Response, Status};
+
+use super::{IntoStatus, Shared};
+use crate::store::{MAX_STREAM_ID, SubscriptionOptions};
+
+pub struct EventsService {
+    shared: Shared,
+}
+
+impl EventsService {
+    pub fn new(shared: Shared) -> Self {
+        Self { shared }
+    }
+}
+
+type EventStream = Pin<Box<dyn Stream<Item = Result<Event, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Events for EventsService {
+    type SubscribeStream = EventStream;
+
+    async fn subscribe(
+        &self,
+        request: Request<SubscribeRequest>,
+    ) -> Result<Response<Self::SubscribeStream>, Status> {
+        let req = request.into_inner();
+        if req.stream_prefix.len() > MAX_STREAM_ID {
+            return Err(Status::invalid_argument(format!(
+                "stream_prefix is {} bytes; stream ids are at most {MAX_STREAM_ID}",
+                req.stream_prefix.len()
+            )));
+        }
+        let mut subscription = self.shared.store.subscribe(SubscriptionOptions {
+            from_sequence: req.from_sequence,
+            stream_prefix: req.stream_prefix,
+            follow: req.follow,
+        });
+        let mut stopping = self.shared.stopping.clone();
+        let stream = async_stream(move |tx| async move {
+            loop {
+                let next = tokio::select! {
+                    next = subscription.recv() => next,
+                    _ = stopping.wait_for(|s| *s) => None,
+                };
+                let Some(item) = next else { return };
+                let item = item
+                    .map(|event| Event::clone(&event))
+                    .map_err(IntoStatus::into_status);
+                if tx.send(item).await.is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(Response::new(stream))
+    }
+}
+
+/// A stream fed by a producer task through a small channel; the task ends
+/// when the client goes away (the receiver is dropped).
+fn async_stream<F, Fut>(producer: F) -> EventStream
+where
+    F: FnOnce(tokio::sync::mpsc::Sender<Result<Event, Status>>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    tokio::spawn(producer(tx));
+    Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))
+}

@@ -1,0 +1,91 @@
+//! The gRPC surface: tonic services, request validation, error mapping and
+//! the peer-credential check. No business logic lives here.
+
+mod daemon_svc;
+mod events_svc;
+mod peer;
+mod status;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tinycode_shared::paths::Layout;
+use tinycode_shared::proto::FILE_DESCRIPTOR_SET;
+use tinycode_shared::proto::daemon_server::DaemonServer;
+use tinycode_shared::proto::events_server::EventsServer;
+use tokio::sync::{mpsc, watch};
+use tonic::service::InterceptorLayer;
+use tonic::transport::Server;
+
+use crate::store::EventStore;
+pub use peer::Peer;
+pub use status::IntoStatus;
+
+/// Why the daemon is stopping (recorded in `DaemonStopped`).
+pub type ShutdownReason = String;
+
+/// What every service shares.
+#[derive(Clone)]
+pub struct Shared {
+    pub store: EventStore,
+    pub layout: Arc<Layout>,
+    pub started: Instant,
+    /// Ask the daemon to stop (Shutdown RPC).
+    pub shutdown: mpsc::Sender<ShutdownReason>,
+    /// Flips to true when the daemon begins stopping: long streams end.
+    pub stopping: watch::Receiver<bool>,
+}
+
+/// Serve every service on `incoming` until `stop` resolves.
+pub async fn serve<I, IO, IE>(
+    shared: Shared,
+    incoming: I,
+    stop: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), ServeError>
+where
+    I: futures::Stream<Item = Result<IO, IE>> + Send,
+    IO: tokio::io::AsyncRead
+        + tokio::io::AsyncWrite
+        + tonic::transport::server::Connected
+        + Unpin
+        + Send
+        + 'static,
+    IE: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    health_reporter
+        .set_serving::<DaemonServer<daemon_svc::DaemonService>>()
+        .await;
+    health_reporter
+        .set_serving::<EventsServer<events_svc::EventsService>>()
+        .await;
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()?;
+    let own_uid = rustix::process::geteuid().as_raw();
+    Server::builder()
+        .layer(InterceptorLayer::new(peer::require_same_uid(own_uid)))
+        .add_service(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(DaemonServer::new(daemon_svc::DaemonService::new(
+            shared.clone(),
+        )))
+        .add_service(EventsServer::new(events_svc::EventsService::new(shared)))
+        .serve_with_incoming_shutdown(incoming, stop)
+        .await?;
+    Ok(())
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("gRPC reflection could not load the protocol descriptors: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    #[error("the gRPC server failed: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}

@@ -1,0 +1,50 @@
+//! Library errors → gRPC status codes, explicitly, one place.
+
+use tonic::Status;
+
+use crate::store::StoreError;
+
+pub trait IntoStatus {
+    fn into_status(self) -> Status;
+}
+
+impl IntoStatus for StoreError {
+    fn into_status(self) -> Status {
+        let message = self.to_string();
+        match self {
+            StoreError::Conflict { .. } => Status::aborted(message),
+            StoreError::InvalidStream { .. } | StoreError::EmptyAppend => {
+                Status::invalid_argument(message)
+            }
+            StoreError::Closed => Status::unavailable(message),
+            StoreError::Corrupt { .. } => Status::data_loss(message),
+            StoreError::Io(_) => Status::internal(message),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::ExpectedVersion;
+    use tonic::Code;
+
+    #[test]
+    fn store_errors_map_to_meaningful_codes() {
+        let conflict = StoreError::Conflict {
+            stream: "s".into(),
+            expected: ExpectedVersion::Exact(1),
+            actual: 2,
+        };
+        assert_eq!(conflict.into_status().code(), Code::Aborted);
+        assert_eq!(
+            StoreError::EmptyAppend.into_status().code(),
+            Code::InvalidArgument
+        );
+        assert_eq!(StoreError::Closed.into_status().code(), Code::Unavailable);
+        assert_eq!(
+            StoreError::Io("x".into()).into_status().code(),
+            Code::Internal
+        );
+    }
+}

@@ -1,0 +1,24 @@
+//! Compiles `proto/tinycode/v1/*.proto` with protox (pure Rust, no system
+//! protoc) and generates the prost messages plus tonic clients and servers.
+//! The encoded descriptor set is written beside them for gRPC reflection and
+//! for rendering events as JSON.
+
+use std::path::PathBuf;
+
+use prost::Message;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let proto_root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("../proto");
+    let files = ["tinycode/v1/events.proto", "tinycode/v1/daemon.proto"];
+    for file in &files {
+        println!("cargo:rerun-if-changed={}", proto_root.join(file).display());
+    }
+    let fds = protox::compile(files, [&proto_root])?;
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
+    std::fs::write(out_dir.join("tinycode_descriptor.bin"), fds.encode_to_vec())?;
+    tonic_prost_build::configure()
+        .build_server(true)
+        .build_client(true)
+        .compile_fds(fds)?;
+    Ok(())
+}

@@ -1,0 +1,186 @@
+//! Connecting to `tinycoded` over its Unix socket, starting it when needed.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use hyper_util::rt::TokioIo;
+use tonic::metadata::{AsciiMetadataValue, MetadataValue};
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Channel, Endpoint, Uri};
+
+use crate::CLIENT_NAME_METADATA;
+use crate::paths::Layout;
+
+/// A channel that names its client on every request.
+pub type DaemonChannel = InterceptedService<Channel, ClientName>;
+
+/// How long an auto-start waits for the socket to answer.
+pub const START_TIMEOUT: Duration = Duration::from_secs(15);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error(
+        "tinycoded is not running (no answer on {}); start it with `tinycode daemon start`, or drop --no-autostart",
+        socket.display()
+    )]
+    NotRunning { socket: PathBuf },
+    #[error(
+        "cannot find the tinycoded binary (looked beside {} and on PATH); build it with `cargo build -p tinycoded`",
+        beside.display()
+    )]
+    DaemonBinaryNotFound { beside: PathBuf },
+    #[error(
+        "cannot start tinycoded without a workspace; run `tinycode init` or pass --workspace DIR"
+    )]
+    NoWorkspace,
+    #[error("tinycoded exited during start-up ({status}): {message}")]
+    StartFailed { status: String, message: String },
+    #[error(
+        "tinycoded did not answer on {} within {}s; see {}",
+        socket.display(), timeout.as_secs(), log.display()
+    )]
+    StartTimeout {
+        socket: PathBuf,
+        timeout: Duration,
+        log: PathBuf,
+    },
+    #[error("cannot start {}: {source}", binary.display())]
+    Spawn {
+        binary: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid client name {0:?}: only visible ASCII is allowed")]
+    BadClientName(String),
+}
+
+/// Interceptor adding `x-tinycode-client: <name>` to every request.
+#[derive(Clone, Debug)]
+pub struct ClientName(AsciiMetadataValue);
+
+impl ClientName {
+    pub fn new(name: &str) -> Result<Self, ConnectError> {
+        MetadataValue::try_from(name)
+            .map(Self)
+            .map_err(|_| ConnectError::BadClientName(name.to_string()))
+    }
+}
+
+impl Interceptor for ClientName {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        req.metadata_mut()
+            .insert(CLIENT_NAME_METADATA, self.0.clone());
+        Ok(req)
+    }
+}
+
+/// Connect to the daemon listening on `socket`. Fails fast when nobody answers.
+pub async fn connect(socket: &Path, client: &ClientName) -> Result<DaemonChannel, ConnectError> {
+    let not_running = || ConnectError::NotRunning {
+        socket: socket.to_path_buf(),
+    };
+    // Probe first: `connect_with_connector` would otherwise report a generic
+    // transport error for a missing or stale socket.
+    tokio::net::UnixStream::connect(socket)
+        .await
+        .map_err(|_| not_running())?;
+    let path = socket.to_path_buf();
+    let channel = Endpoint::from_static("http://tinycoded.invalid")
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let path = path.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(path).await?;
+                Ok::<_, std::io::Error>(TokioIo::new(stream))
+            }
+        }))
+        .await
+        .map_err(|_| not_running())?;
+    Ok(InterceptedService::new(channel, client.clone()))
+}
+
+/// Connect, starting `tinycoded` first when nobody answers and `autostart`.
+pub async fn connect_or_start(
+    layout: &Layout,
+    client: &ClientName,
+    autostart: bool,
+) -> Result<DaemonChannel, ConnectError> {
+    match connect(&layout.socket, client).await {
+        Ok(channel) => Ok(channel),
+        Err(ConnectError::NotRunning { .. }) if autostart => {
+            start_daemon(layout).await?;
+            connect(&layout.socket, client).await
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The `tinycoded` binary: beside the running executable, else on PATH.
+pub fn find_daemon_binary() -> Result<PathBuf, ConnectError> {
+    let exe = std::env::current_exe().unwrap_or_default();
+    let beside = exe.parent().map(Path::to_path_buf).unwrap_or_default();
+    let candidate = beside.join("tinycoded");
+    if candidate.is_file() {
+        return Ok(candidate);
+    }
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join("tinycoded"))
+        .find(|p| p.is_file())
+        .ok_or(ConnectError::DaemonBinaryNotFound { beside })
+}
+
+/// Start `tinycoded` detached (own process group, stdio away from the
+/// terminal, stderr to `<state>/logs/tinycoded.stderr.log`) and wait until
+/// its socket answers. Returns the child's pid.
+pub async fn start_daemon(layout: &Layout) -> Result<u32, ConnectError> {
+    use std::os::unix::process::CommandExt;
+
+    let workspace = layout.workspace.as_ref().ok_or(ConnectError::NoWorkspace)?;
+    let binary = find_daemon_binary()?;
+    let spawn_err = |source| ConnectError::Spawn {
+        binary: binary.clone(),
+        source,
+    };
+    std::fs::create_dir_all(layout.log_dir()).map_err(spawn_err)?;
+    let stderr = std::fs::File::create(layout.stderr_path()).map_err(spawn_err)?;
+    let mut child = std::process::Command::new(&binary)
+        .arg("--workspace")
+        .arg(workspace)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .process_group(0)
+        .spawn()
+        .map_err(spawn_err)?;
+    let pid = child.id();
+    let started = Instant::now();
+    loop {
+        if tokio::net::UnixStream::connect(&layout.socket)
+            .await
+            .is_ok()
+        {
+            // Reap the child later from a thread so it never lingers as a
+            // zombie while this client keeps running (TUI, tests).
+            std::thread::spawn(move || child.wait());
+            return Ok(pid);
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            let message = std::fs::read_to_string(layout.stderr_path()).unwrap_or_default();
+            return Err(ConnectError::StartFailed {
+                status: status.to_string(),
+                message: message.trim().to_string(),
+            });
+        }
+        if started.elapsed() > START_TIMEOUT {
+            return Err(ConnectError::StartTimeout {
+                socket: layout.socket.clone(),
+                timeout: START_TIMEOUT,
+                log: layout.log_path(),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -1,0 +1,172 @@
+//! Event → text and event → JSON, shared by the CLI and the TUI so both show
+//! the same thing. JSON is the canonical protobuf JSON mapping (camelCase
+//! field names, like grpcurl) with 64-bit integers as numbers.
+
+use std::sync::OnceLock;
+
+use prost::Message;
+use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor, SerializeOptions};
+
+use crate::proto::{Event, FILE_DESCRIPTOR_SET};
+
+fn event_descriptor() -> Option<&'static MessageDescriptor> {
+    static DESCRIPTOR: OnceLock<Option<MessageDescriptor>> = OnceLock::new();
+    DESCRIPTOR
+        .get_or_init(|| {
+            DescriptorPool::decode(FILE_DESCRIPTOR_SET)
+                .ok()?
+                .get_message_by_name("tinycode.v1.Event")
+        })
+        .as_ref()
+}
+
+/// Any generated message as canonical protobuf JSON.
+pub fn message_json<M: Message>(full_name: &str, msg: &M) -> serde_json::Value {
+    let descriptor = if full_name == "tinycode.v1.Event" {
+        event_descriptor().cloned()
+    } else {
+        DescriptorPool::decode(FILE_DESCRIPTOR_SET)
+            .ok()
+            .and_then(|pool| pool.get_message_by_name(full_name))
+    };
+    let Some(descriptor) = descriptor else {
+        return serde_json::Value::Null;
+    };
+    let Ok(dynamic) = DynamicMessage::decode(descriptor, msg.encode_to_vec().as_slice()) else {
+        return serde_json::Value::Null;
+    };
+    let options = SerializeOptions::new().stringify_64_bit_integers(false);
+    dynamic
+        .serialize_with_options(serde_json::value::Serializer, &options)
+        .unwrap_or(serde_json::Value::Null)
+}
+
+/// An event as canonical protobuf JSON.
+pub fn event_json(event: &Event) -> serde_json::Value {
+    message_json("tinycode.v1.Event", event)
+}
+
+/// One line per event: `#SEQ TIME STREAM@VERSION kind {fields}`.
+pub fn event_line(event: &Event) -> String {
+    let time = event
+        .recorded_at
+        .as_ref()
+        .map(|t| rfc3339(t.seconds, t.nanos))
+        .unwrap_or_else(|| "-".into());
+    let json = event_json(event);
+    let (kind, fields) = payload_of(&json);
+    format!(
+        "#{} {} {}@{} {}{}",
+        event.sequence, time, event.stream_id, event.stream_version, kind, fields
+    )
+}
+
+/// The payload's field name (snake_case) and a compact rendering of its body.
+fn payload_of(json: &serde_json::Value) -> (String, String) {
+    const ENVELOPE: [&str; 4] = ["sequence", "streamId", "streamVersion", "recordedAt"];
+    let Some(obj) = json.as_object() else {
+        return ("unknown".into(), String::new());
+    };
+    for (key, value) in obj {
+        if ENVELOPE.contains(&key.as_str()) {
+            continue;
+        }
+        let body = match value.as_object() {
+            Some(fields) if !fields.is_empty() => {
+                let parts: Vec<String> = fields
+                    .iter()
+                    .map(|(k, v)| match v {
+                        serde_json::Value::String(s) => format!("{k}={s}"),
+                        other => format!("{k}={other}"),
+                    })
+                    .collect();
+                format!(" {}", parts.join(" "))
+            }
+            _ => String::new(),
+        };
+        return (snake_case(key), body);
+    }
+    ("unknown".into(), String::new())
+}
+
+fn snake_case(camel: &str) -> String {
+    let mut out = String::with_capacity(camel.len() + 4);
+    for c in camel.chars() {
+        if c.is_ascii_uppercase() {
+            out.push('_');
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// UTC RFC 3339 with millisecond precision, without a date-time dependency.
+pub fn rfc3339(seconds: i64, nanos: i32) -> String {
+    let days = seconds.div_euclid(86_400);
+    let secs = seconds.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        secs / 3600,
+        secs % 3600 / 60,
+        secs % 60,
+        nanos.clamp(0, 999_999_999) / 1_000_000
+    )
+}
+
+/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::{DaemonStarted, event::Payload};
+
+    #[test]
+    fn dates_render_as_utc_rfc3339() {
+        assert_eq!(rfc3339(0, 0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(951_782_400, 5_000_000), "2000-02-29T00:00:00.005Z");
+        assert_eq!(rfc3339(1_795_991_400, 0), "2026-11-29T22:30:00.000Z");
+    }
+
+    #[test]
+    fn events_render_as_a_line_and_as_canonical_json() {
+        let event = Event {
+            sequence: 7,
+            stream_id: "daemon".into(),
+            stream_version: 3,
+            recorded_at: Some(prost_types::Timestamp {
+                seconds: 0,
+                nanos: 0,
+            }),
+            payload: Some(Payload::DaemonStarted(DaemonStarted {
+                version: "0.1.0".into(),
+                pid: 42,
+                workspace: "/desk".into(),
+                protocol_version: 1,
+                previous_run_unclean: false,
+            })),
+        };
+        assert_eq!(
+            event_line(&event),
+            "#7 1970-01-01T00:00:00.000Z daemon@3 daemon_started version=0.1.0 pid=42 workspace=/desk protocolVersion=1"
+        );
+        let json = event_json(&event);
+        assert_eq!(json["sequence"], 7);
+        assert_eq!(json["streamId"], "daemon");
+        assert_eq!(json["daemonStarted"]["pid"], 42);
+    }
+}
