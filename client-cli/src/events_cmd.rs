@@ -1,6 +1,8 @@
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Args;
+use tinycode_shared::client::{self, DaemonChannel};
 use tinycode_shared::proto::SubscribeRequest;
 use tinycode_shared::proto::events_client::EventsClient;
 use tinycode_shared::render;
@@ -15,17 +17,42 @@ pub struct EventsArgs {
     /// Only streams whose id starts with PREFIX (e.g. `ticket-`, `daemon`).
     #[arg(long, value_name = "PREFIX", default_value = "")]
     stream: String,
-    /// Keep running and print new events as they are recorded.
+    /// Keep running and print new events as they are recorded. When the
+    /// daemon restarts, wait for it and resume after the last event shown.
     #[arg(long, short = 'f')]
     follow: bool,
 }
 
 pub async fn run(ctx: &Ctx, args: EventsArgs) -> anyhow::Result<ExitCode> {
-    let channel = ctx.connect().await?;
+    let mut channel = ctx.connect().await?;
+    let mut next = args.from;
+    loop {
+        let ended_cleanly = print_from(ctx, channel, &args, &mut next).await;
+        match ended_cleanly {
+            Ok(()) if !args.follow => return Ok(ExitCode::SUCCESS),
+            Err(e) if !args.follow => return Err(e),
+            _ => {}
+        }
+        eprintln!(
+            "tinycode: tinycoded went away; waiting for it to come back to resume at #{next} (Ctrl+C to stop)"
+        );
+        channel = wait_for_daemon(ctx).await;
+    }
+}
+
+/// Print events from `*next` until the stream ends; `*next` tracks the
+/// first sequence not yet printed, so a resumed stream never repeats or
+/// skips one.
+async fn print_from(
+    ctx: &Ctx,
+    channel: DaemonChannel,
+    args: &EventsArgs,
+    next: &mut u64,
+) -> anyhow::Result<()> {
     let mut stream = EventsClient::new(channel)
         .subscribe(SubscribeRequest {
-            from_sequence: args.from,
-            stream_prefix: args.stream,
+            from_sequence: *next,
+            stream_prefix: args.stream.clone(),
             follow: args.follow,
         })
         .await?
@@ -36,9 +63,16 @@ pub async fn run(ctx: &Ctx, args: EventsArgs) -> anyhow::Result<ExitCode> {
         } else {
             println!("{}", render::event_line(&event));
         }
+        *next = event.sequence + 1;
     }
-    if args.follow {
-        eprintln!("tinycode: tinycoded closed the event stream (it is stopping)");
+    Ok(())
+}
+
+async fn wait_for_daemon(ctx: &Ctx) -> DaemonChannel {
+    loop {
+        if let Ok(channel) = client::connect(&ctx.layout.socket, &ctx.client).await {
+            return channel;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    Ok(ExitCode::SUCCESS)
 }

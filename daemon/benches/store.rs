@@ -1,1 +1,153 @@
-fn main() {}
+//! Event-store benchmark (not a test): `cargo bench -p tinycoded --bench store`.
+//!
+//! - durable append throughput, 1 writer and 64 concurrent writers
+//!   (events/s and fsyncs per event: group commit shares flushes);
+//! - catch-up replay of a 100k-event log to one subscriber.
+//!
+//! The store lives under `$TINYCODE_BENCH_DIR` or Cargo's target tmp dir
+//! (a real disk, so fsync costs what it costs). Figures go to
+//! docs/BENCHMARKS.md.
+
+// A benchmark binary: any failure aborts the run with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+use tinycode_shared::proto::{DaemonStopped, event::Payload};
+use tinycoded::store::{EventStore, ExpectedVersion, SubscriptionOptions};
+
+fn payload(i: u64) -> Payload {
+    Payload::DaemonStopped(DaemonStopped {
+        pid: i as u32,
+        uptime_ms: i,
+        reason: "benchmark event with a realistic few dozen bytes of text".into(),
+    })
+}
+
+fn bench_dir() -> tempfile::TempDir {
+    let base = std::env::var_os("TINYCODE_BENCH_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")));
+    std::fs::create_dir_all(&base).expect("bench dir");
+    tempfile::tempdir_in(base).expect("temp dir")
+}
+
+struct Throughput {
+    events: u64,
+    elapsed: Duration,
+    fsyncs: u64,
+}
+
+impl Throughput {
+    fn rate(&self) -> f64 {
+        self.events as f64 / self.elapsed.as_secs_f64()
+    }
+}
+
+/// `writers` tasks, each appending `per_writer` single-event appends to its
+/// own stream with an exact expected version, each awaited (durable).
+async fn appends(writers: u64, per_writer: u64) -> Throughput {
+    let dir = bench_dir();
+    let store = EventStore::open(dir.path()).expect("open");
+    let fsyncs_before = store.stats().fsyncs;
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..writers)
+        .map(|w| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                for i in 0..per_writer {
+                    store
+                        .append(
+                            &format!("ticket-{w}"),
+                            ExpectedVersion::Exact(i),
+                            vec![payload(i)],
+                        )
+                        .await
+                        .expect("append");
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.expect("writer");
+    }
+    let result = Throughput {
+        events: writers * per_writer,
+        elapsed: start.elapsed(),
+        fsyncs: store.stats().fsyncs - fsyncs_before,
+    };
+    store.close().await.expect("close");
+    result
+}
+
+/// Fill a log with `total` events, then time one subscriber replaying it.
+async fn replay(total: u64) -> (Duration, u64) {
+    const WRITERS: u64 = 20;
+    const BATCH: u64 = 100;
+    let dir = bench_dir();
+    let store = EventStore::open(dir.path()).expect("open");
+    let tasks: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                for b in 0..total / (WRITERS * BATCH) {
+                    let batch = (0..BATCH).map(|k| payload(b * BATCH + k)).collect();
+                    store
+                        .append(&format!("session-{w}"), ExpectedVersion::Any, batch)
+                        .await
+                        .expect("append");
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.expect("filler");
+    }
+    assert_eq!(store.last_sequence(), total);
+    let start = Instant::now();
+    let mut sub = store.subscribe(SubscriptionOptions {
+        from_sequence: 1,
+        follow: false,
+        ..Default::default()
+    });
+    let mut seen = 0u64;
+    while let Some(event) = sub.recv().await {
+        let event = event.expect("replay");
+        seen += 1;
+        assert_eq!(event.sequence, seen, "replay out of order");
+    }
+    let elapsed = start.elapsed();
+    store.close().await.expect("close");
+    (elapsed, seen)
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let one = appends(1, 2_000).await;
+        let many = appends(64, 500).await;
+        let (replay_time, replayed) = replay(100_000).await;
+        println!("durable appends (flush before ack)");
+        for (name, t) in [("1 writer", &one), ("64 writers", &many)] {
+            println!(
+                "  {name:<11} {:>7} events in {:>8.2?}  {:>9.0} events/s  {:.3} fsyncs/event",
+                t.events,
+                t.elapsed,
+                t.rate(),
+                t.fsyncs as f64 / t.events as f64
+            );
+        }
+        println!(
+            "  speed-up    {:.1}x (target >= 20x and >= 30k events/s)",
+            many.rate() / one.rate()
+        );
+        println!(
+            "catch-up replay: {replayed} events in {replay_time:.2?} ({:.0} events/s; target <= 0.5 s)",
+            replayed as f64 / replay_time.as_secs_f64()
+        );
+    });
+}

@@ -22,6 +22,10 @@ use tokio_stream::wrappers::UnixListenerStream;
 use crate::server::{self, ServeError, Shared};
 use crate::store::{EventStore, ExpectedVersion, StoreError};
 
+/// How long a stopping daemon waits for in-flight requests and connected
+/// clients before it closes their connections.
+pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The stream holding the daemon's own lifecycle events.
 pub const DAEMON_STREAM: &str = "daemon";
 
@@ -174,6 +178,7 @@ pub async fn run(layout: Layout) -> Result<(), DaemonError> {
 
     let (shutdown_tx, mut shutdown_rx) = mpsc::channel::<String>(1);
     let (stopping_tx, stopping_rx) = watch::channel(false);
+    let stopping_rx_for_grace = stopping_rx.clone();
     let shared = Shared {
         store: store.clone(),
         layout: Arc::new(layout.clone()),
@@ -197,7 +202,21 @@ pub async fn run(layout: Layout) -> Result<(), DaemonError> {
         stopping_tx.send_replace(true);
         let _ = reason_tx.send(reason);
     };
-    let served = server::serve(shared, UnixListenerStream::new(listener), stop).await;
+    let mut stopping = stopping_rx_for_grace;
+    let server = server::serve(shared, UnixListenerStream::new(listener), stop);
+    // Graceful shutdown waits for every connection to close; a client that
+    // keeps an idle connection open must not keep the daemon alive, so after
+    // the grace period the remaining connections are dropped.
+    let served = tokio::select! {
+        served = server => served,
+        () = async {
+            let _ = stopping.wait_for(|s| *s).await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        } => {
+            tracing::warn!(grace = ?SHUTDOWN_GRACE, "clients still connected after the grace period; closing their connections");
+            Ok(())
+        }
+    };
     let reason = reason_rx
         .await
         .unwrap_or_else(|_| "server error".to_string());

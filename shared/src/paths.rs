@@ -55,14 +55,16 @@ impl Layout {
         let home = std::env::var_os(HOME_ENV)
             .filter(|v| !v.is_empty())
             .map(PathBuf::from);
-        Self::resolve(explicit_workspace, &cwd, home.as_deref())
+        Self::resolve(explicit_workspace, &cwd, home.as_deref(), &runtime_dir())
     }
 
-    /// [`Layout::discover`] with its inputs explicit (testable).
+    /// [`Layout::discover`] with its inputs explicit: the current directory,
+    /// `$TINYCODE_HOME` and the runtime dir for long-path sockets.
     pub fn resolve(
         explicit_workspace: Option<&Path>,
         cwd: &Path,
         home: Option<&Path>,
+        runtime: &Path,
     ) -> Result<Self, PathError> {
         let workspace = match explicit_workspace {
             Some(dir) => Some(canonical_dir(&cwd.join(dir))?),
@@ -77,7 +79,7 @@ impl Layout {
                 });
             }
         };
-        let socket = socket_path(&state_dir);
+        let socket = socket_path(&state_dir, runtime);
         Ok(Self {
             workspace,
             state_dir,
@@ -128,12 +130,12 @@ fn absolutize(path: &Path) -> PathBuf {
 }
 
 /// The socket for a state dir (see the module docs for the fallback rule).
-pub fn socket_path(state_dir: &Path) -> PathBuf {
+pub fn socket_path(state_dir: &Path, runtime: &Path) -> PathBuf {
     let direct = state_dir.join("tinycoded.sock");
     if direct.as_os_str().len() <= MAX_SOCKET_PATH {
         return direct;
     }
-    runtime_dir().join(format!(
+    runtime.join(format!(
         "{:016x}.sock",
         fnv1a64(state_dir.as_os_str().as_encoded_bytes())
     ))
@@ -167,7 +169,7 @@ mod tests {
         let deep = ws.join("tickets/sub/dir");
         std::fs::create_dir_all(&deep).unwrap();
         std::fs::create_dir_all(ws.join(MARKER_DIR)).unwrap();
-        let layout = Layout::resolve(None, &deep, None).unwrap();
+        let layout = Layout::resolve(None, &deep, None, Path::new("/run")).unwrap();
         let ws = ws.canonicalize().unwrap();
         assert_eq!(layout.workspace.as_deref(), Some(ws.as_path()));
         assert_eq!(layout.state_dir, ws.join(".tinycode/state"));
@@ -177,7 +179,7 @@ mod tests {
     #[test]
     fn no_workspace_is_a_readable_error() {
         let tmp = tempfile::tempdir().unwrap();
-        let err = Layout::resolve(None, tmp.path(), None).unwrap_err();
+        let err = Layout::resolve(None, tmp.path(), None, Path::new("/run")).unwrap_err();
         assert!(err.to_string().contains("tinycode init"), "{err}");
     }
 
@@ -185,7 +187,7 @@ mod tests {
     fn home_overrides_state_dir_and_needs_no_workspace() {
         let tmp = tempfile::tempdir().unwrap();
         let home = tmp.path().join("home");
-        let layout = Layout::resolve(None, tmp.path(), Some(&home)).unwrap();
+        let layout = Layout::resolve(None, tmp.path(), Some(&home), Path::new("/run")).unwrap();
         assert_eq!(layout.workspace, None);
         assert_eq!(layout.state_dir, home);
     }
@@ -193,22 +195,30 @@ mod tests {
     #[test]
     fn explicit_workspace_must_exist() {
         let tmp = tempfile::tempdir().unwrap();
-        let err = Layout::resolve(Some(Path::new("missing")), tmp.path(), None).unwrap_err();
+        let err = Layout::resolve(
+            Some(Path::new("missing")),
+            tmp.path(),
+            None,
+            Path::new("/run"),
+        )
+        .unwrap_err();
         assert!(matches!(err, PathError::Io { .. }), "{err}");
     }
 
     #[test]
     fn long_state_dirs_fall_back_to_a_short_stable_socket() {
+        let run = Path::new("/run/user/1000/tinycode");
         let long = PathBuf::from("/").join("x".repeat(150));
-        let a = socket_path(&long);
+        let a = socket_path(&long, run);
+        assert!(a.starts_with(run), "{}", a.display());
         assert!(a.as_os_str().len() <= MAX_SOCKET_PATH, "{}", a.display());
-        assert_eq!(a, socket_path(&long), "stable");
+        assert_eq!(a, socket_path(&long, run), "stable");
         assert_ne!(
             a,
-            socket_path(&long.join("other")),
+            socket_path(&long.join("other"), run),
             "distinct per state dir"
         );
         let short = PathBuf::from("/tmp/s");
-        assert_eq!(socket_path(&short), short.join("tinycoded.sock"));
+        assert_eq!(socket_path(&short, run), short.join("tinycoded.sock"));
     }
 }

@@ -1,1 +1,300 @@
+//! Harness for the end-to-end tests: a temp workspace per test, the real
+//! `tinycoded` and `tinycode` binaries, and cleanup of any daemon a test
+//! started. Every test gets its own directory and socket, so tests run in
+//! parallel safely.
 
+// Test support: a failed setup step should abort the test with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+/// Directory holding the workspace's binaries, freshly built.
+///
+/// `cargo test` does not build the binaries of packages that have no
+/// integration tests of their own, and a stale binary would test old code,
+/// so the first call builds them (a no-op when they are up to date).
+pub fn bin_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let exe = std::env::current_exe().expect("test executable path");
+        // target/<profile>/deps/<test> → target/<profile>
+        let dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("target dir")
+            .to_path_buf();
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut build = Command::new(cargo);
+        build.args([
+            "build",
+            "--quiet",
+            "-p",
+            "tinycoded",
+            "-p",
+            "tinycode",
+            "-p",
+            "tinycode-tui",
+            "--bins",
+        ]);
+        if dir.file_name().is_some_and(|n| n == "release") {
+            build.arg("--release");
+        }
+        let status = build.status().expect("run cargo build");
+        assert!(status.success(), "building the binaries failed");
+        dir
+    })
+}
+
+pub fn bin(name: &str) -> PathBuf {
+    bin_dir().join(name)
+}
+
+/// A temporary support workspace with its own state dir and socket.
+pub struct Desk {
+    _tmp: TempDir,
+    pub root: PathBuf,
+    /// `$XDG_RUNTIME_DIR` for this desk's processes (long-path sockets).
+    pub runtime: PathBuf,
+    /// `$TINYCODE_HOME` for this desk's processes, when set.
+    pub home: Option<PathBuf>,
+}
+
+impl Desk {
+    /// An empty workspace (just `.tinycode/`).
+    pub fn new() -> Self {
+        let tmp = tempfile::Builder::new()
+            .prefix("tc-")
+            .tempdir()
+            .expect("temp dir");
+        let root = tmp.path().canonicalize().expect("canonical temp dir");
+        std::fs::create_dir_all(root.join("desk/.tinycode")).expect("create workspace");
+        std::fs::create_dir_all(root.join("run")).expect("create runtime dir");
+        Self {
+            runtime: root.join("run"),
+            root,
+            _tmp: tmp,
+            home: None,
+        }
+    }
+
+    /// Use `home` as `$TINYCODE_HOME` for every process of this desk.
+    pub fn with_home(mut self, home: PathBuf) -> Self {
+        self.home = Some(home);
+        self
+    }
+
+    pub fn workspace(&self) -> PathBuf {
+        self.root.join("desk")
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        self.home
+            .clone()
+            .unwrap_or_else(|| self.workspace().join(".tinycode/state"))
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.layout().socket
+    }
+
+    pub fn layout(&self) -> tinycode_shared::paths::Layout {
+        tinycode_shared::paths::Layout::resolve(
+            Some(&self.workspace()),
+            &self.workspace(),
+            self.home.as_deref(),
+            &self.runtime.join("tinycode"),
+        )
+        .expect("layout")
+    }
+
+    fn env(&self, cmd: &mut Command) {
+        cmd.current_dir(self.workspace())
+            .env_remove("TINYCODE_HOME")
+            .env("XDG_RUNTIME_DIR", &self.runtime)
+            .env("RUST_LOG", "info");
+        if let Some(home) = &self.home {
+            cmd.env("TINYCODE_HOME", home);
+        }
+    }
+
+    /// The `tinycode` CLI, run in the workspace.
+    pub fn cli(&self) -> Command {
+        let mut cmd = Command::new(bin("tinycode"));
+        self.env(&mut cmd);
+        cmd
+    }
+
+    /// The `tinycoded` daemon binary, run in the workspace (not started).
+    pub fn daemon_cmd(&self) -> Command {
+        let mut cmd = Command::new(bin("tinycoded"));
+        self.env(&mut cmd);
+        cmd
+    }
+
+    /// Run the CLI with `args`; returns (exit code, stdout, stderr).
+    pub fn run(&self, args: &[&str]) -> Output {
+        let out = self.cli().args(args).output().expect("run tinycode");
+        Output {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Run the CLI and require success; returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert_eq!(out.code, 0, "tinycode {args:?} failed: {out:?}");
+        out.stdout
+    }
+
+    /// Run the CLI with `--json` and parse its stdout.
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let stdout = self.ok(&all);
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("bad JSON ({e}): {stdout}"))
+    }
+
+    /// `events --json` as parsed lines.
+    pub fn events(&self, args: &[&str]) -> Vec<serde_json::Value> {
+        let mut all = vec!["--json", "events"];
+        all.extend_from_slice(args);
+        self.ok(&all)
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("JSON line"))
+            .collect()
+    }
+
+    /// The pid written in the state dir's lock file by the running daemon.
+    pub fn daemon_pid(&self) -> Option<u32> {
+        std::fs::read_to_string(self.state_dir().join("tinycoded.lock"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// Stop the daemon (if any) through the CLI, then make sure it is gone.
+    pub fn stop(&self) {
+        let pid = self.daemon_pid();
+        let _ = self.cli().args(["daemon", "stop"]).output();
+        if let Some(pid) = pid {
+            wait_until(Duration::from_secs(10), || !alive(pid));
+        }
+    }
+}
+
+impl Default for Desk {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for Desk {
+    fn drop(&mut self) {
+        if let Some(pid) = self.daemon_pid().filter(|p| alive(*p)) {
+            let _ = self.cli().args(["daemon", "stop"]).output();
+            if !wait_until(Duration::from_secs(10), || !alive(pid)) {
+                kill(pid, "KILL");
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Output {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Is `pid` a live (not zombie) process?
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|stat| !stat.contains(") Z "))
+        .unwrap_or(false)
+}
+
+/// Send a signal by name (`TERM`, `KILL`, …) with kill(1).
+pub fn kill(pid: u32, signal: &str) {
+    let _ = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status();
+}
+
+/// Poll `cond` every 10 ms until it holds or `timeout` passes.
+pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    cond()
+}
+
+/// A running child whose stdout lines are collected by a thread.
+pub struct LineReader {
+    pub child: Child,
+    lines: Receiver<String>,
+    pub seen: Vec<String>,
+}
+
+impl LineReader {
+    pub fn spawn(mut cmd: Command) -> Self {
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Collect lines until `done(&seen)` holds; panics after `timeout`.
+    pub fn until(&mut self, timeout: Duration, done: impl Fn(&[String]) -> bool) -> &[String] {
+        let deadline = Instant::now() + timeout;
+        while !done(&self.seen) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => self.seen.push(line),
+                Err(RecvTimeoutError::Timeout) => {
+                    panic!("timed out; lines so far: {:#?}", self.seen)
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    panic!("process ended; lines so far: {:#?}", self.seen)
+                }
+            }
+        }
+        &self.seen
+    }
+}
+
+impl Drop for LineReader {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,138 +1,265 @@
-//! Group commit: appenders write to sled under the writer lock, then wait
-//! here until a flush covers their last sequence. One flusher task serves all
-//! of them: appends that arrive while a flush is running share the next one.
-//! After each flush the newly durable events are published to live
-//! subscribers, in sequence order.
+//! Group commit, for writes and flushes alike. Appenders queue their
+//! request and wait; one committer thread takes every queued request, checks
+//! expected versions and assigns sequences in arrival order, writes all
+//! accepted events in one sled transaction, flushes once, publishes the
+//! now-durable events to live subscribers and then answers each appender.
+//! Requests arriving meanwhile form the next batch, so the cost of the
+//! transaction and of the flush is shared by everyone waiting.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::SystemTime;
 
-use tinycode_shared::proto::Event;
-use tokio::sync::{Notify, broadcast, watch};
+use prost::Message;
+use sled::Transactional;
+use sled::transaction::{ConflictableTransactionError, TransactionError};
+use tinycode_shared::proto::{Event, event::Payload};
+use tokio::sync::{broadcast, oneshot};
 
-use super::StoreError;
+use super::{ExpectedVersion, StoreError, keys};
 
-/// What the flusher has made durable so far.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Durable {
-    pub(crate) sequence: u64,
-    /// Set when a flush failed: the store stops acknowledging appends.
-    pub(crate) error: Option<Arc<str>>,
+pub(crate) type Reply = oneshot::Sender<Result<Vec<Arc<Event>>, StoreError>>;
+
+/// One queued append.
+pub(crate) struct Request {
+    pub(crate) stream: String,
+    pub(crate) expected: ExpectedVersion,
+    pub(crate) payloads: Vec<Payload>,
+    pub(crate) reply: Reply,
 }
 
 pub(crate) struct Committer {
-    /// Highest sequence written to sled (not necessarily flushed).
-    written: AtomicU64,
-    durable: watch::Sender<Durable>,
-    wake: Notify,
-    /// Written but not yet durable, in sequence order; published after flush.
-    unpublished: Mutex<VecDeque<Arc<Event>>>,
+    queue: Mutex<Queue>,
+    wake: Condvar,
+    /// Highest durable sequence; readers never see beyond it.
+    durable: AtomicU64,
     live: broadcast::Sender<Arc<Event>>,
     fsyncs: AtomicU64,
+}
+
+#[derive(Default)]
+struct Queue {
+    requests: VecDeque<Request>,
+    stop: bool,
+}
+
+/// What only the committer thread touches.
+struct Writer {
+    events: sled::Tree,
+    streams: sled::Tree,
+    db: sled::Db,
+    /// sled's data file: `Db::flush` ends with `sync_file_range`, which
+    /// neither flushes the device cache nor the file's metadata, so the
+    /// committer follows it with a real `fdatasync` of this file.
+    data_file: Option<std::fs::File>,
+    next_sequence: u64,
+    /// Last version of each stream touched since open (filled lazily).
+    versions: HashMap<String, u64>,
+    failed: Option<String>,
 }
 
 impl Committer {
     pub(crate) fn new(last_sequence: u64, live: broadcast::Sender<Arc<Event>>) -> Self {
         Self {
-            written: AtomicU64::new(last_sequence),
-            durable: watch::Sender::new(Durable {
-                sequence: last_sequence,
-                error: None,
-            }),
-            wake: Notify::new(),
-            unpublished: Mutex::new(VecDeque::new()),
+            queue: Mutex::new(Queue::default()),
+            wake: Condvar::new(),
+            durable: AtomicU64::new(last_sequence),
             live,
             fsyncs: AtomicU64::new(0),
         }
     }
 
-    /// Called under the writer lock right after the events are in sled.
-    pub(crate) fn written(&self, events: &[Arc<Event>]) {
-        if let Ok(mut queue) = self.unpublished.lock() {
-            queue.extend(events.iter().cloned());
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queue an append; the reply arrives once it is durable (or refused).
+    pub(crate) fn submit(&self, request: Request) {
+        let mut queue = self.lock();
+        if queue.stop {
+            drop(queue);
+            let _ = request.reply.send(Err(StoreError::Closed));
+            return;
         }
-        if let Some(last) = events.last() {
-            self.written.fetch_max(last.sequence, Ordering::AcqRel);
-        }
+        queue.requests.push_back(request);
+        drop(queue);
         self.wake.notify_one();
     }
 
-    /// Wait until `sequence` is durable.
-    pub(crate) async fn wait_durable(&self, sequence: u64) -> Result<(), StoreError> {
-        let mut rx = self.durable.subscribe();
-        let state = rx
-            .wait_for(|d| d.sequence >= sequence || d.error.is_some())
-            .await
-            .map_err(|_| StoreError::Closed)?;
-        match &state.error {
-            Some(e) if state.sequence < sequence => Err(StoreError::Io(e.to_string())),
-            _ => Ok(()),
-        }
-    }
-
     pub(crate) fn durable_sequence(&self) -> u64 {
-        self.durable.borrow().sequence
+        self.durable.load(Ordering::Acquire)
     }
 
     pub(crate) fn fsyncs(&self) -> u64 {
         self.fsyncs.load(Ordering::Relaxed)
     }
 
-    /// The flusher loop. Runs until `stop` is set and nothing is left to flush.
-    pub(crate) async fn run(self: Arc<Self>, db: sled::Db, mut stop: watch::Receiver<bool>) {
+    /// Refuse new appends; the committer finishes what is queued and exits.
+    pub(crate) fn stop(&self) {
+        self.lock().stop = true;
+        self.wake.notify_one();
+    }
+
+    /// The committer loop, on its own thread.
+    pub(crate) fn run(
+        &self,
+        db: sled::Db,
+        events: sled::Tree,
+        streams: sled::Tree,
+        data_file: Option<std::fs::File>,
+    ) {
+        let mut writer = Writer {
+            data_file,
+            next_sequence: self.durable_sequence() + 1,
+            db,
+            events,
+            streams,
+            versions: HashMap::new(),
+            failed: None,
+        };
         loop {
-            if self.durable.borrow().error.is_some() {
-                // A failed flush is fatal for acknowledgements; wait to stop.
-                let _ = stop.wait_for(|s| *s).await;
-                return;
+            let batch: Vec<Request> = {
+                let mut queue = self.lock();
+                while queue.requests.is_empty() && !queue.stop {
+                    queue = self.wake.wait(queue).unwrap_or_else(|p| p.into_inner());
+                }
+                if queue.requests.is_empty() {
+                    return; // stopping, nothing left
+                }
+                queue.requests.drain(..).collect()
+            };
+            self.commit(&mut writer, batch);
+        }
+    }
+
+    fn commit(&self, writer: &mut Writer, batch: Vec<Request>) {
+        if let Some(e) = &writer.failed {
+            for request in batch {
+                let _ = request.reply.send(Err(StoreError::Io(e.clone())));
             }
-            let stopping = *stop.borrow();
-            let target = self.written.load(Ordering::Acquire);
-            if target > self.durable_sequence() {
-                self.flush_to(&db, target).await;
+            return;
+        }
+        // Check and sequence every request against a scratch copy of the
+        // writer's state; it becomes real only if the write succeeds.
+        let recorded_at = Some(prost_types::Timestamp::from(SystemTime::now()));
+        let mut next = writer.next_sequence;
+        let mut touched: HashMap<String, u64> = HashMap::new();
+        let mut accepted: Vec<(Reply, Vec<Arc<Event>>)> = Vec::with_capacity(batch.len());
+        for Request {
+            stream,
+            expected,
+            payloads,
+            reply,
+        } in batch
+        {
+            let current = match touched
+                .get(&stream)
+                .or_else(|| writer.versions.get(&stream))
+            {
+                Some(v) => Ok(*v),
+                None => super::stream_version_in(&writer.streams, &stream),
+            };
+            let current = match current {
+                Ok(v) => v,
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                    continue;
+                }
+            };
+            let ok = match expected {
+                ExpectedVersion::Any => true,
+                ExpectedVersion::NoStream => current == 0,
+                ExpectedVersion::Exact(v) => current == v,
+            };
+            if !ok {
+                let _ = reply.send(Err(StoreError::Conflict {
+                    stream,
+                    expected,
+                    actual: current,
+                }));
                 continue;
             }
-            if stopping {
-                return;
-            }
-            tokio::select! {
-                () = self.wake.notified() => {}
-                _ = stop.changed() => {}
-            }
+            let events: Vec<Arc<Event>> = payloads
+                .into_iter()
+                .enumerate()
+                .map(|(i, payload)| {
+                    Arc::new(Event {
+                        sequence: next + i as u64,
+                        stream_id: stream.clone(),
+                        stream_version: current + 1 + i as u64,
+                        recorded_at,
+                        payload: Some(payload),
+                    })
+                })
+                .collect();
+            next += events.len() as u64;
+            touched.insert(stream, current + events.len() as u64);
+            accepted.push((reply, events));
         }
-    }
-
-    async fn flush_to(&self, db: &sled::Db, target: u64) {
-        let db = db.clone();
-        let result = tokio::task::spawn_blocking(move || db.flush()).await;
-        self.fsyncs.fetch_add(1, Ordering::Relaxed);
-        match result {
-            Ok(Ok(_)) => {
-                self.durable
-                    .send_modify(|d| d.sequence = d.sequence.max(target));
-                self.publish_up_to(target);
-            }
-            Ok(Err(e)) => self.fail(e.to_string()),
-            Err(e) => self.fail(e.to_string()),
-        }
-    }
-
-    fn publish_up_to(&self, target: u64) {
-        let Ok(mut queue) = self.unpublished.lock() else {
+        if accepted.is_empty() {
             return;
-        };
-        while queue.front().is_some_and(|e| e.sequence <= target) {
-            if let Some(event) = queue.pop_front() {
+        }
+        if let Err(e) = write_and_flush(writer, &accepted) {
+            self.fsyncs.fetch_add(1, Ordering::Relaxed);
+            let message = e.to_string();
+            tracing::error!(error = %message, "writing the event store failed; appends are refused from now on");
+            writer.failed = Some(message.clone());
+            for (reply, _) in accepted {
+                let _ = reply.send(Err(StoreError::Io(message.clone())));
+            }
+            return;
+        }
+        self.fsyncs.fetch_add(1, Ordering::Relaxed);
+        writer.next_sequence = next;
+        writer.versions.extend(touched);
+        self.durable.store(next - 1, Ordering::Release);
+        // Publish before acknowledging: by the time an append returns, every
+        // live subscriber has been offered its events.
+        for (_, events) in &accepted {
+            for event in events {
                 // No receivers is fine: nobody is subscribed right now.
-                let _ = self.live.send(event);
+                let _ = self.live.send(Arc::clone(event));
             }
         }
+        for (reply, events) in accepted {
+            let _ = reply.send(Ok(events));
+        }
     }
+}
 
-    fn fail(&self, message: String) {
-        tracing::error!(error = %message, "flushing the event store failed");
-        self.durable
-            .send_modify(|d| d.error = Some(Arc::from(message.as_str())));
+/// One transaction over both trees for the whole batch, then one flush.
+fn write_and_flush(
+    writer: &Writer,
+    accepted: &[(Reply, Vec<Arc<Event>>)],
+) -> Result<(), StoreError> {
+    let rows: Vec<([u8; 8], Vec<u8>, Vec<u8>)> = accepted
+        .iter()
+        .flat_map(|(_, events)| events.iter())
+        .map(|e| {
+            (
+                e.sequence.to_be_bytes(),
+                e.encode_to_vec(),
+                keys::stream_key(&e.stream_id, e.stream_version),
+            )
+        })
+        .collect();
+    (&writer.events, &writer.streams)
+        .transaction(|(ev, st)| {
+            for (seq, body, skey) in &rows {
+                ev.insert(&seq[..], body.as_slice())?;
+                st.insert(skey.as_slice(), &seq[..])?;
+            }
+            Ok::<_, ConflictableTransactionError<()>>(())
+        })
+        .map_err(|e| match e {
+            TransactionError::Storage(e) => StoreError::from(e),
+            TransactionError::Abort(()) => StoreError::Io("transaction aborted".into()),
+        })?;
+    writer.db.flush()?;
+    if let Some(file) = &writer.data_file {
+        file.sync_data()
+            .map_err(|e| StoreError::Io(format!("fdatasync failed: {e}")))?;
     }
+    Ok(())
 }

@@ -4,52 +4,29 @@
 //! - Tree `streams`: `stream-id ‖ 0x00 ‖ version (u64 BE)` → global sequence.
 //!
 //! Guarantees: an append is atomic (one sled transaction over both trees);
-//! a stale expected version is a [`StoreError::Conflict`]; sequences are
-//! allocated under one writer lock so the global sequence has no gap; an
-//! append returns only after a flush covers it (group commit, see
-//! [`commit`]); readers and subscribers only ever see durable events.
+//! a stale expected version is a [`StoreError::Conflict`]; one committer
+//! thread assigns sequences, so the global sequence has no gap; an append
+//! returns only after a flush covers it, and concurrent appends share both
+//! the transaction and the flush (group commit, see [`commit`]); readers and
+//! subscribers only ever see durable events.
 
 mod commit;
 mod error;
+pub(crate) mod keys;
 mod subscribe;
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
 
-use prost::Message;
-use sled::Transactional;
-use sled::transaction::{ConflictableTransactionError, TransactionError};
 use tinycode_shared::proto::{Event, event::Payload};
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{broadcast, oneshot, watch};
 
-use commit::Committer;
+use commit::{Committer, Request};
 pub use error::StoreError;
+use keys::{decode_sequence, stream_key, stream_prefix};
 pub use subscribe::{Subscription, SubscriptionOptions};
 
 /// Longest stream id accepted (bytes).
 pub const MAX_STREAM_ID: usize = 200;
-/// Tunables of [`EventStore::open_with`].
-#[derive(Debug, Clone, Copy)]
-pub struct StoreOptions {
-    /// Live events buffered per subscriber before it lags (then it reads the
-    /// store instead).
-    pub live_buffer: usize,
-    /// Events queued between a subscription's task and its consumer.
-    pub subscriber_queue: usize,
-    /// sled page cache, bytes.
-    pub cache_bytes: u64,
-}
-
-impl Default for StoreOptions {
-    fn default() -> Self {
-        Self {
-            live_buffer: 1024,
-            subscriber_queue: 256,
-            cache_bytes: 16 * 1024 * 1024,
-        }
-    }
-}
 
 /// What an append expects the stream's current version to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,12 +49,35 @@ impl std::fmt::Display for ExpectedVersion {
     }
 }
 
+/// Tunables of [`EventStore::open_with`].
+#[derive(Debug, Clone, Copy)]
+pub struct StoreOptions {
+    /// Live events buffered per subscriber before it lags (then it reads the
+    /// store instead).
+    pub live_buffer: usize,
+    /// Events queued between a subscription's task and its consumer.
+    pub subscriber_queue: usize,
+    /// sled page cache, bytes.
+    pub cache_bytes: u64,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self {
+            live_buffer: 1024,
+            subscriber_queue: 256,
+            cache_bytes: 16 * 1024 * 1024,
+        }
+    }
+}
+
 /// Figures for `Daemon.GetStatus` and the benchmarks.
 #[derive(Debug, Clone, Copy)]
 pub struct StoreStats {
     pub last_sequence: u64,
     pub event_count: u64,
     pub store_bytes: u64,
+    /// Flushes (write + fsync cycles) since open.
     pub fsyncs: u64,
 }
 
@@ -91,24 +91,16 @@ struct Inner {
     db: sled::Db,
     events: sled::Tree,
     streams: sled::Tree,
-    writer: Mutex<Writer>,
     committer: Arc<Committer>,
     live: broadcast::Sender<Arc<Event>>,
     subscriber_queue: usize,
+    /// Set on close: subscriptions end.
     stop: watch::Sender<bool>,
-    flusher: Mutex<Option<tokio::task::JoinHandle<()>>>,
-}
-
-struct Writer {
-    next_sequence: u64,
-    /// Last version of each stream touched since open (filled lazily).
-    versions: HashMap<String, u64>,
-    closed: bool,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl EventStore {
-    /// Open (or create) the log at `path`. Must be called inside a tokio
-    /// runtime: it starts the flusher task.
+    /// Open (or create) the log at `path`.
     pub fn open(path: &std::path::Path) -> Result<Self, StoreError> {
         Self::open_with(path, StoreOptions::default())
     }
@@ -127,23 +119,29 @@ impl EventStore {
         };
         let (live, _) = broadcast::channel(options.live_buffer.max(1));
         let committer = Arc::new(Committer::new(last_sequence, live.clone()));
-        let (stop, stop_rx) = watch::channel(false);
-        let flusher = tokio::spawn(Arc::clone(&committer).run(db.clone(), stop_rx));
+        // sled 0.34 keeps its log in `<path>/db`.
+        let data_file = std::fs::File::open(path.join("db"))
+            .inspect_err(|e| tracing::warn!(error = %e, "cannot open sled's data file for fdatasync; relying on sled's flush alone"))
+            .ok();
+        let thread = {
+            let committer = Arc::clone(&committer);
+            let (db, events, streams) = (db.clone(), events.clone(), streams.clone());
+            std::thread::Builder::new()
+                .name("tinycoded-commit".into())
+                .spawn(move || committer.run(db, events, streams, data_file))
+                .map_err(|e| StoreError::Io(format!("cannot start the committer thread: {e}")))?
+        };
+        let (stop, _) = watch::channel(false);
         Ok(Self {
             inner: Arc::new(Inner {
                 db,
                 events,
                 streams,
-                writer: Mutex::new(Writer {
-                    next_sequence: last_sequence + 1,
-                    versions: HashMap::new(),
-                    closed: false,
-                }),
                 committer,
                 live,
                 subscriber_queue: options.subscriber_queue.max(1),
                 stop,
-                flusher: Mutex::new(Some(flusher)),
+                thread: Mutex::new(Some(thread)),
             }),
         })
     }
@@ -160,99 +158,19 @@ impl EventStore {
         if payloads.is_empty() {
             return Err(StoreError::EmptyAppend);
         }
-        let events = self.write(stream, expected, payloads)?;
-        if let Some(last) = events.last() {
-            self.inner.committer.wait_durable(last.sequence).await?;
-        }
-        Ok(events)
+        let (reply, answer) = oneshot::channel();
+        self.inner.committer.submit(Request {
+            stream: stream.to_string(),
+            expected,
+            payloads,
+            reply,
+        });
+        answer.await.map_err(|_| StoreError::Closed)?
     }
 
-    /// The synchronous half of an append: version check, sequence
-    /// allocation and the sled transaction, all under the writer lock.
-    fn write(
-        &self,
-        stream: &str,
-        expected: ExpectedVersion,
-        payloads: Vec<Payload>,
-    ) -> Result<Vec<Arc<Event>>, StoreError> {
-        let mut writer = self
-            .inner
-            .writer
-            .lock()
-            .map_err(|_| StoreError::Io("writer lock poisoned".into()))?;
-        if writer.closed {
-            return Err(StoreError::Closed);
-        }
-        let current = match writer.versions.get(stream) {
-            Some(v) => *v,
-            None => self.stream_version(stream)?,
-        };
-        let ok = match expected {
-            ExpectedVersion::Any => true,
-            ExpectedVersion::NoStream => current == 0,
-            ExpectedVersion::Exact(v) => current == v,
-        };
-        if !ok {
-            return Err(StoreError::Conflict {
-                stream: stream.to_string(),
-                expected,
-                actual: current,
-            });
-        }
-        let recorded_at = Some(prost_types::Timestamp::from(SystemTime::now()));
-        let events: Vec<Arc<Event>> = payloads
-            .into_iter()
-            .enumerate()
-            .map(|(i, payload)| {
-                Arc::new(Event {
-                    sequence: writer.next_sequence + i as u64,
-                    stream_id: stream.to_string(),
-                    stream_version: current + 1 + i as u64,
-                    recorded_at,
-                    payload: Some(payload),
-                })
-            })
-            .collect();
-        let rows: Vec<([u8; 8], Vec<u8>, Vec<u8>)> = events
-            .iter()
-            .map(|e| {
-                (
-                    e.sequence.to_be_bytes(),
-                    e.encode_to_vec(),
-                    stream_key(stream, e.stream_version),
-                )
-            })
-            .collect();
-        (&self.inner.events, &self.inner.streams)
-            .transaction(|(ev, st)| {
-                for (seq, body, skey) in &rows {
-                    ev.insert(&seq[..], body.as_slice())?;
-                    st.insert(skey.as_slice(), &seq[..])?;
-                }
-                Ok::<_, ConflictableTransactionError<()>>(())
-            })
-            .map_err(|e| match e {
-                TransactionError::Storage(e) => StoreError::from(e),
-                TransactionError::Abort(()) => StoreError::Io("transaction aborted".into()),
-            })?;
-        writer.next_sequence += events.len() as u64;
-        writer
-            .versions
-            .insert(stream.to_string(), current + events.len() as u64);
-        self.inner.committer.written(&events);
-        Ok(events)
-    }
-
-    /// Current version of `stream` (0 when it does not exist).
+    /// Current durable version of `stream` (0 when it does not exist).
     pub fn stream_version(&self, stream: &str) -> Result<u64, StoreError> {
-        let prefix = stream_prefix(stream);
-        Ok(match self.inner.streams.scan_prefix(&prefix).next_back() {
-            Some(row) => {
-                let (key, _) = row?;
-                decode_sequence(&key[prefix.len()..])
-            }
-            None => 0,
-        })
+        stream_version_in(&self.inner.streams, stream)
     }
 
     /// Events of one stream with `stream_version >= from_version`, up to `max`.
@@ -263,10 +181,14 @@ impl EventStore {
         max: usize,
     ) -> Result<Vec<Event>, StoreError> {
         let durable = self.last_sequence();
-        let start = stream_key(stream, from_version.max(1));
         let prefix = stream_prefix(stream);
         let mut out = Vec::new();
-        for row in self.inner.streams.range(start..).take(max) {
+        for row in self
+            .inner
+            .streams
+            .range(stream_key(stream, from_version.max(1))..)
+            .take(max)
+        {
             let (key, seq) = row?;
             if !key.starts_with(&prefix) {
                 break;
@@ -294,17 +216,20 @@ impl EventStore {
             .take(max)
             .map(|row| {
                 let (key, value) = row?;
-                decode_event(decode_sequence(&key), &value)
+                keys::decode_event(decode_sequence(&key), &value)
             })
             .collect()
     }
 
-    /// One event by sequence.
+    /// One durable event by sequence.
     pub fn get(&self, sequence: u64) -> Result<Option<Event>, StoreError> {
+        if sequence > self.last_sequence() {
+            return Ok(None);
+        }
         self.inner
             .events
             .get(sequence.to_be_bytes())?
-            .map(|v| decode_event(sequence, &v))
+            .map(|v| keys::decode_event(sequence, &v))
             .transpose()
     }
 
@@ -323,16 +248,14 @@ impl EventStore {
         }
     }
 
-    /// Refuse new appends, end every subscription, flush what was written
-    /// and stop the flusher. Appends already past the version check complete.
+    /// Refuse new appends, end every subscription, let the committer finish
+    /// what is queued (those appends complete normally) and flush.
     pub async fn close(&self) -> Result<(), StoreError> {
-        if let Ok(mut writer) = self.inner.writer.lock() {
-            writer.closed = true;
-        }
         self.inner.stop.send_replace(true);
-        let flusher = self.inner.flusher.lock().ok().and_then(|mut f| f.take());
-        if let Some(flusher) = flusher {
-            let _ = flusher.await;
+        self.inner.committer.stop();
+        let thread = self.inner.thread.lock().ok().and_then(|mut t| t.take());
+        if let Some(thread) = thread {
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
         }
         self.inner.db.flush_async().await?;
         Ok(())
@@ -341,6 +264,18 @@ impl EventStore {
     fn closing(&self) -> watch::Receiver<bool> {
         self.inner.stop.subscribe()
     }
+}
+
+/// Last version of `stream` in the index tree (0 when it has none).
+pub(crate) fn stream_version_in(streams: &sled::Tree, stream: &str) -> Result<u64, StoreError> {
+    let prefix = stream_prefix(stream);
+    Ok(match streams.scan_prefix(&prefix).next_back() {
+        Some(row) => {
+            let (key, _) = row?;
+            decode_sequence(&key[prefix.len()..])
+        }
+        None => 0,
+    })
 }
 
 fn validate_stream_id(stream: &str) -> Result<(), StoreError> {
@@ -357,30 +292,6 @@ fn validate_stream_id(stream: &str) -> Result<(), StoreError> {
         stream: stream.chars().take(64).collect(),
         reason,
     })
-}
-
-fn stream_prefix(stream: &str) -> Vec<u8> {
-    let mut key = Vec::with_capacity(stream.len() + 9);
-    key.extend_from_slice(stream.as_bytes());
-    key.push(0);
-    key
-}
-
-fn stream_key(stream: &str, version: u64) -> Vec<u8> {
-    let mut key = stream_prefix(stream);
-    key.extend_from_slice(&version.to_be_bytes());
-    key
-}
-
-fn decode_sequence(bytes: &[u8]) -> u64 {
-    let mut buf = [0u8; 8];
-    let n = bytes.len().min(8);
-    buf[8 - n..].copy_from_slice(&bytes[bytes.len() - n..]);
-    u64::from_be_bytes(buf)
-}
-
-fn decode_event(sequence: u64, bytes: &[u8]) -> Result<Event, StoreError> {
-    Event::decode(bytes).map_err(|source| StoreError::Corrupt { sequence, source })
 }
 
 #[cfg(test)]
