@@ -9,7 +9,12 @@ use prost::Message;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let proto_root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("../proto");
-    let files = ["tinycode/v1/events.proto", "tinycode/v1/daemon.proto"];
+    let files = [
+        "tinycode/v1/events.proto",
+        "tinycode/v1/daemon.proto",
+        "tinycode/v1/support.proto",
+        "tinycode/v1/tickets.proto",
+    ];
     for file in &files {
         println!("cargo:rerun-if-changed={}", proto_root.join(file).display());
     }

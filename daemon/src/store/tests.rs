@@ -17,7 +17,7 @@ fn pid_of(e: &Event) -> u32 {
     match &e.payload {
         Some(Payload::DaemonStopped(s)) => s.pid,
         Some(Payload::DaemonStarted(s)) => s.pid,
-        None => u32::MAX,
+        _ => u32::MAX,
     }
 }
 

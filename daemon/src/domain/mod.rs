@@ -1,0 +1,8 @@
+//! The support domain: tickets and knowledge articles — types, projections
+//! folded from events, the workspace files they mirror, `sanitize_id`, and
+//! full-text search.
+
+pub mod ids;
+pub mod knowledge;
+pub mod search;
+pub mod ticket;

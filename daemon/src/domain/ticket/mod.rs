@@ -1,0 +1,294 @@
+//! Tickets: the TinyCode file format (`tickets/<id>.json`, camelCase) and
+//! the fold of `ticket-<id>` events into a [`Ticket`].
+
+use serde_json::{Map, Value};
+use tinycode_shared::proto::event::Payload;
+use tinycode_shared::proto::{Event, Ticket, TicketMessage, TicketNote};
+
+pub const CHANNELS: [&str; 4] = ["email", "chat", "phone", "web"];
+pub const STATUSES: [&str; 5] = ["open", "triaged", "routed", "escalated", "resolved"];
+pub const PRIORITIES: [&str; 4] = ["P0", "P1", "P2", "P3"];
+const FROM: [&str; 2] = ["customer", "agent"];
+const KEYS: [&str; 14] = [
+    "id",
+    "subject",
+    "customer",
+    "channel",
+    "createdAt",
+    "slaMinutes",
+    "status",
+    "category",
+    "priority",
+    "intent",
+    "queue",
+    "escalateLevel",
+    "messages",
+    "notes",
+];
+
+/// Why a ticket file cannot be read; names the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TicketFileError {
+    #[error("not valid JSON: {0}")]
+    Json(String),
+    #[error("the top level must be a JSON object")]
+    NotAnObject,
+    #[error("field `{0}` is missing")]
+    Missing(String),
+    #[error("field `{field}`: {problem}")]
+    Invalid { field: String, problem: String },
+    #[error("unknown field `{0}` (TinyCode ticket files have: {keys})", keys = KEYS.join(", "))]
+    Unknown(String),
+}
+
+fn invalid(field: impl Into<String>, problem: impl Into<String>) -> TicketFileError {
+    TicketFileError::Invalid {
+        field: field.into(),
+        problem: problem.into(),
+    }
+}
+
+/// Parse a ticket file (strict: every field checked, unknown keys refused).
+pub fn parse_ticket_file(text: &str) -> Result<Ticket, TicketFileError> {
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| TicketFileError::Json(e.to_string()))?;
+    let obj = value.as_object().ok_or(TicketFileError::NotAnObject)?;
+    if let Some(k) = obj.keys().find(|k| !KEYS.contains(&k.as_str())) {
+        return Err(TicketFileError::Unknown(k.clone()));
+    }
+    let messages = match obj.get("messages") {
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, m)| parse_message(&format!("messages[{i}]"), m))
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(invalid("messages", "must be a list")),
+        None => return Err(TicketFileError::Missing("messages".into())),
+    };
+    let notes = match obj.get("notes") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let field = format!("notes[{i}]");
+                let o = n
+                    .as_object()
+                    .ok_or_else(|| invalid(&field, "must be an object"))?;
+                Ok(TicketNote {
+                    text: req_str(o, "text", &field)?,
+                    at: req_str(o, "at", &field)?,
+                })
+            })
+            .collect::<Result<_, TicketFileError>>()?,
+        Some(_) => return Err(invalid("notes", "must be a list")),
+    };
+    let escalate_level = match obj.get("escalateLevel") {
+        None | Some(Value::Null) => 0,
+        Some(v) => match v.as_u64() {
+            Some(l @ 1..=2) => l as u32,
+            _ => return Err(invalid("escalateLevel", format!("must be 1 or 2, got {v}"))),
+        },
+    };
+    Ok(Ticket {
+        id: req_str(obj, "id", "")?,
+        subject: req_str(obj, "subject", "")?,
+        customer: req_str(obj, "customer", "")?,
+        channel: one_of(obj, "channel", &CHANNELS, true)?,
+        created_at: req_str(obj, "createdAt", "")?,
+        sla_minutes: match obj.get("slaMinutes") {
+            Some(v) => v
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| {
+                    invalid(
+                        "slaMinutes",
+                        format!("must be a whole number of minutes, got {v}"),
+                    )
+                })?,
+            None => return Err(TicketFileError::Missing("slaMinutes".into())),
+        },
+        status: one_of(obj, "status", &STATUSES, true)?,
+        category: opt_str(obj, "category")?,
+        priority: one_of(obj, "priority", &PRIORITIES, false)?,
+        intent: opt_str(obj, "intent")?,
+        queue: opt_str(obj, "queue")?,
+        escalate_level,
+        messages,
+        notes,
+        version: 0,
+    })
+}
+
+fn parse_message(field: &str, value: &Value) -> Result<TicketMessage, TicketFileError> {
+    let o = value
+        .as_object()
+        .ok_or_else(|| invalid(field, "must be an object"))?;
+    let from = req_str(o, "from", field)?;
+    if !FROM.contains(&from.as_str()) {
+        return Err(invalid(
+            format!("{field}.from"),
+            format!("must be customer or agent, got {from:?}"),
+        ));
+    }
+    Ok(TicketMessage {
+        from,
+        text: req_str(o, "text", field)?,
+        at: req_str(o, "at", field)?,
+    })
+}
+
+fn path(parent: &str, key: &str) -> String {
+    if parent.is_empty() {
+        key.to_string()
+    } else {
+        format!("{parent}.{key}")
+    }
+}
+
+fn req_str(o: &Map<String, Value>, key: &str, parent: &str) -> Result<String, TicketFileError> {
+    match o.get(key) {
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(other) => Err(invalid(
+            path(parent, key),
+            format!("must be a string, got {other}"),
+        )),
+        None => Err(TicketFileError::Missing(path(parent, key))),
+    }
+}
+
+fn opt_str(o: &Map<String, Value>, key: &str) -> Result<String, TicketFileError> {
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(other) => Err(invalid(key, format!("must be a string, got {other}"))),
+    }
+}
+
+fn one_of(
+    o: &Map<String, Value>,
+    key: &str,
+    allowed: &[&str],
+    required: bool,
+) -> Result<String, TicketFileError> {
+    let value = if required {
+        req_str(o, key, "")?
+    } else {
+        opt_str(o, key)?
+    };
+    if value.is_empty() && !required || allowed.contains(&value.as_str()) {
+        Ok(value)
+    } else {
+        Err(invalid(
+            key,
+            format!("must be one of {}, got {value:?}", allowed.join(", ")),
+        ))
+    }
+}
+
+/// The ticket as TinyCode writes it: 2-space JSON, TinyCode's key order,
+/// unset optional fields omitted, trailing newline.
+pub fn render_ticket_file(t: &Ticket) -> String {
+    let mut o = Map::new();
+    o.insert("id".into(), t.id.clone().into());
+    o.insert("subject".into(), t.subject.clone().into());
+    o.insert("customer".into(), t.customer.clone().into());
+    o.insert("channel".into(), t.channel.clone().into());
+    o.insert("createdAt".into(), t.created_at.clone().into());
+    o.insert("slaMinutes".into(), t.sla_minutes.into());
+    o.insert("status".into(), t.status.clone().into());
+    for (key, value) in [
+        ("category", &t.category),
+        ("priority", &t.priority),
+        ("intent", &t.intent),
+        ("queue", &t.queue),
+    ] {
+        if !value.is_empty() {
+            o.insert(key.into(), value.clone().into());
+        }
+    }
+    if t.escalate_level > 0 {
+        o.insert("escalateLevel".into(), t.escalate_level.into());
+    }
+    let messages = t
+        .messages
+        .iter()
+        .map(|m| serde_json::json!({ "from": m.from, "text": m.text, "at": m.at }))
+        .collect();
+    o.insert("messages".into(), Value::Array(messages));
+    if !t.notes.is_empty() {
+        let notes = t
+            .notes
+            .iter()
+            .map(|n| serde_json::json!({ "text": n.text, "at": n.at }))
+            .collect();
+        o.insert("notes".into(), Value::Array(notes));
+    }
+    let mut text = serde_json::to_string_pretty(&Value::Object(o)).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// Content equality, ignoring the stream version.
+pub fn same_content(a: &Ticket, b: &Ticket) -> bool {
+    Ticket {
+        version: 0,
+        ..a.clone()
+    } == Ticket {
+        version: 0,
+        ..b.clone()
+    }
+}
+
+/// Fold one `ticket-<id>` event into `ticket`. Status rules: classifying an
+/// open ticket makes it `triaged`; routing makes it `routed` unless it is
+/// escalated; escalating makes it `escalated`; a customer message reopens a
+/// resolved ticket.
+pub fn apply(ticket: &mut Ticket, event: &Event) {
+    let Some(payload) = &event.payload else {
+        return;
+    };
+    match payload {
+        Payload::TicketImported(e) => replace(ticket, e.ticket.as_ref()),
+        Payload::TicketCreated(e) => replace(ticket, e.ticket.as_ref()),
+        Payload::TicketUpdatedFromFile(e) => replace(ticket, e.ticket.as_ref()),
+        Payload::CustomerMessageAdded(e) => {
+            ticket.messages.extend(e.message.clone());
+            if ticket.status == "resolved" {
+                ticket.status = "open".into();
+            }
+        }
+        Payload::AgentReplyAdded(e) => ticket.messages.extend(e.message.clone()),
+        Payload::TicketClassified(e) => {
+            ticket.category = e.category.clone();
+            ticket.priority = e.priority.clone();
+            ticket.intent = e.intent.clone();
+            if ticket.status == "open" {
+                ticket.status = "triaged".into();
+            }
+        }
+        Payload::TicketRouted(e) => {
+            ticket.queue = e.queue.clone();
+            if ticket.status != "escalated" {
+                ticket.status = "routed".into();
+            }
+        }
+        Payload::TicketEscalated(e) => {
+            ticket.escalate_level = e.level;
+            ticket.status = "escalated".into();
+        }
+        Payload::TicketNoteAdded(e) => ticket.notes.extend(e.note.clone()),
+        Payload::TicketStatusChanged(e) => ticket.status = e.status.clone(),
+        _ => return,
+    }
+    ticket.version = event.stream_version;
+}
+
+fn replace(ticket: &mut Ticket, with: Option<&Ticket>) {
+    if let Some(new) = with {
+        *ticket = new.clone();
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,218 @@
+use tinycode_shared::proto::event::Payload;
+use tinycode_shared::proto::*;
+
+use super::*;
+
+pub(crate) fn fixture_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/fixtures/tinycode-support-desk")
+}
+
+#[test]
+fn fixture_files_parse_and_render_back_byte_for_byte() {
+    for id in ["T-1001", "T-1002", "T-1003"] {
+        let text =
+            std::fs::read_to_string(fixture_dir().join(format!("tickets/{id}.json"))).unwrap();
+        let ticket = parse_ticket_file(&text).unwrap();
+        assert_eq!(ticket.id, id);
+        assert_eq!(ticket.status, "open");
+        assert_eq!(ticket.messages.len(), 1);
+        assert_eq!(
+            render_ticket_file(&ticket),
+            text,
+            "{id} renders as TinyCode wrote it"
+        );
+    }
+}
+
+#[test]
+fn malformed_files_name_the_field() {
+    let good = std::fs::read_to_string(fixture_dir().join("tickets/T-1001.json")).unwrap();
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "\"channel\": \"email\"",
+            "\"channel\": \"fax\"",
+            "field `channel`: must be one of email, chat, phone, web",
+        ),
+        (
+            "\"slaMinutes\": 240",
+            "\"slaMinutes\": \"soon\"",
+            "field `slaMinutes`",
+        ),
+        (
+            "\"status\": \"open\"",
+            "\"status\": \"closed\"",
+            "field `status`",
+        ),
+        (
+            "\"from\": \"customer\"",
+            "\"from\": \"bot\"",
+            "field `messages[0].from`",
+        ),
+        ("\"subject\":", "\"topic\":", "unknown field `topic`"),
+        ("\"customer\": \"张伟\",", "", "field `customer` is missing"),
+        ("{", "[", "not valid JSON"),
+    ];
+    for (from, to, expected) in cases {
+        let broken = good.replacen(from, to, 1);
+        let err = parse_ticket_file(&broken).unwrap_err().to_string();
+        assert!(err.contains(expected), "{from} → {to}: {err}");
+    }
+}
+
+fn event(version: u64, payload: Payload) -> Event {
+    Event {
+        sequence: version,
+        stream_id: "ticket-T-1".into(),
+        stream_version: version,
+        recorded_at: None,
+        payload: Some(payload),
+    }
+}
+
+fn base() -> Ticket {
+    Ticket {
+        id: "T-1".into(),
+        subject: "s".into(),
+        customer: "c".into(),
+        channel: "chat".into(),
+        created_at: "2026-01-01T00:00:00Z".into(),
+        sla_minutes: 60,
+        status: "open".into(),
+        ..Ticket::default()
+    }
+}
+
+#[test]
+fn every_event_type_folds() {
+    let msg = |from: &str, text: &str| TicketMessage {
+        from: from.into(),
+        text: text.into(),
+        at: "t".into(),
+    };
+    let mut t = Ticket::default();
+    let events = vec![
+        Payload::TicketImported(TicketImported {
+            ticket: Some(base()),
+            file: "tickets/T-1.json".into(),
+        }),
+        Payload::CustomerMessageAdded(CustomerMessageAdded {
+            message: Some(msg("customer", "hello")),
+        }),
+        Payload::TicketClassified(TicketClassified {
+            category: "退款".into(),
+            priority: "P1".into(),
+            intent: "refund".into(),
+            summary: "wants money back".into(),
+        }),
+        Payload::TicketRouted(TicketRouted {
+            queue: "售后组".into(),
+            reason: "refunds".into(),
+        }),
+        Payload::AgentReplyAdded(AgentReplyAdded {
+            message: Some(msg("agent", "on it")),
+        }),
+        Payload::TicketNoteAdded(TicketNoteAdded {
+            note: Some(TicketNote {
+                text: "n".into(),
+                at: "t".into(),
+            }),
+        }),
+    ];
+    let mut statuses = Vec::new();
+    for (i, p) in events.into_iter().enumerate() {
+        apply(&mut t, &event(i as u64 + 1, p));
+        statuses.push(t.status.clone());
+    }
+    assert_eq!(
+        statuses,
+        ["open", "open", "triaged", "routed", "routed", "routed"]
+    );
+    assert_eq!(
+        (t.category.as_str(), t.priority.as_str(), t.queue.as_str()),
+        ("退款", "P1", "售后组")
+    );
+    assert_eq!(t.messages.len(), 2);
+    assert_eq!(t.notes.len(), 1);
+    assert_eq!(t.version, 6);
+
+    apply(
+        &mut t,
+        &event(
+            7,
+            Payload::TicketEscalated(TicketEscalated {
+                level: 2,
+                reason: "r".into(),
+            }),
+        ),
+    );
+    assert_eq!((t.status.as_str(), t.escalate_level), ("escalated", 2));
+    apply(
+        &mut t,
+        &event(
+            8,
+            Payload::TicketRouted(TicketRouted {
+                queue: "技术支持".into(),
+                reason: String::new(),
+            }),
+        ),
+    );
+    assert_eq!(t.status, "escalated", "routing keeps an escalation");
+    apply(
+        &mut t,
+        &event(
+            9,
+            Payload::TicketStatusChanged(TicketStatusChanged {
+                status: "resolved".into(),
+                reason: String::new(),
+            }),
+        ),
+    );
+    assert_eq!(t.status, "resolved");
+    apply(
+        &mut t,
+        &event(
+            10,
+            Payload::CustomerMessageAdded(CustomerMessageAdded {
+                message: Some(msg("customer", "again")),
+            }),
+        ),
+    );
+    assert_eq!(
+        t.status, "open",
+        "a customer message reopens a resolved ticket"
+    );
+
+    let mut edited = base();
+    edited.subject = "edited by hand".into();
+    apply(
+        &mut t,
+        &event(
+            11,
+            Payload::TicketUpdatedFromFile(TicketUpdatedFromFile {
+                ticket: Some(edited.clone()),
+                file: String::new(),
+            }),
+        ),
+    );
+    assert!(same_content(&t, &edited));
+    assert_eq!(t.version, 11);
+}
+
+#[test]
+fn optional_fields_render_only_when_set() {
+    let mut t = base();
+    let text = render_ticket_file(&t);
+    assert!(
+        !text.contains("category") && !text.contains("notes") && !text.contains("escalateLevel")
+    );
+    t.category = "物流".into();
+    t.escalate_level = 1;
+    t.notes.push(TicketNote {
+        text: "x".into(),
+        at: "y".into(),
+    });
+    let text = render_ticket_file(&t);
+    let back = parse_ticket_file(&text).unwrap();
+    assert!(same_content(&back, &t), "{text}");
+}
