@@ -4,6 +4,7 @@
 //! Data flows one way: `server` → (later: sessions → agent → tools → domain)
 //! → `store`; events flow back from `store` to every subscriber.
 
+pub mod config;
 pub mod domain;
 pub mod lifecycle;
 pub mod logging;

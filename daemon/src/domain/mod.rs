@@ -2,6 +2,7 @@
 //! folded from events, the workspace files they mirror, `sanitize_id`, and
 //! full-text search.
 
+pub mod desk;
 pub mod ids;
 pub mod knowledge;
 pub mod search;

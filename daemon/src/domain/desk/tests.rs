@@ -1,0 +1,302 @@
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tinycode_shared::proto::event::Payload;
+use tinycode_shared::proto::{TicketClassified, TicketRouted};
+
+use super::*;
+use crate::config::Config;
+use crate::store::EventStore;
+
+/// A writable copy of the fixture workspace.
+pub(crate) fn fixture_copy() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("desk");
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/tinycode-support-desk"),
+        &ws,
+    );
+    (tmp, ws)
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::write(&target, std::fs::read(entry.path()).unwrap()).unwrap();
+        }
+    }
+}
+
+async fn open(ws: &Path, db: &Path) -> (Arc<Desk>, LoadReport, EventStore) {
+    let store = EventStore::open(db).unwrap();
+    let config = Config::load(ws).unwrap();
+    let (desk, report) = Desk::open(store.clone(), ws, &config).await.unwrap();
+    (desk, report, store)
+}
+
+fn read(path: PathBuf) -> String {
+    std::fs::read_to_string(path).unwrap()
+}
+
+#[tokio::test]
+async fn the_fixture_imports_once_and_restarts_are_no_ops() {
+    let (tmp, ws) = fixture_copy();
+    let db = tmp.path().join("db");
+    let before: Vec<String> = ["T-1001", "T-1002", "T-1003"]
+        .iter()
+        .map(|id| read(ws.join(format!("tickets/{id}.json"))))
+        .collect();
+    let (desk, report, store) = open(&ws, &db).await;
+    assert_eq!(
+        (
+            report.imported,
+            report.updated,
+            report.tickets,
+            report.articles
+        ),
+        (3, 0, 3, 3)
+    );
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    assert_eq!(desk.get_ticket("T-1001").unwrap().customer, "张伟");
+    let events = store.last_sequence();
+    store.close().await.unwrap();
+    drop((desk, store));
+    for _ in 0..2 {
+        let (_, report, store) = open(&ws, &db).await;
+        assert_eq!((report.imported, report.updated), (0, 0));
+        assert_eq!(store.last_sequence(), events, "restart adds no events");
+        store.close().await.unwrap();
+    }
+    // Opening never rewrote the files.
+    for (i, id) in ["T-1001", "T-1002", "T-1003"].iter().enumerate() {
+        assert_eq!(read(ws.join(format!("tickets/{id}.json"))), before[i]);
+    }
+}
+
+#[tokio::test]
+async fn changes_go_to_the_log_then_the_file_and_leave_other_tickets_alone() {
+    let (tmp, ws) = fixture_copy();
+    let (desk, _, store) = open(&ws, &tmp.path().join("db")).await;
+    let other = read(ws.join("tickets/T-1002.json"));
+    let t = desk
+        .change_ticket("T-1001", |_| {
+            Ok(vec![
+                Payload::TicketClassified(TicketClassified {
+                    category: "退款".into(),
+                    priority: "P1".into(),
+                    intent: "refund".into(),
+                    summary: "未收到货要求退款".into(),
+                }),
+                Payload::TicketRouted(TicketRouted {
+                    queue: "售后组".into(),
+                    reason: "refund-policy".into(),
+                }),
+            ])
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        (t.status.as_str(), t.queue.as_str(), t.version),
+        ("routed", "售后组", 3)
+    );
+    let file =
+        crate::domain::ticket::parse_ticket_file(&read(ws.join("tickets/T-1001.json"))).unwrap();
+    assert!(
+        crate::domain::ticket::same_content(&file, &t),
+        "file mirrors the projection"
+    );
+    assert_eq!(read(ws.join("tickets/T-1002.json")), other);
+    let stream = store.read_stream("ticket-T-1001", 1, 10).unwrap();
+    assert_eq!(stream.len(), 3);
+}
+
+#[tokio::test]
+async fn a_hand_edited_file_is_imported_as_an_update() {
+    let (tmp, ws) = fixture_copy();
+    let db = tmp.path().join("db");
+    let (desk, _, store) = open(&ws, &db).await;
+    store.close().await.unwrap();
+    drop((desk, store));
+    let path = ws.join("tickets/T-1002.json");
+    std::fs::write(&path, read(path.clone()).replace("480", "120")).unwrap();
+    let (desk, report, store) = open(&ws, &db).await;
+    assert_eq!((report.imported, report.updated), (0, 1));
+    assert_eq!(desk.get_ticket("T-1002").unwrap().sla_minutes, 120);
+    let last = store.read_stream("ticket-T-1002", 2, 1).unwrap();
+    assert!(matches!(
+        last[0].payload,
+        Some(Payload::TicketUpdatedFromFile(_))
+    ));
+}
+
+#[tokio::test]
+async fn malformed_files_are_skipped_with_the_file_and_field_named() {
+    let (tmp, ws) = fixture_copy();
+    std::fs::write(ws.join("tickets/T-2001.json"), "{ not json").unwrap();
+    let bad = read(ws.join("tickets/T-1001.json"))
+        .replace("T-1001", "T-2002")
+        .replace("\"email\"", "\"fax\"");
+    std::fs::write(ws.join("tickets/T-2002.json"), bad).unwrap();
+    let misnamed = read(ws.join("tickets/T-1001.json"));
+    std::fs::write(ws.join("tickets/T-2003.json"), misnamed).unwrap();
+    std::fs::write(ws.join("knowledge/broken.md"), "no frontmatter").unwrap();
+    let (desk, report, _) = open(&ws, &tmp.path().join("db")).await;
+    assert_eq!(report.imported, 3, "the good tickets still import");
+    let w = report.warnings.join("\n");
+    assert!(w.contains("tickets/T-2001.json: not valid JSON"), "{w}");
+    assert!(w.contains("tickets/T-2002.json: field `channel`"), "{w}");
+    assert!(w.contains("tickets/T-2003.json: field `id`"), "{w}");
+    assert!(
+        w.contains("knowledge/broken.md: missing frontmatter"),
+        "{w}"
+    );
+    assert!(matches!(
+        desk.get_ticket("T-2002"),
+        Err(DomainError::TicketNotFound(_))
+    ));
+}
+
+#[tokio::test]
+async fn concurrent_updates_to_one_ticket_lose_nothing() {
+    let (tmp, ws) = fixture_copy();
+    let (desk, _, store) = open(&ws, &tmp.path().join("db")).await;
+    let tasks: Vec<_> = (0..20)
+        .map(|i| {
+            let desk = Arc::clone(&desk);
+            tokio::spawn(async move {
+                desk.add_customer_message("T-1003", &format!("follow-up {i}"))
+                    .await
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    let t = desk.get_ticket("T-1003").unwrap();
+    assert_eq!(t.messages.len(), 21);
+    assert_eq!(t.version, 21);
+    for i in 0..20 {
+        assert!(
+            t.messages
+                .iter()
+                .any(|m| m.text == format!("follow-up {i}")),
+            "lost {i}"
+        );
+    }
+    let file =
+        crate::domain::ticket::parse_ticket_file(&read(ws.join("tickets/T-1003.json"))).unwrap();
+    assert_eq!(file.messages.len(), 21, "the file has the last version");
+    // The projection equals a rebuild from the log alone.
+    let config = Config::load(&ws).unwrap();
+    let rebuilt = Desk::new(store.clone(), &ws, &config);
+    rebuilt.fold_log().await.unwrap();
+    assert_eq!(*lock(&rebuilt.tickets), *lock(&desk.tickets));
+}
+
+#[tokio::test]
+async fn intake_assigns_the_next_id_and_writes_the_file() {
+    let (tmp, ws) = fixture_copy();
+    let (desk, _, _) = open(&ws, &tmp.path().join("db")).await;
+    let new = |subject: &str| NewTicket {
+        subject: subject.into(),
+        customer: "Ana".into(),
+        channel: "web".into(),
+        body: "My printer is on fire".into(),
+        sla_minutes: 0,
+    };
+    let a = desk.create_ticket(new("fire")).await.unwrap();
+    let b = desk.create_ticket(new("smoke")).await.unwrap();
+    assert_eq!((a.id.as_str(), b.id.as_str()), ("T-1004", "T-1005"));
+    assert_eq!((a.status.as_str(), a.sla_minutes), ("open", 480));
+    assert!(ws.join("tickets/T-1005.json").exists());
+    let err = desk
+        .create_ticket(NewTicket {
+            channel: "fax".into(),
+            ..new("x")
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("`channel` must be one of email, chat, phone, web"),
+        "{err}"
+    );
+    assert_eq!(
+        desk.search("printer fire", 5, Some(crate::domain::search::Kind::Ticket))[0].id,
+        "T-1004"
+    );
+}
+
+#[tokio::test]
+async fn hostile_ids_never_reach_the_filesystem() {
+    let (tmp, ws) = fixture_copy();
+    let (desk, _, _) = open(&ws, &tmp.path().join("db")).await;
+    for id in ["../T-1001", "/etc/passwd", "T-1001/..", "..", "a\0b"] {
+        assert!(
+            matches!(desk.get_ticket(id), Err(DomainError::BadId { .. })),
+            "{id:?}"
+        );
+        assert!(
+            matches!(desk.get_article(id), Err(DomainError::BadId { .. })),
+            "{id:?}"
+        );
+        let err = desk.edit_article(id, "a", "b", "r").await.unwrap_err();
+        assert!(matches!(err, DomainError::BadId { .. }), "{id:?}");
+    }
+    let err = desk.get_ticket("T-9999").unwrap_err().to_string();
+    assert!(
+        err.contains("ticket T-9999 does not exist; use list_tickets"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_knowledge_edit_is_recorded_then_written_and_searchable() {
+    let (tmp, ws) = fixture_copy();
+    let (desk, _, store) = open(&ws, &tmp.path().join("db")).await;
+    let preview = desk
+        .preview_article_edit("refund-policy", "7 个工作日", "5 个工作日")
+        .unwrap();
+    let applied = desk
+        .edit_article(
+            "refund-policy",
+            "7 个工作日",
+            "5 个工作日",
+            "财务已缩短退款周期",
+        )
+        .await
+        .unwrap();
+    assert_eq!(applied.plan, preview, "the preview is the edit");
+    assert_eq!((applied.plan.added, applied.plan.removed), (1, 1));
+    let event = applied.event.unwrap();
+    assert_eq!(event.stream_id, "kb-refund-policy");
+    let Some(Payload::KnowledgeEdited(e)) = &event.payload else {
+        panic!()
+    };
+    assert_eq!(e.diff, preview.diff);
+    assert!(read(ws.join("knowledge/refund-policy.md")).contains("5 个工作日"));
+    assert!(
+        desk.get_article("refund-policy")
+            .unwrap()
+            .body
+            .contains("5 个工作日")
+    );
+    // old == new records nothing.
+    let seq = store.last_sequence();
+    let noop = desk
+        .edit_article("refund-policy", "5 个工作日", "5 个工作日", "")
+        .await
+        .unwrap();
+    assert!(noop.event.is_none() && noop.plan.is_noop());
+    assert_eq!(store.last_sequence(), seq);
+    let err = desk
+        .edit_article("refund-policy", "7 个工作日", "x", "")
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("old_text was not found"), "{err}");
+}
