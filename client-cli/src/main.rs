@@ -5,8 +5,12 @@
 //! with `--json`, as JSON. No business logic lives here.
 
 mod daemon_cmd;
+mod demo_cmd;
 mod events_cmd;
+mod init_cmd;
+mod kb_cmd;
 mod output;
+mod ticket_cmd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -42,6 +46,20 @@ enum Command {
     Daemon {
         #[command(subcommand)]
         action: daemon_cmd::DaemonAction,
+    },
+    /// Create the embedded demo desk, start the daemon on it, show it.
+    Demo(demo_cmd::DemoArgs),
+    /// Turn a directory into a tinycode workspace (`--demo`: with the demo desk).
+    Init(init_cmd::InitArgs),
+    /// Tickets: list, show, search, create, message.
+    Ticket {
+        #[command(subcommand)]
+        action: ticket_cmd::TicketAction,
+    },
+    /// Knowledge base: list, show, search.
+    Kb {
+        #[command(subcommand)]
+        action: kb_cmd::KbAction,
     },
     /// Print the event log (optionally following new events).
     Events(events_cmd::EventsArgs),
@@ -89,24 +107,29 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    if let Command::Completions { shell } = cli.command {
-        clap_complete::generate(
-            shell,
-            &mut Cli::command(),
-            "tinycode",
-            &mut std::io::stdout(),
-        );
-        return Ok(ExitCode::SUCCESS);
-    }
+    let client = ClientName::new(&format!("tinycode-cli/{}", env!("CARGO_PKG_VERSION")))?;
+    // Commands that need no existing workspace.
+    let command = match cli.command {
+        Command::Completions { shell } => {
+            let mut cmd = Cli::command();
+            clap_complete::generate(shell, &mut cmd, "tinycode", &mut std::io::stdout());
+            return Ok(ExitCode::SUCCESS);
+        }
+        Command::Init(args) => return init_cmd::run(cli.json, args),
+        Command::Demo(args) => return demo_cmd::run(cli.json, &client, args).await,
+        other => other,
+    };
     let ctx = Ctx {
         json: cli.json,
         autostart: !cli.no_autostart,
         layout: Layout::discover(cli.workspace.as_deref())?,
-        client: ClientName::new(&format!("tinycode-cli/{}", env!("CARGO_PKG_VERSION")))?,
+        client,
     };
-    match cli.command {
+    match command {
         Command::Daemon { action } => daemon_cmd::run(&ctx, action).await,
         Command::Events(args) => events_cmd::run(&ctx, args).await,
-        Command::Completions { .. } => Ok(ExitCode::SUCCESS),
+        Command::Ticket { action } => ticket_cmd::run(&ctx, action).await,
+        Command::Kb { action } => kb_cmd::run(&ctx, action).await,
+        Command::Completions { .. } | Command::Init(_) | Command::Demo(_) => Ok(ExitCode::SUCCESS),
     }
 }

@@ -19,6 +19,8 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::UnixListenerStream;
 
+use crate::config::{Config, ConfigError};
+use crate::domain::desk::{Desk, DomainError};
 use crate::server::{self, ServeError, Shared};
 use crate::store::{EventStore, ExpectedVersion, StoreError};
 
@@ -50,6 +52,10 @@ pub enum DaemonError {
         path.display()
     )]
     UnsafeSocketDir { path: PathBuf, uid: u32 },
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("cannot load the workspace: {0}")]
+    Desk(#[from] DomainError),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -152,6 +158,7 @@ fn previous_run_unclean(store: &EventStore) -> Result<bool, StoreError> {
 pub async fn run(layout: Layout) -> Result<(), DaemonError> {
     let started = Instant::now();
     let workspace = layout.workspace.clone().ok_or(DaemonError::NoWorkspace)?;
+    let config = Config::load(&workspace)?;
     let _lock = lock_state_dir(&layout)?;
     let store = EventStore::open(&layout.db_path())?;
     let unclean = previous_run_unclean(&store)?;
@@ -173,6 +180,15 @@ pub async fn run(layout: Layout) -> Result<(), DaemonError> {
             })],
         )
         .await?;
+    let (desk, report) = Desk::open(store.clone(), &workspace, &config).await?;
+    tracing::info!(
+        tickets = report.tickets,
+        imported = report.imported,
+        updated = report.updated,
+        articles = report.articles,
+        skipped = report.warnings.len(),
+        "workspace loaded"
+    );
     let listener = bind_socket(&layout)?;
     tracing::info!(socket = %layout.socket.display(), workspace = %workspace.display(), "tinycoded listening");
 
@@ -181,6 +197,7 @@ pub async fn run(layout: Layout) -> Result<(), DaemonError> {
     let stopping_rx_for_grace = stopping_rx.clone();
     let shared = Shared {
         store: store.clone(),
+        desk,
         layout: Arc::new(layout.clone()),
         started,
         shutdown: shutdown_tx,

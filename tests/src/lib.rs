@@ -84,6 +84,32 @@ impl Desk {
         }
     }
 
+    /// A copy of `../shared/fixtures/tinycode-support-desk` (writable).
+    pub fn fixture() -> Self {
+        let desk = Self::new();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../shared/fixtures/tinycode-support-desk");
+        copy_dir(&src, &desk.workspace());
+        desk
+    }
+
+    /// Write (or overwrite) a workspace file.
+    pub fn write(&self, rel: &str, content: &str) {
+        let path = self.workspace().join(rel);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, content).expect("write");
+    }
+
+    /// Read a workspace file.
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.workspace().join(rel)).expect("read")
+    }
+
+    /// The daemon's log file.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.state_dir().join("logs/tinycoded.log")).unwrap_or_default()
+    }
+
     /// Use `home` as `$TINYCODE_HOME` for every process of this desk.
     pub fn with_home(mut self, home: PathBuf) -> Self {
         self.home = Some(home);
@@ -205,6 +231,20 @@ impl Drop for Desk {
             if !wait_until(Duration::from_secs(10), || !alive(pid)) {
                 kill(pid, "KILL");
             }
+        }
+    }
+}
+
+/// Copy a directory tree; files come out writable.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("file type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::write(&target, std::fs::read(entry.path()).expect("read")).expect("write");
         }
     }
 }

@@ -61,7 +61,8 @@ mod tests {
     #[test]
     fn hostile_ids_are_refused() {
         let long = "a".repeat(65);
-        let table: &[(&str, fn(&IdError) -> bool)] = &[
+        type Expect = fn(&IdError) -> bool;
+        let table: &[(&str, Expect)] = &[
             ("", |e| *e == IdError::Empty),
             ("   ", |e| *e == IdError::Empty),
             ("../etc/passwd", |e| matches!(e, IdError::BadChar(_, '/'))),

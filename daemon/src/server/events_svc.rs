@@ -1,11 +1,8 @@
-use std::pin::Pin;
-
-use futures::Stream;
 use tinycode_shared::proto::events_server::Events;
 use tinycode_shared::proto::{Event, SubscribeRequest};
 use tonic::{Request, Response, Status};
 
-use super::{IntoStatus, Shared};
+use super::{IntoStatus, ResponseStream, Shared, stream_from};
 use crate::store::{MAX_STREAM_ID, SubscriptionOptions};
 
 pub struct EventsService {
@@ -18,11 +15,9 @@ impl EventsService {
     }
 }
 
-type EventStream = Pin<Box<dyn Stream<Item = Result<Event, Status>> + Send>>;
-
 #[tonic::async_trait]
 impl Events for EventsService {
-    type SubscribeStream = EventStream;
+    type SubscribeStream = ResponseStream<Event>;
 
     async fn subscribe(
         &self,
@@ -41,7 +36,7 @@ impl Events for EventsService {
             follow: req.follow,
         });
         let mut stopping = self.shared.stopping.clone();
-        let stream = async_stream(move |tx| async move {
+        let stream = stream_from(move |tx| async move {
             loop {
                 let next = tokio::select! {
                     next = subscription.recv() => next,
@@ -58,16 +53,4 @@ impl Events for EventsService {
         });
         Ok(Response::new(stream))
     }
-}
-
-/// A stream fed by a producer task through a small channel; the task ends
-/// when the client goes away (the receiver is dropped).
-fn async_stream<F, Fut>(producer: F) -> EventStream
-where
-    F: FnOnce(tokio::sync::mpsc::Sender<Result<Event, Status>>) -> Fut,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    let (tx, rx) = tokio::sync::mpsc::channel(64);
-    tokio::spawn(producer(tx));
-    Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))
 }

@@ -3,8 +3,11 @@
 
 mod daemon_svc;
 mod events_svc;
+mod knowledge_svc;
 mod peer;
 mod status;
+mod tickets_svc;
+mod validate;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,10 +16,13 @@ use tinycode_shared::paths::Layout;
 use tinycode_shared::proto::FILE_DESCRIPTOR_SET;
 use tinycode_shared::proto::daemon_server::DaemonServer;
 use tinycode_shared::proto::events_server::EventsServer;
+use tinycode_shared::proto::knowledge_server::KnowledgeServer;
+use tinycode_shared::proto::tickets_server::TicketsServer;
 use tokio::sync::{mpsc, watch};
 use tonic::service::InterceptorLayer;
 use tonic::transport::Server;
 
+use crate::domain::desk::Desk;
 use crate::store::EventStore;
 pub use peer::Peer;
 pub use status::IntoStatus;
@@ -28,6 +34,7 @@ pub type ShutdownReason = String;
 #[derive(Clone)]
 pub struct Shared {
     pub store: EventStore,
+    pub desk: Arc<Desk>,
     pub layout: Arc<Layout>,
     pub started: Instant,
     /// Ask the daemon to stop (Shutdown RPC).
@@ -59,6 +66,12 @@ where
     health_reporter
         .set_serving::<EventsServer<events_svc::EventsService>>()
         .await;
+    health_reporter
+        .set_serving::<TicketsServer<tickets_svc::TicketsService>>()
+        .await;
+    health_reporter
+        .set_serving::<KnowledgeServer<knowledge_svc::KnowledgeService>>()
+        .await;
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -76,10 +89,34 @@ where
         .add_service(DaemonServer::new(daemon_svc::DaemonService::new(
             shared.clone(),
         )))
-        .add_service(EventsServer::new(events_svc::EventsService::new(shared)))
+        .add_service(EventsServer::new(events_svc::EventsService::new(
+            shared.clone(),
+        )))
+        .add_service(TicketsServer::new(tickets_svc::TicketsService::new(
+            shared.clone(),
+        )))
+        .add_service(KnowledgeServer::new(knowledge_svc::KnowledgeService::new(
+            shared,
+        )))
         .serve_with_incoming_shutdown(incoming, stop)
         .await?;
     Ok(())
+}
+
+/// A server-streaming response fed by a producer task through a small
+/// channel; the task ends when the client goes away (receiver dropped).
+pub(crate) type ResponseStream<T> =
+    std::pin::Pin<Box<dyn futures::Stream<Item = Result<T, tonic::Status>> + Send>>;
+
+pub(crate) fn stream_from<T, F, Fut>(producer: F) -> ResponseStream<T>
+where
+    T: Send + 'static,
+    F: FnOnce(mpsc::Sender<Result<T, tonic::Status>>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = mpsc::channel(64);
+    tokio::spawn(producer(tx));
+    Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))
 }
 
 #[derive(Debug, thiserror::Error)]

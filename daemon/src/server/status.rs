@@ -2,6 +2,8 @@
 
 use tonic::Status;
 
+use crate::domain::desk::DomainError;
+use crate::domain::knowledge::EditError;
 use crate::store::StoreError;
 
 pub trait IntoStatus {
@@ -19,6 +21,27 @@ impl IntoStatus for StoreError {
             StoreError::Closed => Status::unavailable(message),
             StoreError::Corrupt { .. } => Status::data_loss(message),
             StoreError::Io(_) => Status::internal(message),
+        }
+    }
+}
+
+impl IntoStatus for DomainError {
+    fn into_status(self) -> Status {
+        let message = self.to_string();
+        match self {
+            DomainError::TicketNotFound(_) | DomainError::ArticleNotFound(_) => {
+                Status::not_found(message)
+            }
+            DomainError::BadId { .. } | DomainError::Invalid { .. } => {
+                Status::invalid_argument(message)
+            }
+            DomainError::Edit(EditError::NotFound(_) | EditError::Ambiguous { .. }) => {
+                Status::failed_precondition(message)
+            }
+            DomainError::Edit(EditError::EmptyOldText) => Status::invalid_argument(message),
+            DomainError::Busy(_) => Status::aborted(message),
+            DomainError::Store(e) => e.into_status(),
+            DomainError::Io { .. } => Status::internal(message),
         }
     }
 }

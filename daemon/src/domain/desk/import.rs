@@ -59,7 +59,7 @@ impl Desk {
             stream_prefix: "ticket-".into(),
             follow: false,
         });
-        let mut tickets = lock(&self.tickets);
+        let mut tickets: std::collections::BTreeMap<String, Ticket> = Default::default();
         while let Some(event) = sub.recv().await {
             let event = event?;
             if let Some(id) = event.stream_id.strip_prefix("ticket-") {
@@ -67,6 +67,7 @@ impl Desk {
                 crate::domain::ticket::apply(ticket, &event);
             }
         }
+        *lock(&self.tickets) = tickets;
         Ok(())
     }
 

@@ -1,0 +1,59 @@
+use tinycode_shared::proto::knowledge_server::Knowledge;
+use tinycode_shared::proto::{
+    GetArticleRequest, KnowledgeArticle, ListArticlesRequest, ListArticlesResponse, SearchRequest,
+    SearchResponse,
+};
+use tonic::{Request, Response, Status};
+
+use super::tickets_svc::{checked_query, search_response};
+use super::validate::{self, MAX_NAME};
+use super::{IntoStatus, Shared};
+use crate::domain::search::Kind;
+
+pub struct KnowledgeService {
+    shared: Shared,
+}
+
+impl KnowledgeService {
+    pub fn new(shared: Shared) -> Self {
+        Self { shared }
+    }
+}
+
+#[tonic::async_trait]
+impl Knowledge for KnowledgeService {
+    async fn list(
+        &self,
+        request: Request<ListArticlesRequest>,
+    ) -> Result<Response<ListArticlesResponse>, Status> {
+        let tag = request.into_inner().tag;
+        validate::max_len("tag", &tag, MAX_NAME)?;
+        Ok(Response::new(ListArticlesResponse {
+            articles: self.shared.desk.list_articles(&tag),
+        }))
+    }
+
+    async fn get(
+        &self,
+        request: Request<GetArticleRequest>,
+    ) -> Result<Response<KnowledgeArticle>, Status> {
+        self.shared
+            .desk
+            .get_article(&request.into_inner().id)
+            .map(Response::new)
+            .map_err(IntoStatus::into_status)
+    }
+
+    async fn search(
+        &self,
+        request: Request<SearchRequest>,
+    ) -> Result<Response<SearchResponse>, Status> {
+        let req = request.into_inner();
+        let limit = checked_query(&req)?;
+        let hits = self
+            .shared
+            .desk
+            .search(&req.query, limit, Some(Kind::Article));
+        Ok(Response::new(search_response(hits)))
+    }
+}

@@ -1,0 +1,351 @@
+//! End-to-end for the support domain: the real daemon on a copy of the
+//! TinyCode fixture workspace, driven through the real CLI and over gRPC.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use tinycode_shared::client::{ClientName, connect};
+use tinycode_shared::proto::CreateTicketRequest;
+use tinycode_shared::proto::WatchTicketsRequest;
+use tinycode_shared::proto::tickets_client::TicketsClient;
+use tinycode_tests::Desk;
+
+fn ids(list: &serde_json::Value) -> Vec<String> {
+    list["tickets"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|t| t["id"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn the_fixture_workspace_opens_unchanged_and_reads_through_the_cli() {
+    let desk = Desk::fixture();
+    let before = desk.read("tickets/T-1001.json");
+    let list = desk.json(&["ticket", "list"]);
+    assert_eq!(ids(&list), ["T-1001", "T-1002", "T-1003"]);
+    assert_eq!(list["total"], 3);
+
+    let t = desk.json(&["ticket", "show", "T-1001"]);
+    assert_eq!(t["customer"], "张伟");
+    assert_eq!(t["channel"], "email");
+    assert_eq!(t["messages"][0]["from"], "customer");
+    let text = desk.ok(&["ticket", "show", "T-1003"]);
+    assert!(text.contains("企业账户今天早上突然被风控冻结"), "{text}");
+
+    let hits = desk.json(&["kb", "search", "退款 时效"]);
+    assert_eq!(hits["hits"][0]["id"], "refund-policy", "{hits}");
+    assert_eq!(hits["hits"][0]["kind"], "article");
+    let articles = desk.json(&["kb", "list"]);
+    assert_eq!(articles["articles"].as_array().unwrap().len(), 3);
+    let tagged = desk.json(&["kb", "list", "--tag", "物流"]);
+    assert_eq!(tagged["articles"][0]["id"], "logistics-sla");
+    let article = desk.json(&["kb", "show", "escalation-policy"]);
+    assert_eq!(article["owner"], "客服主管");
+    let found = desk.json(&["ticket", "search", "包裹 停滞"]);
+    assert_eq!(found["hits"][0]["id"], "T-1002");
+
+    assert_eq!(
+        desk.read("tickets/T-1001.json"),
+        before,
+        "opening rewrote nothing"
+    );
+}
+
+#[test]
+fn intake_and_messages_write_through_to_the_files() {
+    let desk = Desk::fixture();
+    let untouched = desk.read("tickets/T-1002.json");
+    let created = desk.json(&[
+        "ticket",
+        "create",
+        "--subject",
+        "Printer on fire",
+        "--customer",
+        "Ana",
+        "--channel",
+        "chat",
+        "--body",
+        "It smokes",
+        "--sla",
+        "60",
+    ]);
+    assert_eq!(created["id"], "T-1004");
+    assert_eq!(created["status"], "open");
+    let file: serde_json::Value = serde_json::from_str(&desk.read("tickets/T-1004.json")).unwrap();
+    assert_eq!(file["slaMinutes"], 60);
+    assert_eq!(file["messages"][0]["text"], "It smokes");
+
+    let t = desk.json(&["ticket", "message", "T-1001", "还没收到，请尽快处理"]);
+    assert_eq!(t["messages"].as_array().unwrap().len(), 2);
+    let file: serde_json::Value = serde_json::from_str(&desk.read("tickets/T-1001.json")).unwrap();
+    assert_eq!(file["messages"][1]["text"], "还没收到，请尽快处理");
+    assert_eq!(desk.read("tickets/T-1002.json"), untouched);
+
+    let events = desk.events(&["--stream", "ticket-T-1001"]);
+    assert_eq!(events.len(), 2);
+    assert!(
+        events[0]["ticketImported"].is_object() && events[1]["customerMessageAdded"].is_object()
+    );
+}
+
+#[test]
+fn bad_input_gets_one_actionable_sentence_and_changes_nothing() {
+    let desk = Desk::fixture();
+    desk.ok(&["daemon", "start"]);
+    let seq = desk.json(&["daemon", "status"])["lastSequence"].clone();
+    let cases: &[(&[&str], &str)] = &[
+        (&["ticket", "show", "../../etc/passwd"], "invalid ticket id"),
+        (
+            &["ticket", "show", "T-9999"],
+            "ticket T-9999 does not exist",
+        ),
+        (
+            &["kb", "show", "nope"],
+            "knowledge article nope does not exist",
+        ),
+        (&["ticket", "message", "T-1001", " "], "`text` is empty"),
+        (
+            &[
+                "ticket",
+                "create",
+                "--subject",
+                "s",
+                "--customer",
+                "c",
+                "--body",
+                "b",
+                "--channel",
+                "fax",
+            ],
+            "`channel` must be one of email, chat, phone, web",
+        ),
+        (
+            &["ticket", "list", "--status", "closed"],
+            "`status` must be one of open",
+        ),
+        (&["ticket", "search", "  "], "`query` is empty"),
+    ];
+    for (args, expected) in cases {
+        let out = desk.run(args);
+        assert_eq!(out.code, 1, "{args:?}: {out:?}");
+        assert!(out.stderr.contains(expected), "{args:?}: {}", out.stderr);
+        assert_eq!(
+            out.stderr.trim().lines().count(),
+            1,
+            "{args:?}: one sentence"
+        );
+    }
+    let huge = "x".repeat(70 * 1024);
+    let out = desk.run(&["ticket", "message", "T-1001", &huge]);
+    assert!(
+        out.stderr.contains("`text` is 71680 bytes; at most 65536"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        desk.json(&["daemon", "status"])["lastSequence"],
+        seq,
+        "nothing stored"
+    );
+}
+
+#[test]
+fn restarts_are_idempotent_and_hand_edits_are_imported() {
+    let desk = Desk::fixture();
+    desk.ok(&["daemon", "start"]);
+    let ticket_events = || desk.events(&["--stream", "ticket-"]).len();
+    assert_eq!(ticket_events(), 3);
+    for _ in 0..2 {
+        desk.stop();
+        desk.ok(&["daemon", "start"]);
+        assert_eq!(ticket_events(), 3, "an unchanged file is a no-op");
+    }
+    desk.stop();
+    let edited = desk
+        .read("tickets/T-1002.json")
+        .replace("\"slaMinutes\": 480", "\"slaMinutes\": 30");
+    desk.write("tickets/T-1002.json", &edited);
+    desk.write("tickets/T-1005.json", "{ this is not json");
+    desk.write(
+        "tickets/T-1006.json",
+        &desk
+            .read("tickets/T-1001.json")
+            .replace("T-1001", "T-1006")
+            .replace("\"open\"", "\"closed\""),
+    );
+    desk.ok(&["daemon", "start"]);
+    assert_eq!(desk.json(&["ticket", "show", "T-1002"])["slaMinutes"], 30);
+    let events = desk.events(&["--stream", "ticket-T-1002"]);
+    assert!(events.last().unwrap()["ticketUpdatedFromFile"].is_object());
+    // Malformed files are skipped with the file and field named; the rest work.
+    let log = desk.log();
+    assert!(
+        log.contains("skipped tickets/T-1005.json: not valid JSON"),
+        "{log}"
+    );
+    assert!(
+        log.contains("skipped tickets/T-1006.json: field `status`"),
+        "{log}"
+    );
+    assert_eq!(
+        ids(&desk.json(&["ticket", "list"])),
+        ["T-1001", "T-1002", "T-1003"]
+    );
+}
+
+#[test]
+fn a_bad_config_stops_the_daemon_with_the_key_named() {
+    let desk = Desk::fixture();
+    desk.write(
+        ".tinycode/config.json",
+        r#"{"queues": ["售后组"], "maxStepz": 3}"#,
+    );
+    let out = desk.run(&["ticket", "list"]);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("unknown key `maxStepz`"),
+        "{}",
+        out.stderr
+    );
+    assert!(!desk.socket().exists());
+}
+
+#[test]
+fn init_demo_scaffolds_a_desk_the_daemon_serves() {
+    let desk = Desk::new();
+    let dir = desk.root.join("fresh");
+    let out = desk
+        .cli()
+        .current_dir(&desk.root)
+        .args(["init", "fresh", "--demo"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(dir.join(".gitignore").exists());
+    let again = desk
+        .cli()
+        .current_dir(&desk.root)
+        .args(["init", "fresh"])
+        .output()
+        .unwrap();
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already a tinycode workspace"));
+    let list = desk
+        .cli()
+        .current_dir(&dir)
+        .args(["--json", "ticket", "list"])
+        .output()
+        .unwrap();
+    let list: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert!(list["total"].as_u64().unwrap() >= 30, "{list}");
+    let _ = desk
+        .cli()
+        .current_dir(&dir)
+        .args(["daemon", "stop"])
+        .output();
+}
+
+#[test]
+fn demo_command_creates_the_desk_and_leaves_the_daemon_running() {
+    let desk = Desk::new();
+    let dir = desk.root.join("demo");
+    let out = desk.run(&["--json", "demo", dir.to_str().unwrap()]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(v["created"], true);
+    assert!(v["tickets"].as_u64().unwrap() >= 30);
+    assert_eq!(v["search"]["top"], "refund-policy");
+    let pid = v["daemonPid"].as_u64().unwrap() as u32;
+    assert!(tinycode_tests::alive(pid), "left running");
+    let stop = desk
+        .cli()
+        .args(["-w", dir.to_str().unwrap(), "daemon", "stop"])
+        .output()
+        .unwrap();
+    assert!(stop.status.success());
+    assert!(!tinycode_tests::alive(pid));
+}
+
+#[tokio::test]
+async fn watch_replays_ticket_changes_then_streams_new_ones() {
+    let desk = Desk::fixture();
+    desk.ok(&["ticket", "message", "T-1003", "还在等"]);
+    let channel = connect(&desk.socket(), &ClientName::new("tests").unwrap())
+        .await
+        .unwrap();
+    let mut client = TicketsClient::new(channel);
+    let mut watch = client
+        .watch(WatchTicketsRequest {
+            from_sequence: 0,
+            id: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        let change = watch.message().await.unwrap().unwrap();
+        let t = change.ticket.unwrap();
+        seen.push((t.id.clone(), t.messages.len()));
+    }
+    assert_eq!(
+        seen,
+        [
+            ("T-1001".into(), 1),
+            ("T-1002".into(), 1),
+            ("T-1003".into(), 1),
+            ("T-1003".into(), 2)
+        ],
+        "catch-up folds each ticket as of its event"
+    );
+    let created = client
+        .create(CreateTicketRequest {
+            subject: "Live one".into(),
+            customer: "Bo".into(),
+            channel: "web".into(),
+            body: "hello".into(),
+            sla_minutes: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let live = tokio::time::timeout(Duration::from_secs(10), watch.message())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(live.ticket.unwrap().id, created.id);
+    assert!(live.event.unwrap().payload.is_some());
+    // Watching one ticket only sees that ticket.
+    let mut one = client
+        .watch(WatchTicketsRequest {
+            from_sequence: 0,
+            id: "T-1003".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    for expected in [1, 2] {
+        let c = one.message().await.unwrap().unwrap();
+        assert_eq!(c.ticket.unwrap().messages.len(), expected);
+    }
+    let err = client
+        .create(CreateTicketRequest {
+            subject: "x".into(),
+            customer: "y".into(),
+            body: "z".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(
+        err.message().contains("`channel` is required"),
+        "{}",
+        err.message()
+    );
+}
