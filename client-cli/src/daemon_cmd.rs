@@ -80,7 +80,7 @@ async fn stop(ctx: &Ctx) -> anyhow::Result<ExitCode> {
         .await?;
     // Stopped means: the socket is gone and the process has exited.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while ctx.layout.socket.exists() || process_alive(pid) {
+    while ctx.layout.socket.exists() || client::process_running(pid) {
         if Instant::now() > deadline {
             anyhow::bail!(
                 "tinycoded (pid {pid}) did not stop within 30s; see {}",
@@ -91,13 +91,6 @@ async fn stop(ctx: &Ctx) -> anyhow::Result<ExitCode> {
     }
     report_stopped(ctx, Some(pid), true);
     Ok(ExitCode::SUCCESS)
-}
-
-fn process_alive(pid: u32) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}")).exists()
-        && std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|stat| !stat.contains(") Z "))
-            .unwrap_or(false)
 }
 
 fn report_stopped(ctx: &Ctx, pid: Option<u32>, was_running: bool) {

@@ -76,6 +76,26 @@ impl Interceptor for ClientName {
     }
 }
 
+/// Is `pid` still running (Linux `/proc`)? A zombie thread-group leader
+/// whose other threads are still exiting counts as running: the process's
+/// file descriptors — a daemon's socket and locks — are released only when
+/// its last thread exits.
+pub fn process_running(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state follows the parenthesised command name.
+    let state = stat
+        .rsplit_once(") ")
+        .and_then(|(_, rest)| rest.chars().next());
+    if state != Some('Z') {
+        return true;
+    }
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|threads| threads.count() > 1)
+        .unwrap_or(false)
+}
+
 /// Connect to the daemon listening on `socket`. Fails fast when nobody answers.
 pub async fn connect(socket: &Path, client: &ClientName) -> Result<DaemonChannel, ConnectError> {
     let not_running = || ConnectError::NotRunning {

@@ -177,7 +177,14 @@ impl Desk {
     /// Run the CLI and require success; returns stdout.
     pub fn ok(&self, args: &[&str]) -> String {
         let out = self.run(args);
-        assert_eq!(out.code, 0, "tinycode {args:?} failed: {out:?}");
+        assert_eq!(
+            out.code,
+            0,
+            "tinycode {args:?} failed: {out:?}\n--- daemon log ---\n{}\n--- daemon stderr ---\n{}",
+            self.log(),
+            std::fs::read_to_string(self.state_dir().join("logs/tinycoded.stderr.log"))
+                .unwrap_or_default()
+        );
         out.stdout
     }
 
@@ -256,11 +263,11 @@ pub struct Output {
     pub stderr: String,
 }
 
-/// Is `pid` a live (not zombie) process?
+/// Is `pid` still running? A zombie thread-group leader whose other
+/// threads are still exiting counts as running: its file descriptors (the
+/// daemon's socket and locks) are released only when the last thread exits.
 pub fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|stat| !stat.contains(") Z "))
-        .unwrap_or(false)
+    tinycode_shared::client::process_running(pid)
 }
 
 /// Send a signal by name (`TERM`, `KILL`, …) with kill(1).
