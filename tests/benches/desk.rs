@@ -1,0 +1,232 @@
+//! Support-domain benchmark (not a test): `cargo bench -p tinycode-tests --bench desk`.
+//!
+//! 1. Import of 10,000 generated ticket files by a starting daemon: time
+//!    until the socket answers, events/s, daemon RSS after.
+//! 2. Search latency (p50/p99) over 10,000 generated articles, in process.
+//! 3. `tinycode ticket list` round trip with 1,000 tickets: the whole CLI
+//!    process, median of 30 runs.
+//!
+//! Release binaries, real processes, a temp workspace. Figures go to
+//! docs/BENCHMARKS.md.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tinycode_tests::{Desk, bin, wait_until};
+use tinycoded::domain::search::{Document, Kind, SearchIndex};
+
+const ZH_SUBJECTS: [&str; 6] = [
+    "退款：订单 {n} 已付款但未收到货",
+    "物流：包裹 {n} 停滞 3 天未更新",
+    "账户被风控冻结，订单 {n} 无法支付",
+    "App 闪退，无法查看订单 {n}",
+    "发票抬头错误，订单 {n} 需要重开",
+    "重复扣款，订单 {n} 被扣了两次",
+];
+const EN_SUBJECTS: [&str; 6] = [
+    "Refund for order {n} not received",
+    "Parcel {n} stuck in transit for a week",
+    "Locked out of my account after order {n}",
+    "App crashes on checkout for order {n}",
+    "Invoice for order {n} has the wrong company name",
+    "Charged twice for order {n}",
+];
+
+fn ticket_json(n: usize) -> String {
+    let subject = if n % 2 == 0 {
+        ZH_SUBJECTS[n % 6]
+    } else {
+        EN_SUBJECTS[n % 6]
+    };
+    let subject = subject.replace("{n}", &(10_000 + n).to_string());
+    let channel = ["email", "chat", "phone", "web"][n % 4];
+    serde_json::to_string_pretty(&serde_json::json!({
+        "id": format!("T-{}", 2000 + n),
+        "subject": subject,
+        "customer": format!("Customer {n}"),
+        "channel": channel,
+        "createdAt": "2026-09-18T09:12:00+08:00",
+        "slaMinutes": 240,
+        "status": "open",
+        "messages": [{ "from": "customer", "text": format!("{subject}. Please help, this is message {n}."), "at": "2026-09-18T09:12:00+08:00" }],
+    }))
+    .unwrap()
+}
+
+fn write_tickets(desk: &Desk, count: usize) {
+    for n in 0..count {
+        desk.write(&format!("tickets/T-{}.json", 2000 + n), &ticket_json(n));
+    }
+}
+
+fn rss_kib(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+fn import(count: usize) {
+    let desk = Desk::new();
+    write_tickets(&desk, count);
+    let start = Instant::now();
+    let mut daemon = desk
+        .daemon_cmd()
+        .arg("--workspace")
+        .arg(desk.workspace())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(300), || {
+        std::os::unix::net::UnixStream::connect(desk.socket()).is_ok()
+    }));
+    let elapsed = start.elapsed();
+    let (rss, peak) = rss_kib(daemon.id());
+    let status = desk.json(&["daemon", "status"]);
+    assert_eq!(
+        status["lastSequence"].as_u64().unwrap(),
+        count as u64 + 1,
+        "one event per ticket + DaemonStarted"
+    );
+    println!(
+        "import {count} ticket files: {:.2?} to serve ({:.0} events/s), daemon RSS {:.1} MiB (peak {:.1} MiB), store {:.1} MiB",
+        elapsed,
+        count as f64 / elapsed.as_secs_f64(),
+        rss as f64 / 1024.0,
+        peak as f64 / 1024.0,
+        status["storeBytes"].as_u64().unwrap() as f64 / 1_048_576.0
+    );
+    desk.stop();
+    let _ = daemon.wait();
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn search(count: usize) {
+    let topics = [
+        (
+            "退款政策",
+            "退款 售后 时效",
+            "订单已支付但未发货可全额退款，款项在 7 个工作日内退回原支付渠道。",
+        ),
+        (
+            "物流异常处理",
+            "物流 SLA 补发",
+            "包裹轨迹停滞超过 48 小时创建物流追踪任务，停滞 5 天可判定异常件。",
+        ),
+        (
+            "Password reset",
+            "account password login",
+            "Customers reset their password from the sign-in page; links expire after 30 minutes.",
+        ),
+        (
+            "App crashes",
+            "technical app crash",
+            "Ask for the app version, phone model and OS version; error E-1001 is a network timeout.",
+        ),
+        (
+            "发票开具",
+            "发票 企业 售后",
+            "订单完成后 90 天内可申请电子发票，抬头错误可作废重开。",
+        ),
+    ];
+    let mut index = SearchIndex::default();
+    let start = Instant::now();
+    for n in 0..count {
+        let (title, tags, body) = topics[n % topics.len()];
+        let tags: Vec<String> = tags.split(' ').map(String::from).collect();
+        let body = format!(
+            "{body} 文章编号 {n}. Article number {n} covers case {}.",
+            n * 7 % 1000
+        );
+        index.upsert(Document {
+            kind: Kind::Article,
+            id: &format!("kb-{n}"),
+            title: &format!("{title} {n}"),
+            keywords: &tags,
+            body: &body,
+        });
+    }
+    let build = start.elapsed();
+    let queries = [
+        "退款 时效",
+        "物流 停滞",
+        "password reset link",
+        "app crash E-1001",
+        "发票 抬头",
+        "phone model",
+        "异常件 补发",
+        "case 500",
+    ];
+    let mut times = Vec::new();
+    for round in 0..50 {
+        for q in queries {
+            let t = Instant::now();
+            let hits = index.search(q, 10, None);
+            times.push(t.elapsed());
+            if round == 0 {
+                assert!(!hits.is_empty(), "{q}");
+            }
+        }
+    }
+    times.sort();
+    println!(
+        "search over {count} articles: index built in {build:.2?}; {} queries p50 {:.3} ms, p99 {:.3} ms (target p50 <= 2 ms)",
+        times.len(),
+        percentile(&times, 0.5).as_secs_f64() * 1e3,
+        percentile(&times, 0.99).as_secs_f64() * 1e3
+    );
+}
+
+fn list_round_trip(count: usize) {
+    let desk = Desk::new();
+    write_tickets(&desk, count);
+    desk.ok(&["daemon", "start"]);
+    for args in [
+        &["ticket", "list"][..],
+        &["ticket", "list", "--limit", "1000"][..],
+    ] {
+        let run = || {
+            let t = Instant::now();
+            let out = Command::new(bin("tinycode"))
+                .args(args)
+                .current_dir(desk.workspace())
+                .env("XDG_RUNTIME_DIR", &desk.runtime)
+                .stdout(Stdio::null())
+                .status()
+                .unwrap();
+            assert!(out.success());
+            t.elapsed()
+        };
+        for _ in 0..3 {
+            run();
+        }
+        let mut times: Vec<Duration> = (0..30).map(|_| run()).collect();
+        times.sort();
+        println!(
+            "`tinycode {}` with {count} tickets: median {:.2} ms, p90 {:.2} ms (whole process; target median <= 10 ms)",
+            args.join(" "),
+            percentile(&times, 0.5).as_secs_f64() * 1e3,
+            percentile(&times, 0.9).as_secs_f64() * 1e3
+        );
+    }
+    desk.stop();
+}
+
+fn main() {
+    // Build the release binaries before anything is timed.
+    tinycode_tests::bin_dir();
+    import(10_000);
+    search(10_000);
+    list_round_trip(1_000);
+}
