@@ -34,7 +34,7 @@ const EN_SUBJECTS: [&str; 6] = [
 ];
 
 fn ticket_json(n: usize) -> String {
-    let subject = if n % 2 == 0 {
+    let subject = if n.is_multiple_of(2) {
         ZH_SUBJECTS[n % 6]
     } else {
         EN_SUBJECTS[n % 6]
