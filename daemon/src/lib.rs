@@ -8,5 +8,6 @@ pub mod config;
 pub mod domain;
 pub mod lifecycle;
 pub mod logging;
+pub mod model;
 pub mod server;
 pub mod store;

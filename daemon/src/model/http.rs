@@ -1,0 +1,236 @@
+//! HTTP and SSE plumbing shared by the provider adapters: POST a JSON body,
+//! retry with backoff on 429 / 5xx / overload, map 401/403 and 404 to clear
+//! errors, then feed the server-sent events to a wire-format decoder.
+
+use std::sync::Once;
+use std::time::Duration;
+
+use eventsource_stream::Eventsource;
+use futures::StreamExt;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::{ModelError, ModelEvent, ModelStream};
+
+/// How an adapter talks to its server.
+#[derive(Clone)]
+pub(crate) struct Endpoint {
+    /// `openai`, `anthropic`, … (for messages).
+    pub provider: String,
+    pub model: String,
+    pub url: String,
+    /// Extra headers (auth, versions). Values may hold secrets: never log.
+    pub headers: Vec<(String, String)>,
+    /// Env var the key came from (for the 401 message).
+    pub key_env: String,
+}
+
+/// Retries of the request phase (before any event arrived).
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    pub attempts: u32,
+    pub base_delay: Duration,
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            attempts: 4,
+            base_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(20),
+        }
+    }
+}
+
+/// A wire format: turns SSE events into model events.
+pub(crate) trait Decoder: Send + 'static {
+    /// One SSE event (`event:` name, may be empty; `data:` payload).
+    fn event(&mut self, name: &str, data: &str) -> Result<Vec<ModelEvent>, ModelError>;
+    /// The stream said it is complete; nothing more is read.
+    fn done(&self) -> bool;
+    /// The connection ended: the last events, or an error if it was cut.
+    fn finish(&mut self) -> Result<Vec<ModelEvent>, ModelError>;
+}
+
+/// The shared HTTP client (rustls with the ring provider; no system TLS).
+pub(crate) fn client() -> reqwest::Client {
+    static PROVIDER: Once = Once::new();
+    PROVIDER.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .build()
+        .unwrap_or_default()
+}
+
+fn retryable(status: u16) -> bool {
+    matches!(status, 408 | 409 | 429 | 500 | 502 | 503 | 504 | 529)
+}
+
+/// The most useful part of an error body: `error.message` when JSON.
+fn error_message(body: &str) -> String {
+    let parsed: Option<Value> = serde_json::from_str(body).ok();
+    parsed
+        .as_ref()
+        .and_then(|v| v.pointer("/error/message").or_else(|| v.get("message")))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| {
+            body.chars()
+                .take(300)
+                .collect::<String>()
+                .trim()
+                .to_string()
+        })
+}
+
+async fn open(
+    client: &reqwest::Client,
+    ep: &Endpoint,
+    body: &[u8],
+    retry: RetryPolicy,
+) -> Result<reqwest::Response, ModelError> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let mut request = client
+            .post(&ep.url)
+            .header("content-type", "application/json")
+            .header("accept", "text/event-stream")
+            .body(body.to_vec());
+        for (k, v) in &ep.headers {
+            request = request.header(k.as_str(), v.as_str());
+        }
+        let response = match request.send().await {
+            Ok(r) => r,
+            Err(e) if attempt < retry.attempts && (e.is_connect() || e.is_timeout()) => {
+                tokio::time::sleep(backoff(retry, attempt, None)).await;
+                continue;
+            }
+            Err(e) => {
+                return Err(ModelError::Connect {
+                    provider: ep.provider.clone(),
+                    url: ep.url.clone(),
+                    message: e.to_string(),
+                });
+            }
+        };
+        let status = response.status().as_u16();
+        if response.status().is_success() {
+            return Ok(response);
+        }
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let message = error_message(&response.text().await.unwrap_or_default());
+        match status {
+            401 | 403 => {
+                return Err(ModelError::Auth {
+                    provider: ep.provider.clone(),
+                    status,
+                    message,
+                    env: ep.key_env.clone(),
+                });
+            }
+            404 => {
+                return Err(ModelError::NotFound {
+                    provider: ep.provider.clone(),
+                    model: ep.model.clone(),
+                    status,
+                    message,
+                });
+            }
+            s if retryable(s) && attempt < retry.attempts => {
+                tracing::warn!(provider = %ep.provider, status = s, attempt, "model request failed; retrying");
+                tokio::time::sleep(backoff(retry, attempt, retry_after)).await;
+            }
+            _ => {
+                return Err(ModelError::Http {
+                    provider: ep.provider.clone(),
+                    status,
+                    attempts: attempt,
+                    message,
+                });
+            }
+        }
+    }
+}
+
+fn backoff(retry: RetryPolicy, attempt: u32, retry_after: Option<Duration>) -> Duration {
+    let exp = retry.base_delay.saturating_mul(1 << (attempt - 1).min(16));
+    retry_after.unwrap_or(exp).min(retry.max_delay)
+}
+
+/// Run one streamed request through `decoder`, as a [`ModelStream`].
+pub(crate) fn drive<D: Decoder>(
+    ep: Endpoint,
+    body: Value,
+    retry: RetryPolicy,
+    mut decoder: D,
+) -> ModelStream {
+    let (tx, rx) = mpsc::channel(64);
+    tokio::spawn(async move {
+        let stream_err = |message: String| ModelError::Stream {
+            provider: ep.provider.clone(),
+            message,
+        };
+        let body = serde_json::to_vec(&body).unwrap_or_default();
+        let response = match open(&client(), &ep, &body, retry).await {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = tx.send(Err(e)).await;
+                return;
+            }
+        };
+        // A final blank line at EOF dispatches a last event whose trailing
+        // newline was lost (recordings, some proxies); a truncated event
+        // then fails to decode instead of vanishing.
+        let bytes =
+            response
+                .bytes_stream()
+                .chain(futures::stream::iter([Ok(bytes::Bytes::from_static(
+                    b"\n\n",
+                ))]));
+        let mut events = bytes.eventsource();
+        while let Some(item) = events.next().await {
+            let decoded = match item {
+                Ok(ev) => decoder.event(&ev.event, &ev.data),
+                Err(e) => Err(stream_err(e.to_string())),
+            };
+            match decoded {
+                Ok(out) => {
+                    for event in out {
+                        if tx.send(Ok(event)).await.is_err() {
+                            return; // consumer gone: cancel
+                        }
+                    }
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e)).await;
+                    return;
+                }
+            }
+            if decoder.done() {
+                break;
+            }
+        }
+        match decoder.finish() {
+            Ok(out) => {
+                for event in out {
+                    if tx.send(Ok(event)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            Err(e) => {
+                let _ = tx.send(Err(e)).await;
+            }
+        }
+    });
+    Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))
+}

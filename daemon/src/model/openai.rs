@@ -1,0 +1,296 @@
+//! OpenAI-compatible chat completions (OpenAI, Ollama, vLLM, OpenRouter):
+//! streaming SSE, `tool_calls` deltas accumulated by index,
+//! `stream_options.include_usage`, `[DONE]`.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::http::{Decoder, Endpoint, RetryPolicy, drive};
+use super::{
+    Message, ModelError, ModelEvent, ModelProvider, ModelRequest, ModelStream, StopReason,
+    ToolCall, Usage,
+};
+
+/// A chat-completions endpoint. `base_url` ends before `/chat/completions`.
+pub struct OpenAiProvider {
+    pub(crate) provider: String,
+    pub(crate) model: String,
+    pub(crate) base_url: String,
+    pub(crate) api_key: Option<String>,
+    pub(crate) key_env: String,
+    pub(crate) retry: RetryPolicy,
+}
+
+impl std::fmt::Debug for OpenAiProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiProvider")
+            .field("provider", &self.provider)
+            .field("model", &self.model)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+impl ModelProvider for OpenAiProvider {
+    fn name(&self) -> String {
+        format!("{}/{}", self.provider, self.model)
+    }
+
+    fn stream(&self, mut request: ModelRequest) -> ModelStream {
+        request.model = self.model.clone();
+        let mut headers = Vec::new();
+        if let Some(key) = &self.api_key {
+            headers.push(("authorization".to_string(), format!("Bearer {key}")));
+        }
+        let endpoint = Endpoint {
+            provider: self.provider.clone(),
+            model: self.model.clone(),
+            url: format!("{}/chat/completions", self.base_url.trim_end_matches('/')),
+            headers,
+            key_env: self.key_env.clone(),
+        };
+        drive(
+            endpoint,
+            request_body(&request),
+            self.retry,
+            OpenAiDecoder::new(&self.provider),
+        )
+    }
+}
+
+/// The JSON body of a streamed chat-completions request.
+pub fn request_body(req: &ModelRequest) -> Value {
+    let mut messages = Vec::new();
+    if !req.system.is_empty() {
+        messages.push(json!({ "role": "system", "content": req.system }));
+    }
+    for m in &req.messages {
+        match m {
+            Message::User { text } => messages.push(json!({ "role": "user", "content": text })),
+            Message::Assistant {
+                text, tool_calls, ..
+            } => {
+                let mut msg = json!({
+                    "role": "assistant",
+                    "content": if text.is_empty() { Value::Null } else { Value::String(text.clone()) },
+                });
+                if !tool_calls.is_empty() {
+                    msg["tool_calls"] = tool_calls
+                        .iter()
+                        .map(|c| {
+                            json!({
+                                "id": c.id,
+                                "type": "function",
+                                "function": { "name": c.name, "arguments": c.raw_arguments },
+                            })
+                        })
+                        .collect();
+                }
+                messages.push(msg);
+            }
+            Message::ToolResult {
+                call_id, content, ..
+            } => messages
+                .push(json!({ "role": "tool", "tool_call_id": call_id, "content": content })),
+        }
+    }
+    let mut body = json!({
+        "model": req.model,
+        "stream": true,
+        "stream_options": { "include_usage": true },
+        "messages": messages,
+    });
+    if !req.tools.is_empty() {
+        body["tools"] = req
+            .tools
+            .iter()
+            .map(|t| {
+                json!({
+                    "type": "function",
+                    "function": { "name": t.name, "description": t.description, "parameters": t.parameters },
+                })
+            })
+            .collect();
+    }
+    if req.max_tokens > 0 {
+        body["max_tokens"] = req.max_tokens.into();
+    }
+    body
+}
+
+#[derive(Default)]
+struct PartialCall {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+/// Decodes `chat.completion.chunk` events.
+pub struct OpenAiDecoder {
+    provider: String,
+    calls: BTreeMap<u64, PartialCall>,
+    finish: Option<StopReason>,
+    refused: bool,
+    done: bool,
+    flushed: bool,
+}
+
+impl OpenAiDecoder {
+    pub fn new(provider: &str) -> Self {
+        Self {
+            provider: provider.to_string(),
+            calls: BTreeMap::new(),
+            finish: None,
+            refused: false,
+            done: false,
+            flushed: false,
+        }
+    }
+
+    /// Tool calls and the stop reason, once, at the end.
+    fn flush(&mut self) -> Vec<ModelEvent> {
+        if self.flushed {
+            return Vec::new();
+        }
+        self.flushed = true;
+        let mut out: Vec<ModelEvent> = std::mem::take(&mut self.calls)
+            .into_values()
+            .map(|c| ModelEvent::ToolCall(ToolCall::new(c.id, c.name, c.arguments)))
+            .collect();
+        let stop = match self.finish.clone() {
+            _ if self.refused => StopReason::Refusal,
+            Some(reason) => reason,
+            None => StopReason::EndTurn,
+        };
+        out.push(ModelEvent::Stop(stop));
+        out
+    }
+}
+
+fn stop_reason(reason: &str) -> StopReason {
+    match reason {
+        "stop" => StopReason::EndTurn,
+        "tool_calls" | "function_call" => StopReason::ToolUse,
+        "length" => StopReason::MaxTokens,
+        "content_filter" => StopReason::Refusal,
+        other => StopReason::Other(other.to_string()),
+    }
+}
+
+impl Decoder for OpenAiDecoder {
+    fn event(&mut self, _name: &str, data: &str) -> Result<Vec<ModelEvent>, ModelError> {
+        let data = data.trim();
+        if data.is_empty() {
+            return Ok(Vec::new());
+        }
+        if data == "[DONE]" {
+            self.done = true;
+            return Ok(self.flush());
+        }
+        let chunk: Value = serde_json::from_str(data).map_err(|e| ModelError::Stream {
+            provider: self.provider.clone(),
+            message: format!("undecodable chunk ({e})"),
+        })?;
+        if let Some(err) = chunk.get("error") {
+            return Err(ModelError::Provider {
+                provider: self.provider.clone(),
+                kind: err
+                    .get("type")
+                    .or_else(|| err.get("code"))
+                    .map(|v| v.to_string().trim_matches('"').to_string())
+                    .unwrap_or_else(|| "error".into()),
+                message: err
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("unknown error")
+                    .to_string(),
+            });
+        }
+        let mut out = Vec::new();
+        for choice in chunk
+            .get("choices")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let delta = choice.get("delta").unwrap_or(&Value::Null);
+            for key in ["reasoning_content", "reasoning"] {
+                if let Some(t) = delta
+                    .get(key)
+                    .and_then(Value::as_str)
+                    .filter(|t| !t.is_empty())
+                {
+                    out.push(ModelEvent::ThinkingDelta(t.to_string()));
+                }
+            }
+            if let Some(t) = delta
+                .get("content")
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+            {
+                out.push(ModelEvent::TextDelta(t.to_string()));
+            }
+            // A refusal arrives as its own text; show it and say so.
+            if let Some(t) = delta
+                .get("refusal")
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+            {
+                self.refused = true;
+                out.push(ModelEvent::TextDelta(t.to_string()));
+            }
+            for call in delta
+                .get("tool_calls")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let index = call.get("index").and_then(Value::as_u64).unwrap_or(0);
+                let partial = self.calls.entry(index).or_default();
+                if let Some(id) = call.get("id").and_then(Value::as_str) {
+                    partial.id = id.to_string();
+                }
+                if let Some(f) = call.get("function") {
+                    if let Some(n) = f.get("name").and_then(Value::as_str) {
+                        partial.name.push_str(n);
+                    }
+                    if let Some(a) = f.get("arguments").and_then(Value::as_str) {
+                        partial.arguments.push_str(a);
+                    }
+                }
+            }
+            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+                self.finish = Some(stop_reason(reason));
+            }
+        }
+        if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
+            let n = |p: &str| u.pointer(p).and_then(Value::as_u64).unwrap_or(0);
+            out.push(ModelEvent::Usage(Usage {
+                input_tokens: n("/prompt_tokens"),
+                output_tokens: n("/completion_tokens"),
+                cache_read_tokens: n("/prompt_tokens_details/cached_tokens"),
+                cache_write_tokens: 0,
+            }));
+        }
+        Ok(out)
+    }
+
+    fn done(&self) -> bool {
+        self.done
+    }
+
+    fn finish(&mut self) -> Result<Vec<ModelEvent>, ModelError> {
+        if self.done || self.finish.is_some() {
+            // Some servers omit `[DONE]` after a finish reason.
+            return Ok(self.flush());
+        }
+        Err(ModelError::Stream {
+            provider: self.provider.clone(),
+            message:
+                "the connection closed before the response finished (no finish_reason, no [DONE])"
+                    .into(),
+        })
+    }
+}
