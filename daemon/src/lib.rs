@@ -10,4 +10,6 @@ pub mod lifecycle;
 pub mod logging;
 pub mod model;
 pub mod server;
+pub mod skills;
 pub mod store;
+pub mod tools;

@@ -26,7 +26,7 @@ use crate::store::{EventStore, StoreError};
 
 pub use import::LoadReport;
 pub use knowledge::AppliedEdit;
-pub use tickets::{NewTicket, TicketFilter};
+pub use tickets::{NewTicket, TicketFilter, now};
 
 /// Stream of one ticket.
 pub fn ticket_stream(id: &str) -> String {
@@ -172,4 +172,4 @@ pub(crate) fn write_atomic(path: &Path, content: &str) -> Result<(), DomainError
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -38,7 +38,7 @@ pub struct TicketFilter {
     pub category: String,
 }
 
-pub(crate) fn now() -> String {
+pub fn now() -> String {
     let now = prost_types::Timestamp::from(SystemTime::now());
     rfc3339(now.seconds, now.nanos)
 }

@@ -1,0 +1,394 @@
+//! The ten business tools of the TinyCode design, with its parameter names,
+//! plus `load_skill`. Every write goes through the desk (the event log).
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+use tinycode_shared::proto::event::Payload;
+use tinycode_shared::proto::{
+    AgentReplyAdded, Ticket, TicketClassified, TicketEscalated, TicketMessage, TicketNote,
+    TicketNoteAdded, TicketRouted,
+};
+use tinycode_shared::render::message_json;
+
+use super::{Tool, ToolContext, ToolError, ToolOutput};
+use crate::domain::desk::TicketFilter;
+use crate::domain::search::{Hit, Kind};
+use crate::domain::ticket::{PRIORITIES, STATUSES, render_ticket_file};
+
+type Run = for<'a> fn(&'a Value, &'a ToolContext) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
+
+/// A tool made of a name, a description, a schema and a function.
+struct FnTool {
+    name: &'static str,
+    description: &'static str,
+    parameters: Value,
+    run: Run,
+}
+
+impl Tool for FnTool {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn description(&self) -> &str {
+        self.description
+    }
+    fn parameters(&self) -> Value {
+        self.parameters.clone()
+    }
+    fn execute<'a>(
+        &'a self,
+        args: &'a Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        (self.run)(args, ctx)
+    }
+}
+
+fn schema(properties: Value, required: &[&str]) -> Value {
+    json!({ "type": "object", "properties": properties, "required": required, "additionalProperties": false })
+}
+
+fn text(description: &str) -> Value {
+    json!({ "type": "string", "minLength": 1, "maxLength": 65536, "description": description })
+}
+
+fn arg<'a>(args: &'a Value, key: &str) -> &'a str {
+    args.get(key).and_then(Value::as_str).unwrap_or("").trim()
+}
+
+fn limit(args: &Value, default: usize) -> usize {
+    args.get("limit")
+        .and_then(Value::as_u64)
+        .map(|n| n as usize)
+        .unwrap_or(default)
+}
+
+fn ticket_details(t: &Ticket) -> Value {
+    json!({ "ticketId": t.id, "ticket": message_json("tinycode.v1.Ticket", t) })
+}
+
+fn hits_content(hits: &[Hit]) -> String {
+    if hits.is_empty() {
+        return "no matches; try other words".into();
+    }
+    let list: Vec<Value> = hits
+        .iter()
+        .map(|h| json!({ "id": h.id, "title": h.title, "score": (h.score * 100.0).round() / 100.0, "snippet": h.snippet }))
+        .collect();
+    Value::Array(list).to_string()
+}
+
+/// Every standard tool.
+pub fn business_tools() -> Vec<Arc<dyn Tool>> {
+    let id = || text("Ticket id, e.g. T-1001");
+    let tools = vec![
+        FnTool {
+            name: "list_tickets",
+            description: "List tickets with their status, priority, category and queue; optional filters.",
+            parameters: schema(
+                json!({
+                    "status": { "type": "string", "enum": STATUSES },
+                    "queue": { "type": "string" },
+                    "priority": { "type": "string", "enum": PRIORITIES },
+                    "category": { "type": "string" },
+                    "limit": { "type": "integer", "minimum": 1, "maximum": 200 },
+                }),
+                &[],
+            ),
+            run: |args, ctx| {
+                Box::pin(async move {
+                    let filter = TicketFilter {
+                        status: arg(args, "status").into(),
+                        queue: arg(args, "queue").into(),
+                        priority: arg(args, "priority").into(),
+                        category: arg(args, "category").into(),
+                    };
+                    let (tickets, total) = ctx.desk.list_tickets(&filter, limit(args, 50));
+                    let rows: Vec<Value> = tickets
+                    .iter()
+                    .map(|t| json!({ "id": t.id, "subject": t.subject, "status": t.status, "priority": t.priority, "category": t.category, "queue": t.queue }))
+                    .collect();
+                    Ok(ToolOutput::ok(
+                        format!(
+                            "{} of {total} tickets: {}",
+                            rows.len(),
+                            Value::Array(rows.clone())
+                        ),
+                        json!({ "total": total, "tickets": rows }),
+                    ))
+                })
+            },
+        },
+        FnTool {
+            name: "get_ticket",
+            description: "Read one ticket in full: customer, SLA, status, the conversation and notes.",
+            parameters: schema(json!({ "ticket_id": id() }), &["ticket_id"]),
+            run: |args, ctx| {
+                Box::pin(async move {
+                    let t = ctx.desk.get_ticket(arg(args, "ticket_id"))?;
+                    Ok(ToolOutput::ok(render_ticket_file(&t), ticket_details(&t)))
+                })
+            },
+        },
+        FnTool {
+            name: "search_tickets",
+            description: "Full-text search over tickets (subject, messages, notes).",
+            parameters: schema(
+                json!({ "query": text("Words to search for"), "limit": { "type": "integer", "minimum": 1, "maximum": 20 } }),
+                &["query"],
+            ),
+            run: |args, ctx| {
+                Box::pin(async move {
+                    let hits =
+                        ctx.desk
+                            .search(arg(args, "query"), limit(args, 5), Some(Kind::Ticket));
+                    Ok(ToolOutput::ok(
+                        hits_content(&hits),
+                        json!({ "hits": hits.iter().map(|h| &h.id).collect::<Vec<_>>() }),
+                    ))
+                })
+            },
+        },
+        FnTool {
+            name: "search_knowledge",
+            description: "Full-text search over knowledge articles (title, tags, body); returns ids to read with read_article.",
+            parameters: schema(
+                json!({ "query": text("Words to search for"), "limit": { "type": "integer", "minimum": 1, "maximum": 20 } }),
+                &["query"],
+            ),
+            run: |args, ctx| {
+                Box::pin(async move {
+                    let hits =
+                        ctx.desk
+                            .search(arg(args, "query"), limit(args, 5), Some(Kind::Article));
+                    Ok(ToolOutput::ok(
+                        hits_content(&hits),
+                        json!({ "hits": hits.iter().map(|h| &h.id).collect::<Vec<_>>() }),
+                    ))
+                })
+            },
+        },
+        FnTool {
+            name: "read_article",
+            description: "Read a knowledge article in full (title, tags, owner, body).",
+            parameters: schema(
+                json!({ "article_id": text("Article id, e.g. refund-policy") }),
+                &["article_id"],
+            ),
+            run: |args, ctx| {
+                Box::pin(async move {
+                    let a = ctx.desk.get_article(arg(args, "article_id"))?;
+                    let content = format!(
+                        "id: {}\ntitle: {}\ntags: {}\nowner: {}\nupdatedAt: {}\n\n{}",
+                        a.id,
+                        a.title,
+                        a.tags.join(", "),
+                        a.owner,
+                        a.updated_at,
+                        a.body
+                    );
+                    Ok(ToolOutput::ok(
+                        content,
+                        json!({ "articleId": a.id, "owner": a.owner, "tags": a.tags }),
+                    ))
+                })
+            },
+        },
+        FnTool {
+            name: "classify_ticket",
+            description: "Record the ticket's category, priority (P0 loss or public risk, P1 availability, P2 routine, P3 question) and intent.",
+            parameters: schema(
+                json!({
+                    "ticket_id": id(),
+                    "category": text("One main category"),
+                    "priority": { "type": "string", "enum": PRIORITIES },
+                    "intent": text("What the customer wants"),
+                    "summary": { "type": "string", "maxLength": 2000 },
+                }),
+                &["ticket_id", "category", "priority", "intent"],
+            ),
+            run: |args, ctx| {
+                Box::pin(async move {
+                    let payload = Payload::TicketClassified(TicketClassified {
+                        category: arg(args, "category").into(),
+                        priority: arg(args, "priority").into(),
+                        intent: arg(args, "intent").into(),
+                        summary: arg(args, "summary").into(),
+                    });
+                    let t = ctx
+                        .desk
+                        .change_ticket(arg(args, "ticket_id"), |_| Ok(vec![payload.clone()]))
+                        .await?;
+                    Ok(ToolOutput::ok(
+                        format!(
+                            "{} classified: {} · {} · {} → {}",
+                            t.id, t.category, t.priority, t.intent, t.status
+                        ),
+                        ticket_details(&t),
+                    ))
+                })
+            },
+        },
+        FnTool {
+            name: "route_ticket",
+            description: "Send the ticket to a queue, with the reason (cite the article ids it rests on).",
+            parameters: schema(
+                json!({ "ticket_id": id(), "queue": text("A queue of this desk"), "reason": text("Why this queue") }),
+                &["ticket_id", "queue", "reason"],
+            ),
+            run: |args, ctx| {
+                Box::pin(async move {
+                    let queue = arg(args, "queue");
+                    let queues = ctx.desk.queues();
+                    if !queues.is_empty() && !queues.iter().any(|q| q == queue) {
+                        return Err(ToolError::Invalid(format!(
+                            "route_ticket: there is no queue {queue:?}; the queues are {}",
+                            queues.join(", ")
+                        )));
+                    }
+                    let payload = Payload::TicketRouted(TicketRouted {
+                        queue: queue.into(),
+                        reason: arg(args, "reason").into(),
+                    });
+                    let t = ctx
+                        .desk
+                        .change_ticket(arg(args, "ticket_id"), |_| Ok(vec![payload.clone()]))
+                        .await?;
+                    Ok(ToolOutput::ok(
+                        format!("{} routed to {} → {}", t.id, t.queue, t.status),
+                        ticket_details(&t),
+                    ))
+                })
+            },
+        },
+        FnTool {
+            name: "escalate_ticket",
+            description: "Escalate to a team lead (level 1) or a supervisor (level 2). Classify the ticket first; cite the policy article in the reason.",
+            parameters: schema(
+                json!({ "ticket_id": id(), "level": { "type": "integer", "enum": [1, 2] }, "reason": text("Why, citing the article id") }),
+                &["ticket_id", "level", "reason"],
+            ),
+            run: |args, ctx| {
+                Box::pin(async move {
+                    let level = args.get("level").and_then(Value::as_u64).unwrap_or(1) as u32;
+                    let reason = arg(args, "reason").to_string();
+                    let note = TicketNote {
+                        text: format!("升级 L{level}: {reason}"),
+                        at: crate::domain::desk::now(),
+                    };
+                    let t = ctx
+                    .desk
+                    .change_ticket(arg(args, "ticket_id"), |t| {
+                        if t.category.is_empty() {
+                            return Err(crate::domain::desk::DomainError::Invalid {
+                                field: "ticket_id",
+                                problem: format!("{} is not classified yet; call classify_ticket before escalate_ticket", t.id),
+                            });
+                        }
+                        Ok(vec![
+                            Payload::TicketEscalated(TicketEscalated { level, reason: reason.clone() }),
+                            Payload::TicketNoteAdded(TicketNoteAdded { note: Some(note.clone()) }),
+                        ])
+                    })
+                    .await?;
+                    Ok(ToolOutput::ok(
+                        format!("{} escalated to L{} → {}", t.id, t.escalate_level, t.status),
+                        ticket_details(&t),
+                    ))
+                })
+            },
+        },
+        FnTool {
+            name: "reply_customer",
+            description: "Send a reply to the customer on the ticket (needs a human's approval).",
+            parameters: schema(
+                json!({ "ticket_id": id(), "message": text("The reply") }),
+                &["ticket_id", "message"],
+            ),
+            run: |args, ctx| {
+                Box::pin(async move {
+                    let message = TicketMessage {
+                        from: "agent".into(),
+                        text: arg(args, "message").into(),
+                        at: crate::domain::desk::now(),
+                    };
+                    let payload = Payload::AgentReplyAdded(AgentReplyAdded {
+                        message: Some(message),
+                    });
+                    let t = ctx
+                        .desk
+                        .change_ticket(arg(args, "ticket_id"), |_| Ok(vec![payload.clone()]))
+                        .await?;
+                    Ok(ToolOutput::ok(
+                        format!("reply sent on {} ({} messages)", t.id, t.messages.len()),
+                        ticket_details(&t),
+                    ))
+                })
+            },
+        },
+        FnTool {
+            name: "propose_knowledge_edit",
+            description: "Replace one exact passage of a knowledge article (old_text must occur exactly once), with the rationale. Reviewed by a human.",
+            parameters: schema(
+                json!({
+                    "article_id": text("Article id"),
+                    "old_text": text("The exact passage to replace"),
+                    "new_text": { "type": "string", "maxLength": 65536 },
+                    "rationale": text("Why the article must change"),
+                }),
+                &["article_id", "old_text", "new_text", "rationale"],
+            ),
+            run: |args, ctx| {
+                Box::pin(async move {
+                    let new_text = args.get("new_text").and_then(Value::as_str).unwrap_or("");
+                    let old_text = args.get("old_text").and_then(Value::as_str).unwrap_or("");
+                    let id = arg(args, "article_id");
+                    let applied = ctx
+                        .desk
+                        .edit_article(id, old_text, new_text, arg(args, "rationale"))
+                        .await?;
+                    let plan = &applied.plan;
+                    if applied.event.is_none() {
+                        return Ok(ToolOutput::ok(
+                            format!("no change to {id}: old_text and new_text are the same"),
+                            json!({ "articleId": id, "added": 0, "removed": 0 }),
+                        ));
+                    }
+                    Ok(ToolOutput::ok(
+                        format!(
+                            "edited {id}: +{} −{}\n{}",
+                            plan.added, plan.removed, plan.diff
+                        ),
+                        json!({ "articleId": id, "added": plan.added, "removed": plan.removed, "diff": plan.diff }),
+                    ))
+                })
+            },
+        },
+        FnTool {
+            name: "load_skill",
+            description: "Load the full text of a skill (an SOP) listed in the system prompt.",
+            parameters: schema(json!({ "name": text("Skill name") }), &["name"]),
+            run: |args, ctx| {
+                Box::pin(async move {
+                    let name = arg(args, "name");
+                    match ctx.skills.get(name) {
+                        Some(skill) => Ok(ToolOutput::ok(
+                            skill.body.clone(),
+                            json!({ "skill": skill.name }),
+                        )),
+                        None => Err(ToolError::Invalid(format!(
+                            "there is no skill {name:?}; the skills are {}",
+                            ctx.skills.names().join(", ")
+                        ))),
+                    }
+                })
+            },
+        },
+    ];
+    tools
+        .into_iter()
+        .map(|t| Arc::new(t) as Arc<dyn Tool>)
+        .collect()
+}

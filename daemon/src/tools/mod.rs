@@ -1,0 +1,146 @@
+//! Tools the agent can call: the [`Tool`] trait, the [`ToolRegistry`] (one
+//! namespace; MCP and sub-agent tools join it later), argument validation
+//! against each tool's JSON schema, and the business tools.
+//!
+//! A tool never crashes a turn: unknown tools, invalid arguments, domain
+//! errors and cancellation all become an error result holding one
+//! actionable sentence for the model.
+
+mod business;
+pub mod schema;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+use tokio::sync::watch;
+
+use crate::domain::desk::{Desk, DomainError};
+use crate::model::ToolSpec;
+use crate::skills::SkillRegistry;
+
+pub use business::business_tools;
+
+/// What a tool returns: `content` for the model, `details` for clients
+/// (counts, diffs, the changed ticket…).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    pub content: String,
+    pub details: Value,
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    pub fn ok(content: impl Into<String>, details: Value) -> Self {
+        Self {
+            content: content.into(),
+            details,
+            is_error: false,
+        }
+    }
+
+    pub fn error(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            details: Value::Null,
+            is_error: true,
+        }
+    }
+}
+
+/// Why a tool failed; its message is what the model reads.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    #[error(transparent)]
+    Domain(#[from] DomainError),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// What a running tool may use.
+#[derive(Clone)]
+pub struct ToolContext {
+    pub desk: Arc<Desk>,
+    pub skills: Arc<SkillRegistry>,
+    /// Becomes true when the turn is cancelled or times out.
+    pub cancel: watch::Receiver<bool>,
+}
+
+pub trait Tool: Send + Sync {
+    fn name(&self) -> &str;
+    fn description(&self) -> &str;
+    /// JSON schema of the arguments.
+    fn parameters(&self) -> Value;
+    /// Run with validated arguments.
+    fn execute<'a>(
+        &'a self,
+        args: &'a Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
+}
+
+#[derive(Default, Clone)]
+pub struct ToolRegistry {
+    tools: BTreeMap<String, Arc<dyn Tool>>,
+}
+
+impl ToolRegistry {
+    /// The business tools and `load_skill`.
+    pub fn standard() -> Self {
+        let mut registry = Self::default();
+        for tool in business_tools() {
+            registry.register(tool);
+        }
+        registry
+    }
+
+    /// Add a tool; a later tool with the same name replaces the earlier one.
+    pub fn register(&mut self, tool: Arc<dyn Tool>) {
+        self.tools.insert(tool.name().to_string(), tool);
+    }
+
+    pub fn names(&self) -> Vec<&str> {
+        self.tools.keys().map(String::as_str).collect()
+    }
+
+    /// What the model is offered.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.tools
+            .values()
+            .map(|t| ToolSpec {
+                name: t.name().to_string(),
+                description: t.description().to_string(),
+                parameters: t.parameters(),
+            })
+            .collect()
+    }
+
+    /// Validate the arguments, run the tool (cancellable), and turn every
+    /// failure into an error result the model can act on.
+    pub async fn call(&self, name: &str, args: &Value, ctx: &ToolContext) -> ToolOutput {
+        let Some(tool) = self.tools.get(name) else {
+            return ToolOutput::error(format!(
+                "there is no tool named {name:?}; available tools: {}",
+                self.names().join(", ")
+            ));
+        };
+        if let Err(problem) = schema::validate(&tool.parameters(), args) {
+            return ToolOutput::error(format!("{name}: {problem}"));
+        }
+        let mut cancel = ctx.cancel.clone();
+        if *cancel.borrow() {
+            return ToolOutput::error(format!("{name} was not run: the turn was cancelled"));
+        }
+        tokio::select! {
+            result = tool.execute(args, ctx) => match result {
+                Ok(output) => output,
+                Err(e) => ToolOutput::error(e.to_string()),
+            },
+            _ = cancel.wait_for(|c| *c) => ToolOutput::error(format!("{name} was cancelled before it finished")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,253 @@
+use std::sync::Arc;
+
+use serde_json::json;
+use tokio::sync::watch;
+
+use super::*;
+use crate::config::Config;
+use crate::domain::desk::tests::fixture_copy;
+use crate::store::EventStore;
+
+struct Setup {
+    _tmp: tempfile::TempDir,
+    ws: std::path::PathBuf,
+    ctx: ToolContext,
+    registry: ToolRegistry,
+    store: EventStore,
+    cancel: watch::Sender<bool>,
+}
+
+async fn setup() -> Setup {
+    let (tmp, ws) = fixture_copy();
+    let store = EventStore::open(&tmp.path().join("db")).unwrap();
+    let (desk, _) = Desk::open(store.clone(), &ws, &Config::load(&ws).unwrap())
+        .await
+        .unwrap();
+    let (skills, _) = SkillRegistry::discover(&ws);
+    let (cancel, cancel_rx) = watch::channel(false);
+    Setup {
+        _tmp: tmp,
+        ws,
+        ctx: ToolContext {
+            desk,
+            skills: Arc::new(skills),
+            cancel: cancel_rx,
+        },
+        registry: ToolRegistry::standard(),
+        store,
+        cancel,
+    }
+}
+
+#[tokio::test]
+async fn the_registry_offers_the_ten_business_tools_and_load_skill() {
+    let s = setup().await;
+    assert_eq!(
+        s.registry.names(),
+        [
+            "classify_ticket",
+            "escalate_ticket",
+            "get_ticket",
+            "list_tickets",
+            "load_skill",
+            "propose_knowledge_edit",
+            "read_article",
+            "reply_customer",
+            "route_ticket",
+            "search_knowledge",
+            "search_tickets",
+        ]
+    );
+    for spec in s.registry.specs() {
+        assert_eq!(spec.parameters["type"], "object", "{}", spec.name);
+        assert!(!spec.description.is_empty());
+    }
+}
+
+#[tokio::test]
+async fn the_refund_ticket_path_reads_searches_classifies_and_routes() {
+    let s = setup().await;
+    let call = |name: &'static str, args: serde_json::Value| {
+        let (registry, ctx) = (s.registry.clone(), s.ctx.clone());
+        async move { registry.call(name, &args, &ctx).await }
+    };
+    let list = call("list_tickets", json!({})).await;
+    assert!(
+        !list.is_error && list.content.starts_with("3 of 3 tickets"),
+        "{}",
+        list.content
+    );
+    let t = call("get_ticket", json!({"ticket_id": "T-1001"})).await;
+    assert!(
+        t.content.contains("张伟") && t.content.contains("8842"),
+        "{}",
+        t.content
+    );
+    let hits = call("search_knowledge", json!({"query": "退款 时效"})).await;
+    let first: serde_json::Value = serde_json::from_str(&hits.content).unwrap();
+    assert_eq!(first[0]["id"], "refund-policy");
+    let article = call("read_article", json!({"article_id": "refund-policy"})).await;
+    assert!(article.content.contains("owner: 售后组") && article.content.contains("7 个工作日"));
+    let classified = call("classify_ticket", json!({"ticket_id": "T-1001", "category": "退款", "priority": "P1", "intent": "未收到货要求全额退款"})).await;
+    assert_eq!(
+        classified.content,
+        "T-1001 classified: 退款 · P1 · 未收到货要求全额退款 → triaged"
+    );
+    assert_eq!(classified.details["ticket"]["status"], "triaged");
+    let routed = call(
+        "route_ticket",
+        json!({"ticket_id": "T-1001", "queue": "售后组", "reason": "refund-policy"}),
+    )
+    .await;
+    assert_eq!(routed.content, "T-1001 routed to 售后组 → routed");
+    let file = std::fs::read_to_string(s.ws.join("tickets/T-1001.json")).unwrap();
+    assert!(
+        file.contains("\"queue\": \"售后组\"") && file.contains("\"status\": \"routed\""),
+        "{file}"
+    );
+}
+
+#[tokio::test]
+async fn failures_become_actionable_error_results_and_store_nothing() {
+    let s = setup().await;
+    let before = s.store.last_sequence();
+    let cases = [
+        (
+            "get_ticket",
+            json!({"ticket_id": "T-9999"}),
+            "ticket T-9999 does not exist; use list_tickets",
+        ),
+        (
+            "get_ticket",
+            json!({"ticket_id": "../../etc/passwd"}),
+            "invalid ticket id",
+        ),
+        (
+            "get_ticket",
+            json!({}),
+            "get_ticket: `ticket_id` is required",
+        ),
+        (
+            "classify_ticket",
+            json!({"ticket_id": "T-1001", "category": "退款", "priority": "urgent", "intent": "x"}),
+            "classify_ticket: `priority` must be one of P0, P1, P2, P3",
+        ),
+        (
+            "route_ticket",
+            json!({"ticket_id": "T-1002", "queue": "VIP组", "reason": "r"}),
+            "there is no queue \"VIP组\"; the queues are 售后组, 物流组, 技术支持",
+        ),
+        (
+            "escalate_ticket",
+            json!({"ticket_id": "T-1003", "level": 2, "reason": "r"}),
+            "T-1003 is not classified yet; call classify_ticket before escalate_ticket",
+        ),
+        (
+            "escalate_ticket",
+            json!({"ticket_id": "T-1003", "level": 3, "reason": "r"}),
+            "`level` must be one of 1, 2",
+        ),
+        (
+            "propose_knowledge_edit",
+            json!({"article_id": "refund-policy", "old_text": "不存在的句子", "new_text": "x", "rationale": "r"}),
+            "old_text was not found in article refund-policy",
+        ),
+        (
+            "load_skill",
+            json!({"name": "nope"}),
+            "there is no skill \"nope\"; the skills are escalation-rules, triage-sop",
+        ),
+        (
+            "delete_everything",
+            json!({}),
+            "there is no tool named \"delete_everything\"; available tools: classify_ticket",
+        ),
+        (
+            "get_ticket",
+            serde_json::Value::Null,
+            "get_ticket: arguments must be a JSON object",
+        ),
+    ];
+    for (name, args, expected) in cases {
+        let out = s.registry.call(name, &args, &s.ctx).await;
+        assert!(out.is_error, "{name} {args}");
+        assert!(
+            out.content.contains(expected),
+            "{name} {args}: {}",
+            out.content
+        );
+    }
+    assert_eq!(s.store.last_sequence(), before, "nothing was stored");
+}
+
+#[tokio::test]
+async fn escalation_after_classification_records_level_and_a_note() {
+    let s = setup().await;
+    let r = &s.registry;
+    r.call("classify_ticket", &json!({"ticket_id": "T-1003", "category": "账户", "priority": "P0", "intent": "解冻企业账户"}), &s.ctx).await;
+    let out = r.call("escalate_ticket", &json!({"ticket_id": "T-1003", "level": 2, "reason": "支付安全风险，依据 escalation-policy"}), &s.ctx).await;
+    assert_eq!(
+        out.content, "T-1003 escalated to L2 → escalated",
+        "{}",
+        out.content
+    );
+    let t = s.ctx.desk.get_ticket("T-1003").unwrap();
+    assert_eq!((t.status.as_str(), t.escalate_level), ("escalated", 2));
+    assert!(t.notes[0].text.contains("escalation-policy"));
+}
+
+#[tokio::test]
+async fn knowledge_edits_return_the_diff_and_no_ops_record_nothing() {
+    let s = setup().await;
+    let out = s.registry.call("propose_knowledge_edit", &json!({
+        "article_id": "refund-policy", "old_text": "7 个工作日", "new_text": "5 个工作日", "rationale": "财务已缩短周期"
+    }), &s.ctx).await;
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(
+        (
+            out.details["added"].as_u64(),
+            out.details["removed"].as_u64()
+        ),
+        (Some(1), Some(1))
+    );
+    assert!(
+        out.content
+            .starts_with("edited refund-policy: +1 −1\n--- a/knowledge/refund-policy.md")
+    );
+    let seq = s.store.last_sequence();
+    let same = s.registry.call("propose_knowledge_edit", &json!({
+        "article_id": "refund-policy", "old_text": "5 个工作日", "new_text": "5 个工作日", "rationale": "none"
+    }), &s.ctx).await;
+    assert!(
+        same.content.starts_with("no change to refund-policy"),
+        "{}",
+        same.content
+    );
+    assert_eq!(s.store.last_sequence(), seq);
+}
+
+#[tokio::test]
+async fn skills_load_on_demand_and_cancelled_turns_run_nothing() {
+    let s = setup().await;
+    let sop = s
+        .registry
+        .call("load_skill", &json!({"name": "triage-sop"}), &s.ctx)
+        .await;
+    assert!(sop.content.starts_with("# 工单分流 SOP"), "{}", sop.content);
+    s.cancel.send_replace(true);
+    let before = s.store.last_sequence();
+    let out = s
+        .registry
+        .call(
+            "classify_ticket",
+            &json!({"ticket_id": "T-1001", "category": "退款", "priority": "P1", "intent": "x"}),
+            &s.ctx,
+        )
+        .await;
+    assert!(
+        out.is_error && out.content.contains("the turn was cancelled"),
+        "{}",
+        out.content
+    );
+    assert_eq!(s.store.last_sequence(), before);
+}
