@@ -4,11 +4,14 @@
 //! Data flows one way: `server` → (later: sessions → agent → tools → domain)
 //! → `store`; events flow back from `store` to every subscriber.
 
+pub mod agent;
 pub mod config;
+pub mod context;
 pub mod domain;
 pub mod lifecycle;
 pub mod logging;
 pub mod model;
+pub mod permissions;
 pub mod server;
 pub mod skills;
 pub mod store;

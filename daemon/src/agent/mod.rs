@@ -1,0 +1,278 @@
+//! The turn loop: stream the model → collect tool calls → permission gate →
+//! execute → truncate → next step, until the model stops. Max steps, an
+//! empty response, cancel and timeout each end the turn with a structured
+//! [`TurnOutcome`]; a failing tool never ends it (its error goes back to the
+//! model), a failing provider does (`Failed`).
+
+use std::future::Future;
+use std::time::Duration;
+
+use futures::StreamExt;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::context;
+use crate::model::{Message, ModelEvent, ModelProvider, ModelRequest, StopReason, ToolCall, Usage};
+use crate::permissions::{Decision, RunPolicy, decide};
+use crate::tools::{ToolContext, ToolOutput, ToolRegistry};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnOutcome {
+    Completed,
+    /// The model produced no text and no tool call (thinking only, or nothing).
+    EmptyResponse,
+    MaxSteps,
+    Cancelled,
+    TimedOut,
+    Failed(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct TurnConfig {
+    pub max_steps: u32,
+    /// Wall-clock limit of the whole turn.
+    pub timeout: Option<Duration>,
+    pub max_tool_result_chars: usize,
+    pub policy: RunPolicy,
+}
+
+impl Default for TurnConfig {
+    fn default() -> Self {
+        Self {
+            max_steps: crate::config::DEFAULT_MAX_STEPS,
+            timeout: None,
+            max_tool_result_chars: context::DEFAULT_MAX_TOOL_RESULT_CHARS,
+            policy: RunPolicy::default(),
+        }
+    }
+}
+
+/// What a turn reports while it runs (streamed to attached clients).
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnEvent {
+    StepStarted {
+        step: u32,
+    },
+    TextDelta(String),
+    ThinkingDelta(String),
+    /// The complete assistant message of one step.
+    AssistantMessage(Message),
+    ToolStarted(ToolCall),
+    ToolFinished {
+        call: ToolCall,
+        output: ToolOutput,
+        /// Characters of the full result when it was truncated.
+        full_chars: Option<usize>,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct TurnResult {
+    pub outcome: TurnOutcome,
+    pub steps: u32,
+    pub tool_calls: u32,
+    pub usage: Usage,
+    /// The messages this turn added (the user message first).
+    pub messages: Vec<Message>,
+}
+
+enum Interrupt {
+    Cancelled,
+    TimedOut,
+}
+
+async fn interruptible<F: Future>(
+    fut: F,
+    cancel: &mut watch::Receiver<bool>,
+    deadline: Option<Instant>,
+) -> Result<F::Output, Interrupt> {
+    let expire = async {
+        match deadline {
+            Some(d) => tokio::time::sleep_until(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        biased;
+        _ = cancel.wait_for(|c| *c) => Err(Interrupt::Cancelled),
+        () = expire => Err(Interrupt::TimedOut),
+        out = fut => Ok(out),
+    }
+}
+
+/// Everything a turn runs against.
+pub struct Turn<'a> {
+    pub provider: &'a dyn ModelProvider,
+    pub tools: &'a ToolRegistry,
+    pub ctx: &'a ToolContext,
+    pub config: &'a TurnConfig,
+}
+
+impl Turn<'_> {
+    /// Run one turn for `user_text` after `history`. `observe` sees every
+    /// [`TurnEvent`] as it happens.
+    pub async fn run(
+        &self,
+        system: &str,
+        history: &[Message],
+        user_text: &str,
+        observe: &mut (dyn FnMut(TurnEvent) + Send),
+    ) -> TurnResult {
+        let deadline = self.config.timeout.map(|t| Instant::now() + t);
+        let mut cancel = self.ctx.cancel.clone();
+        let mut result = TurnResult {
+            outcome: TurnOutcome::Completed,
+            steps: 0,
+            tool_calls: 0,
+            usage: Usage::default(),
+            messages: vec![Message::User {
+                text: user_text.to_string(),
+            }],
+        };
+        let end = |mut r: TurnResult, outcome| {
+            r.outcome = outcome;
+            r
+        };
+        loop {
+            if result.steps >= self.config.max_steps {
+                return end(result, TurnOutcome::MaxSteps);
+            }
+            result.steps += 1;
+            observe(TurnEvent::StepStarted { step: result.steps });
+            let request = ModelRequest {
+                system: system.to_string(),
+                messages: history.iter().chain(&result.messages).cloned().collect(),
+                tools: self.tools.specs(),
+                ..ModelRequest::default()
+            };
+            let mut stream = self.provider.stream(request);
+            let (mut text, mut thinking, mut calls) = (String::new(), Vec::new(), Vec::new());
+            let mut stop = None;
+            loop {
+                let next = match interruptible(stream.next(), &mut cancel, deadline).await {
+                    Ok(next) => next,
+                    Err(i) => {
+                        if !text.is_empty() {
+                            // Keep what was said before the interruption.
+                            result.messages.push(Message::Assistant {
+                                text,
+                                thinking,
+                                tool_calls: Vec::new(),
+                            });
+                        }
+                        return end(result, interrupted(i));
+                    }
+                };
+                match next {
+                    None => break,
+                    Some(Err(e)) => return end(result, TurnOutcome::Failed(e.to_string())),
+                    Some(Ok(event)) => match event {
+                        ModelEvent::TextDelta(t) => {
+                            text.push_str(&t);
+                            observe(TurnEvent::TextDelta(t));
+                        }
+                        ModelEvent::ThinkingDelta(t) => observe(TurnEvent::ThinkingDelta(t)),
+                        ModelEvent::Thinking(block) => thinking.push(block),
+                        ModelEvent::ToolCall(call) => calls.push(call),
+                        ModelEvent::Usage(u) => {
+                            result.usage.input_tokens += u.input_tokens;
+                            result.usage.output_tokens += u.output_tokens;
+                            result.usage.cache_read_tokens += u.cache_read_tokens;
+                            result.usage.cache_write_tokens += u.cache_write_tokens;
+                        }
+                        ModelEvent::Stop(s) => stop = Some(s),
+                    },
+                }
+            }
+            if text.trim().is_empty() && calls.is_empty() {
+                return end(result, TurnOutcome::EmptyResponse);
+            }
+            let assistant = Message::Assistant {
+                text,
+                thinking,
+                tool_calls: calls.clone(),
+            };
+            observe(TurnEvent::AssistantMessage(assistant.clone()));
+            result.messages.push(assistant);
+            if calls.is_empty() {
+                if let Some(reason) = stop.filter(|s| *s != StopReason::EndTurn) {
+                    tracing::debug!(?reason, "model stopped without tool calls");
+                }
+                return end(result, TurnOutcome::Completed);
+            }
+            for (i, call) in calls.iter().enumerate() {
+                observe(TurnEvent::ToolStarted(call.clone()));
+                result.tool_calls += 1;
+                let output = match interruptible(self.execute(call), &mut cancel, deadline).await {
+                    Ok(output) => output,
+                    Err(interrupt) => {
+                        // Every call of the assistant message gets a result,
+                        // so the transcript stays valid for the next turn.
+                        for c in &calls[i..] {
+                            result.messages.push(tool_result(
+                                c,
+                                &ToolOutput::error("not run: the turn was interrupted"),
+                            ));
+                        }
+                        return end(result, interrupted(interrupt));
+                    }
+                };
+                let (output, full_chars) =
+                    match context::truncate(&output.content, self.config.max_tool_result_chars) {
+                        Some(cut) => {
+                            let full = output.content.chars().count();
+                            (
+                                ToolOutput {
+                                    content: cut,
+                                    ..output
+                                },
+                                Some(full),
+                            )
+                        }
+                        None => (output, None),
+                    };
+                result.messages.push(tool_result(call, &output));
+                observe(TurnEvent::ToolFinished {
+                    call: call.clone(),
+                    output,
+                    full_chars,
+                });
+            }
+        }
+    }
+
+    /// Arguments check, permission gate, then the tool.
+    async fn execute(&self, call: &ToolCall) -> ToolOutput {
+        if let Some(problem) = &call.parse_error {
+            return ToolOutput::error(format!(
+                "the arguments of {} are not valid JSON ({problem}); call it again with one complete JSON object",
+                call.name
+            ));
+        }
+        match decide(&call.name, &call.arguments, self.config.policy) {
+            Decision::Allow => self.tools.call(&call.name, &call.arguments, self.ctx).await,
+            Decision::Deny(reason) => {
+                ToolOutput::error(format!("{} was not run: {reason}", call.name))
+            }
+        }
+    }
+}
+
+fn interrupted(i: Interrupt) -> TurnOutcome {
+    match i {
+        Interrupt::Cancelled => TurnOutcome::Cancelled,
+        Interrupt::TimedOut => TurnOutcome::TimedOut,
+    }
+}
+
+fn tool_result(call: &ToolCall, output: &ToolOutput) -> Message {
+    Message::ToolResult {
+        call_id: call.id.clone(),
+        name: call.name.clone(),
+        content: output.content.clone(),
+        is_error: output.is_error,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,369 @@
+//! The turn loop against a scripted in-process model and the real tools on
+//! a copy of the fixture desk.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::json;
+use tokio::sync::watch;
+
+use super::*;
+use crate::config::Config;
+use crate::domain::desk::Desk;
+use crate::domain::desk::tests::fixture_copy;
+use crate::model::{ModelError, ModelStream};
+use crate::skills::SkillRegistry;
+use crate::store::EventStore;
+
+/// One model step: its events, and whether the stream then hangs.
+#[derive(Clone)]
+struct Step(Vec<ModelEvent>, bool);
+
+#[derive(Debug)]
+struct Scripted {
+    steps: Mutex<Vec<Vec<ModelEvent>>>,
+    hang_after: Mutex<Vec<bool>>,
+    requests: Mutex<Vec<ModelRequest>>,
+}
+
+impl Scripted {
+    fn new(steps: Vec<Step>) -> Arc<Self> {
+        Arc::new(Self {
+            hang_after: Mutex::new(steps.iter().map(|s| s.1).collect()),
+            steps: Mutex::new(steps.into_iter().map(|s| s.0).collect()),
+            requests: Mutex::new(Vec::new()),
+        })
+    }
+}
+
+impl ModelProvider for Scripted {
+    fn name(&self) -> String {
+        "scripted/test".into()
+    }
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        self.requests.lock().unwrap().push(request);
+        let mut steps = self.steps.lock().unwrap();
+        let mut hangs = self.hang_after.lock().unwrap();
+        if steps.is_empty() {
+            return Box::pin(futures::stream::iter([Err(ModelError::Stream {
+                provider: "scripted".into(),
+                message: "script exhausted".into(),
+            })]));
+        }
+        let events: Vec<_> = steps.remove(0).into_iter().map(Ok).collect();
+        let hang = hangs.remove(0);
+        let head = futures::stream::iter(events);
+        if hang {
+            Box::pin(head.chain(futures::stream::pending()))
+        } else {
+            Box::pin(head)
+        }
+    }
+}
+
+fn call(id: &str, name: &str, args: serde_json::Value) -> ModelEvent {
+    ModelEvent::ToolCall(ToolCall::new(id.into(), name.into(), args.to_string()))
+}
+
+fn say(text: &str) -> Step {
+    Step(
+        vec![
+            ModelEvent::TextDelta(text.into()),
+            ModelEvent::Usage(Usage {
+                input_tokens: 10,
+                output_tokens: 5,
+                ..Usage::default()
+            }),
+            ModelEvent::Stop(StopReason::EndTurn),
+        ],
+        false,
+    )
+}
+
+struct Env {
+    _tmp: tempfile::TempDir,
+    ctx: ToolContext,
+    cancel: watch::Sender<bool>,
+    tools: ToolRegistry,
+}
+
+async fn env() -> Env {
+    let (tmp, ws) = fixture_copy();
+    let store = EventStore::open(&tmp.path().join("db")).unwrap();
+    let (desk, _) = Desk::open(store, &ws, &Config::load(&ws).unwrap())
+        .await
+        .unwrap();
+    let (cancel, rx) = watch::channel(false);
+    Env {
+        _tmp: tmp,
+        ctx: ToolContext {
+            desk,
+            skills: Arc::new(SkillRegistry::discover(&ws).0),
+            cancel: rx,
+        },
+        cancel,
+        tools: ToolRegistry::standard(),
+    }
+}
+
+async fn run(
+    env: &Env,
+    model: &Arc<Scripted>,
+    config: TurnConfig,
+    text: &str,
+) -> (TurnResult, Vec<TurnEvent>) {
+    let turn = Turn {
+        provider: model.as_ref(),
+        tools: &env.tools,
+        ctx: &env.ctx,
+        config: &config,
+    };
+    let mut events = Vec::new();
+    let result = turn.run("system", &[], text, &mut |e| events.push(e)).await;
+    (result, events)
+}
+
+#[tokio::test]
+async fn tools_run_and_the_model_continues_until_it_stops() {
+    let env = env().await;
+    let model = Scripted::new(vec![
+        Step(
+            vec![
+                call("c1", "get_ticket", json!({"ticket_id": "T-1001"})),
+                call("c2", "search_knowledge", json!({"query": "退款 时效"})),
+                ModelEvent::Stop(StopReason::ToolUse),
+            ],
+            false,
+        ),
+        Step(
+            vec![call(
+                "c3",
+                "classify_ticket",
+                json!({"ticket_id": "T-1001", "category": "退款", "priority": "P1", "intent": "refund"}),
+            )],
+            false,
+        ),
+        say("T-1001 is a refund for 售后组."),
+    ]);
+    let (result, events) = run(&env, &model, TurnConfig::default(), "triage T-1001").await;
+    assert_eq!(result.outcome, TurnOutcome::Completed);
+    assert_eq!((result.steps, result.tool_calls), (3, 3));
+    assert_eq!(result.usage.input_tokens, 10);
+    assert_eq!(env.ctx.desk.get_ticket("T-1001").unwrap().status, "triaged");
+    // The model saw the tool results in the next request, in order.
+    let requests = model.requests.lock().unwrap();
+    let last = requests.last().unwrap();
+    let results: Vec<_> = last
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::ToolResult { call_id, .. } => Some(call_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results, ["c1", "c2", "c3"]);
+    assert!(!last.tools.is_empty() && last.system == "system");
+    let started = events
+        .iter()
+        .filter(|e| matches!(e, TurnEvent::ToolStarted(_)))
+        .count();
+    assert_eq!(started, 3);
+    assert!(events.contains(&TurnEvent::TextDelta(
+        "T-1001 is a refund for 售后组.".into()
+    )));
+}
+
+#[tokio::test]
+async fn a_failing_tool_is_reported_to_the_model_not_fatal() {
+    let env = env().await;
+    let model = Scripted::new(vec![
+        Step(
+            vec![call("c1", "get_ticket", json!({"ticket_id": "T-9999"}))],
+            false,
+        ),
+        Step(
+            vec![ModelEvent::ToolCall(ToolCall::new(
+                "c2".into(),
+                "get_ticket".into(),
+                "{\"ticket_id\": \"T-10".into(),
+            ))],
+            false,
+        ),
+        say("done"),
+    ]);
+    let (result, events) = run(&env, &model, TurnConfig::default(), "go").await;
+    assert_eq!(result.outcome, TurnOutcome::Completed);
+    let errors: Vec<String> = events
+        .iter()
+        .filter_map(|e| match e {
+            TurnEvent::ToolFinished { output, .. } if output.is_error => {
+                Some(output.content.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(
+        errors[0].contains("ticket T-9999 does not exist; use list_tickets"),
+        "{errors:?}"
+    );
+    assert!(errors[1].contains("not valid JSON"), "{errors:?}");
+}
+
+#[tokio::test]
+async fn asks_are_settled_by_the_run_policy() {
+    let env = env().await;
+    let steps = || {
+        vec![
+            Step(
+                vec![call(
+                    "c0",
+                    "classify_ticket",
+                    json!({"ticket_id": "T-1003", "category": "账户", "priority": "P0", "intent": "unfreeze"}),
+                )],
+                false,
+            ),
+            Step(
+                vec![call(
+                    "c1",
+                    "escalate_ticket",
+                    json!({"ticket_id": "T-1003", "level": 2, "reason": "escalation-policy"}),
+                )],
+                false,
+            ),
+            say("ok"),
+        ]
+    };
+    let (_, events) = run(&env, &Scripted::new(steps()), TurnConfig::default(), "go").await;
+    let denied = events.iter().any(|e| matches!(e, TurnEvent::ToolFinished { output, .. } if output.is_error && output.content.contains("--approve deny")));
+    assert!(denied, "default policy denies an L2 escalation");
+    assert_eq!(env.ctx.desk.get_ticket("T-1003").unwrap().escalate_level, 0);
+    let auto = TurnConfig {
+        policy: RunPolicy::Auto,
+        ..TurnConfig::default()
+    };
+    run(&env, &Scripted::new(steps()), auto, "go").await;
+    assert_eq!(env.ctx.desk.get_ticket("T-1003").unwrap().escalate_level, 2);
+}
+
+#[tokio::test]
+async fn max_steps_and_empty_responses_end_the_turn_with_their_outcome() {
+    let env = env().await;
+    let looping = Scripted::new(
+        (0..5)
+            .map(|i| {
+                Step(
+                    vec![call(&format!("c{i}"), "list_tickets", json!({}))],
+                    false,
+                )
+            })
+            .collect(),
+    );
+    let (result, _) = run(
+        &env,
+        &looping,
+        TurnConfig {
+            max_steps: 3,
+            ..TurnConfig::default()
+        },
+        "go",
+    )
+    .await;
+    assert_eq!(
+        (result.outcome, result.steps, result.tool_calls),
+        (TurnOutcome::MaxSteps, 3, 3)
+    );
+
+    let thinking_only = Scripted::new(vec![Step(
+        vec![
+            ModelEvent::ThinkingDelta("hmm".into()),
+            ModelEvent::Stop(StopReason::EndTurn),
+        ],
+        false,
+    )]);
+    let (result, events) = run(&env, &thinking_only, TurnConfig::default(), "go").await;
+    assert_eq!(result.outcome, TurnOutcome::EmptyResponse);
+    assert!(events.contains(&TurnEvent::ThinkingDelta("hmm".into())));
+}
+
+#[tokio::test]
+async fn provider_errors_fail_the_turn() {
+    let env = env().await;
+    let (result, _) = run(&env, &Scripted::new(vec![]), TurnConfig::default(), "go").await;
+    assert!(
+        matches!(result.outcome, TurnOutcome::Failed(ref m) if m.contains("script exhausted")),
+        "{:?}",
+        result.outcome
+    );
+}
+
+#[tokio::test]
+async fn cancel_during_a_stream_is_distinct_from_a_timeout() {
+    let env = env().await;
+    let hanging = || {
+        Scripted::new(vec![Step(
+            vec![ModelEvent::TextDelta("partial".into())],
+            true,
+        )])
+    };
+    let cancel = env.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        cancel.send_replace(true);
+    });
+    let (result, _) = run(&env, &hanging(), TurnConfig::default(), "go").await;
+    assert_eq!(result.outcome, TurnOutcome::Cancelled);
+    assert!(
+        matches!(&result.messages[1], Message::Assistant { text, .. } if text == "partial"),
+        "kept what was said"
+    );
+
+    env.cancel.send_replace(false);
+    let timed = TurnConfig {
+        timeout: Some(Duration::from_millis(50)),
+        ..TurnConfig::default()
+    };
+    let (result, _) = run(&env, &hanging(), timed, "go").await;
+    assert_eq!(result.outcome, TurnOutcome::TimedOut);
+}
+
+#[tokio::test]
+async fn long_tool_results_are_truncated_for_the_model() {
+    let env = env().await;
+    let model = Scripted::new(vec![
+        Step(
+            vec![call("c1", "get_ticket", json!({"ticket_id": "T-1001"}))],
+            false,
+        ),
+        say("ok"),
+    ]);
+    let config = TurnConfig {
+        max_tool_result_chars: 60,
+        ..TurnConfig::default()
+    };
+    let (_, events) = run(&env, &model, config, "go").await;
+    let (output, full) = events
+        .iter()
+        .find_map(|e| match e {
+            TurnEvent::ToolFinished {
+                output, full_chars, ..
+            } => Some((output.clone(), *full_chars)),
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        output.content.contains("characters truncated …]"),
+        "{}",
+        output.content
+    );
+    assert!(full.unwrap() > 60);
+    let sent = model.requests.lock().unwrap()[1]
+        .messages
+        .iter()
+        .find_map(|m| match m {
+            Message::ToolResult { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(sent, output.content, "the model gets the truncated text");
+}

@@ -1,0 +1,146 @@
+//! The permission rule table of the TinyCode design: tool + arguments →
+//! allow / ask / deny, evaluated before a tool runs. Until durable approvals
+//! exist, an `ask` is settled by the run's policy ([`RunPolicy`]).
+
+use serde_json::Value;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rule {
+    Allow,
+    /// A human must approve; the reason says why.
+    Ask(String),
+    Deny(String),
+}
+
+/// Read-only tools and `load_skill`: evidence gathering is free.
+const READ_ONLY: [&str; 6] = [
+    "list_tickets",
+    "get_ticket",
+    "search_tickets",
+    "search_knowledge",
+    "read_article",
+    "load_skill",
+];
+
+/// Tools whose "always allow" is never remembered: every call is reviewed.
+pub const REVIEW_REQUIRED: [&str; 1] = ["propose_knowledge_edit"];
+
+/// The rule for one call.
+pub fn rule_for(tool: &str, args: &Value) -> Rule {
+    match tool {
+        t if READ_ONLY.contains(&t) => Rule::Allow,
+        "classify_ticket" | "route_ticket" => Rule::Allow,
+        "escalate_ticket" => match args.get("level").and_then(Value::as_u64) {
+            Some(1) => Rule::Allow,
+            _ => Rule::Ask(
+                "escalating to a supervisor (level 2) needs a human's confirmation".into(),
+            ),
+        },
+        "reply_customer" => {
+            Rule::Ask("replies leave the company: a human approves each one".into())
+        }
+        "propose_knowledge_edit" => {
+            let old = args.get("old_text").and_then(Value::as_str);
+            let new = args.get("new_text").and_then(Value::as_str);
+            if old.is_some() && old == new {
+                Rule::Allow // no change: short-circuit, no approval taken
+            } else {
+                Rule::Ask("knowledge base changes are reviewed by a human".into())
+            }
+        }
+        _ => Rule::Ask(format!(
+            "{tool} is not in the rule table; unclassified tools need approval"
+        )),
+    }
+}
+
+/// How a run settles `ask` while no human is wired in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RunPolicy {
+    /// Headless default: refuse, with the reason returned to the model.
+    #[default]
+    Deny,
+    /// Allow what would be asked (deny rules still deny).
+    Auto,
+}
+
+/// The gate's verdict for one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Allow,
+    /// Refused; the text goes back to the model as the tool's error result.
+    Deny(String),
+}
+
+pub fn decide(tool: &str, args: &Value, policy: RunPolicy) -> Decision {
+    match (rule_for(tool, args), policy) {
+        (Rule::Allow, _) => Decision::Allow,
+        (Rule::Deny(reason), _) => Decision::Deny(reason),
+        (Rule::Ask(_), RunPolicy::Auto) => Decision::Allow,
+        (Rule::Ask(reason), RunPolicy::Deny) => Decision::Deny(format!(
+            "not approved: {reason}, and this run settles approvals with --approve deny; continue without this action and say what a human should do"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_rule_table_of_the_design() {
+        for tool in READ_ONLY {
+            assert_eq!(rule_for(tool, &json!({})), Rule::Allow, "{tool}");
+        }
+        assert_eq!(rule_for("classify_ticket", &json!({})), Rule::Allow);
+        assert_eq!(rule_for("route_ticket", &json!({})), Rule::Allow);
+        assert_eq!(
+            rule_for("escalate_ticket", &json!({"level": 1})),
+            Rule::Allow
+        );
+        assert!(matches!(
+            rule_for("escalate_ticket", &json!({"level": 2})),
+            Rule::Ask(_)
+        ));
+        assert!(matches!(
+            rule_for("reply_customer", &json!({})),
+            Rule::Ask(_)
+        ));
+        assert!(matches!(
+            rule_for(
+                "propose_knowledge_edit",
+                &json!({"old_text": "a", "new_text": "b"})
+            ),
+            Rule::Ask(_)
+        ));
+        assert_eq!(
+            rule_for(
+                "propose_knowledge_edit",
+                &json!({"old_text": "a", "new_text": "a"})
+            ),
+            Rule::Allow
+        );
+        assert!(matches!(rule_for("mcp_weather", &json!({})), Rule::Ask(_)));
+    }
+
+    #[test]
+    fn the_run_policy_settles_asks() {
+        let l2 = json!({"level": 2});
+        assert_eq!(
+            decide("escalate_ticket", &l2, RunPolicy::Auto),
+            Decision::Allow
+        );
+        let Decision::Deny(reason) = decide("escalate_ticket", &l2, RunPolicy::Deny) else {
+            panic!()
+        };
+        assert!(
+            reason.contains("--approve deny") && reason.contains("supervisor"),
+            "{reason}"
+        );
+        assert_eq!(
+            decide("get_ticket", &json!({}), RunPolicy::Deny),
+            Decision::Allow
+        );
+    }
+}
