@@ -4,6 +4,8 @@
 //! [`TurnOutcome`]; a failing tool never ends it (its error goes back to the
 //! model), a failing provider does (`Failed`).
 
+pub mod prompt;
+
 use std::future::Future;
 use std::time::Duration;
 

@@ -367,3 +367,138 @@ async fn long_tool_results_are_truncated_for_the_model() {
         .unwrap();
     assert_eq!(sent, output.content, "the model gets the truncated text");
 }
+
+mod offline_scenarios {
+    use super::*;
+    use crate::model::offline::{MARK, OfflineModel};
+
+    async fn triage(env: &Env, ticket: &str, policy: RunPolicy) -> (TurnResult, Vec<String>) {
+        let ws = env.ctx.desk.workspace().to_path_buf();
+        let system = prompt::system_prompt(&ws, &env.ctx.skills, env.ctx.desk.queues());
+        let config = TurnConfig {
+            policy,
+            ..TurnConfig::default()
+        };
+        let model = OfflineModel;
+        let turn = Turn {
+            provider: &model,
+            tools: &env.tools,
+            ctx: &env.ctx,
+            config: &config,
+        };
+        let mut calls = Vec::new();
+        let result = turn
+            .run(&system, &[], &format!("triage {ticket}"), &mut |e| {
+                if let TurnEvent::ToolStarted(c) = e {
+                    calls.push(c.name);
+                }
+            })
+            .await;
+        (result, calls)
+    }
+
+    fn final_text(result: &TurnResult) -> String {
+        match result.messages.last() {
+            Some(Message::Assistant { text, .. }) => text.clone(),
+            other => panic!("no final text: {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn t1001_is_a_refund_for_the_after_sales_queue() {
+        let env = env().await;
+        let (result, calls) = triage(&env, "T-1001", RunPolicy::Deny).await;
+        assert_eq!(
+            result.outcome,
+            TurnOutcome::Completed,
+            "{:?}",
+            result.messages.last()
+        );
+        assert_eq!(
+            calls,
+            [
+                "get_ticket",
+                "load_skill",
+                "search_knowledge",
+                "read_article",
+                "classify_ticket",
+                "route_ticket"
+            ]
+        );
+        let t = env.ctx.desk.get_ticket("T-1001").unwrap();
+        assert_eq!(
+            (t.category.as_str(), t.queue.as_str(), t.status.as_str()),
+            ("退款", "售后组", "routed")
+        );
+        assert_eq!(t.priority, "P1", "overdue SLA → at least P1 (TINY.md)");
+        let text = final_text(&result);
+        assert!(
+            text.starts_with(MARK) && text.contains("退款 · P1 → 售后组"),
+            "{text}"
+        );
+    }
+
+    #[tokio::test]
+    async fn t1002_is_logistics_for_the_logistics_queue() {
+        let env = env().await;
+        let (result, calls) = triage(&env, "T-1002", RunPolicy::Deny).await;
+        assert_eq!(result.outcome, TurnOutcome::Completed);
+        assert!(!calls.contains(&"escalate_ticket".to_string()), "{calls:?}");
+        let t = env.ctx.desk.get_ticket("T-1002").unwrap();
+        assert_eq!((t.category.as_str(), t.queue.as_str()), ("物流", "物流组"));
+    }
+
+    #[tokio::test]
+    async fn t1003_asks_for_an_l2_escalation_and_cites_the_policy() {
+        let env = env().await;
+        // Headless deny: the ask path refuses, the ticket is still classified
+        // and routed, and the summary says the escalation is pending a human.
+        let (result, calls) = triage(&env, "T-1003", RunPolicy::Deny).await;
+        assert!(calls.contains(&"escalate_ticket".to_string()), "{calls:?}");
+        let t = env.ctx.desk.get_ticket("T-1003").unwrap();
+        assert_eq!(
+            (t.category.as_str(), t.escalate_level, t.status.as_str()),
+            ("账户", 0, "routed")
+        );
+        let text = final_text(&result);
+        assert!(
+            text.contains("L2 escalation not done") && text.contains("--approve deny"),
+            "{text}"
+        );
+
+        // Approved: escalated to L2, with a note citing escalation-policy.
+        let approved = super::env().await;
+        let (result, _) = triage(&approved, "T-1003", RunPolicy::Auto).await;
+        assert_eq!(result.outcome, TurnOutcome::Completed);
+        let t = approved.ctx.desk.get_ticket("T-1003").unwrap();
+        assert_eq!(
+            (t.status.as_str(), t.escalate_level, t.priority.as_str()),
+            ("escalated", 2, "P0")
+        );
+        assert!(
+            t.notes.iter().any(|n| n.text.contains("escalation-policy")),
+            "{:?}",
+            t.notes
+        );
+    }
+
+    #[tokio::test]
+    async fn free_questions_are_answered_from_the_knowledge_base() {
+        let env = env().await;
+        let model = OfflineModel;
+        let config = TurnConfig::default();
+        let turn = Turn {
+            provider: &model,
+            tools: &env.tools,
+            ctx: &env.ctx,
+            config: &config,
+        };
+        let result = turn.run("", &[], "退款 时效 多久到账？", &mut |_| {}).await;
+        let text = final_text(&result);
+        assert!(
+            text.starts_with(MARK) && text.contains("refund-policy"),
+            "{text}"
+        );
+        assert_eq!(result.tool_calls, 2);
+    }
+}

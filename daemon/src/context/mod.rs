@@ -51,3 +51,61 @@ mod tests {
         assert_eq!(estimate_tokens("abcde"), 2);
     }
 }
+
+/// Seconds since the Unix epoch of an RFC 3339 timestamp such as
+/// `2026-09-18T09:12:00+08:00` or `2026-11-29T23:16:50.844Z`.
+pub fn parse_rfc3339(text: &str) -> Option<i64> {
+    let t = text.trim();
+    let num = |s: &str| s.parse::<i64>().ok();
+    let (date, rest) = t.split_once(['T', 't', ' '])?;
+    let mut d = date.splitn(3, '-');
+    let (y, m, day) = (num(d.next()?)?, num(d.next()?)?, num(d.next()?)?);
+    let time_end = rest.find(['Z', 'z', '+', '-']).unwrap_or(rest.len());
+    let (clock, zone) = rest.split_at(time_end);
+    let clock = clock.split('.').next()?;
+    let mut c = clock.splitn(3, ':');
+    let (hh, mm, ss) = (
+        num(c.next()?)?,
+        num(c.next()?)?,
+        num(c.next().unwrap_or("0"))?,
+    );
+    let offset = match zone {
+        "" | "Z" | "z" => 0,
+        z => {
+            let sign = if z.starts_with('-') { -1 } else { 1 };
+            let (oh, om) = z[1..].split_once(':').unwrap_or((&z[1..], "0"));
+            sign * (num(oh)? * 3600 + num(om)? * 60)
+        }
+    };
+    // Days from civil (proleptic Gregorian).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400 + hh * 3600 + mm * 60 + ss - offset)
+}
+
+#[cfg(test)]
+mod time_tests {
+    use super::parse_rfc3339;
+
+    #[test]
+    fn rfc3339_with_offsets_and_fractions() {
+        assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(
+            parse_rfc3339("2026-09-18T09:12:00+08:00"),
+            Some(1_789_693_920)
+        );
+        assert_eq!(
+            parse_rfc3339("2026-09-18T01:12:00.500Z"),
+            Some(1_789_693_920)
+        );
+        assert_eq!(
+            parse_rfc3339("2000-03-01T00:00:00-01:00"),
+            Some(951_872_400)
+        );
+        assert_eq!(parse_rfc3339("not a date"), None);
+    }
+}

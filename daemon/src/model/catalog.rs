@@ -18,6 +18,16 @@ pub enum ModelChoice {
 }
 
 impl ModelChoice {
+    /// The provider to stream from.
+    pub fn provider(&self) -> Arc<dyn ModelProvider> {
+        match self {
+            Self::Offline => Arc::new(super::offline::OfflineModel),
+            Self::Remote(p) => Arc::clone(p),
+        }
+    }
+}
+
+impl ModelChoice {
     pub fn name(&self) -> String {
         match self {
             Self::Offline => "offline".into(),

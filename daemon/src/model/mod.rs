@@ -9,6 +9,7 @@ pub mod anthropic;
 pub mod catalog;
 mod http;
 pub use http::RetryPolicy;
+pub mod offline;
 pub mod openai;
 
 use std::pin::Pin;

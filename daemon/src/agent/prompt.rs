@@ -1,0 +1,63 @@
+//! The system prompt: the role, the workspace's business rules (TINY.md,
+//! and AGENTS.md / CLAUDE.md when present) and the skills summary (names
+//! and descriptions only; bodies load on demand with `load_skill`).
+
+use std::path::Path;
+
+use crate::skills::SkillRegistry;
+
+const ROLE: &str = "You are tinycode, a customer-support triage agent. For each ticket: read it \
+(get_ticket), find the relevant policy (search_knowledge, then read_article), record the \
+category, priority and intent (classify_ticket), escalate when the escalation rules say so \
+(escalate_ticket, citing the policy article id), and route it to a queue (route_ticket, citing \
+the article). Never promise refunds or deadlines the policy does not give. Changes to the \
+knowledge base go through propose_knowledge_edit and are reviewed by a human.";
+
+/// Files whose content becomes business rules, in order.
+const RULE_FILES: [&str; 3] = ["TINY.md", "AGENTS.md", "CLAUDE.md"];
+
+pub fn system_prompt(workspace: &Path, skills: &SkillRegistry, queues: &[String]) -> String {
+    let mut prompt = String::from(ROLE);
+    if !queues.is_empty() {
+        prompt.push_str(&format!("\n\nQueues: {}", queues.join(", ")));
+    }
+    for file in RULE_FILES {
+        if let Ok(text) = std::fs::read_to_string(workspace.join(file)) {
+            prompt.push_str(&format!(
+                "\n\n<business-rules file=\"{file}\">\n{}\n</business-rules>",
+                text.trim()
+            ));
+        }
+    }
+    let summary = skills.summary();
+    if !summary.is_empty() {
+        prompt.push_str(&format!(
+            "\n\nSkills (load one with load_skill when relevant):\n{summary}"
+        ));
+    }
+    prompt
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_prompt_holds_rules_queues_and_skill_summaries_only() {
+        let ws = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../shared/fixtures/tinycode-support-desk");
+        let (skills, _) = SkillRegistry::discover(&ws);
+        let p = system_prompt(&ws, &skills, &["售后组".into(), "物流组".into()]);
+        assert!(p.starts_with("You are tinycode"));
+        assert!(p.contains("Queues: 售后组, 物流组"));
+        assert!(
+            p.contains("<business-rules file=\"TINY.md\">")
+                && p.contains("退款 / 物流 / 账户 / 技术")
+        );
+        assert!(p.contains("- escalation-rules: 工单升级判断规则"));
+        assert!(
+            !p.contains("一律升级 L2"),
+            "skill bodies are not in the prompt"
+        );
+    }
+}

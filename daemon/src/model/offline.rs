@@ -1,0 +1,749 @@
+//! The embedded offline model: a deterministic triage policy that drives
+//! the same tools an LLM would, so tinycode works with no key and no
+//! network. It reads only what a model reads — the system prompt (business
+//! rules, queues, skills) and the tool results — and derives category,
+//! priority, escalation and queue from the workspace's data: the categories
+//! and SLA rule of TINY.md, the escalation skill's keywords and amounts, the
+//! owners of the policy articles. It never looks at ticket ids.
+//!
+//! Ticket flow, one tool call per step: get_ticket → load_skill (the
+//! escalation skill, when listed) → search_knowledge → read_article →
+//! classify_ticket → [search_knowledge for the escalation policy →
+//! escalate_ticket] → route_ticket → summary. A message without a ticket id
+//! is a free question: search_knowledge → read_article → an answer.
+
+use serde_json::{Value, json};
+
+use super::{
+    Message, ModelEvent, ModelProvider, ModelRequest, ModelStream, StopReason, ToolCall, Usage,
+};
+use crate::context::{estimate_tokens, parse_rfc3339};
+
+/// Everything the offline model says starts with this.
+pub const MARK: &str = "[offline model]";
+
+#[derive(Debug, Default)]
+pub struct OfflineModel;
+
+impl ModelProvider for OfflineModel {
+    fn name(&self) -> String {
+        "offline".into()
+    }
+
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        let events = respond(&request);
+        Box::pin(futures::stream::iter(events.into_iter().map(Ok)))
+    }
+}
+
+/// Concepts the escalation rules may name, with words that express them.
+/// Used only for keywords the workspace's own rules contain.
+const LEXICON: &[(&str, &[&str])] = &[
+    (
+        "支付安全",
+        &[
+            "风控",
+            "冻结",
+            "盗刷",
+            "盗号",
+            "扣款",
+            "结算",
+            "unauthorized",
+            "fraud",
+            "hacked",
+            "did not place",
+            "stolen",
+        ],
+    ),
+    (
+        "数据泄露",
+        &["泄露", "泄漏", "data leak", "leaked", "breach"],
+    ),
+    (
+        "法律",
+        &[
+            "律师",
+            "律师函",
+            "诉讼",
+            "起诉",
+            "lawyer",
+            "lawsuit",
+            "legal",
+            "court",
+        ],
+    ),
+    (
+        "媒体",
+        &[
+            "记者",
+            "曝光",
+            "舆情",
+            "journalist",
+            "reporter",
+            "press",
+            "publish",
+        ],
+    ),
+    ("VIP", &["vip"]),
+    (
+        "企业客户",
+        &["企业客户", "企业账户", "enterprise", "company account"],
+    ),
+];
+
+/// What the conversation since the last user message holds.
+struct State<'a> {
+    user: &'a str,
+    results: Vec<(&'a str, &'a str, bool)>, // (tool, content, is_error)
+    step: usize,
+}
+
+impl<'a> State<'a> {
+    fn of(messages: &'a [Message]) -> Self {
+        let start = messages
+            .iter()
+            .rposition(|m| matches!(m, Message::User { .. }))
+            .unwrap_or(0);
+        let user = match messages.get(start) {
+            Some(Message::User { text }) => text.as_str(),
+            _ => "",
+        };
+        let results = messages[start..]
+            .iter()
+            .filter_map(|m| match m {
+                Message::ToolResult {
+                    name,
+                    content,
+                    is_error,
+                    ..
+                } => Some((name.as_str(), content.as_str(), *is_error)),
+                _ => None,
+            })
+            .collect();
+        let step = messages[start..]
+            .iter()
+            .filter(|m| matches!(m, Message::Assistant { .. }))
+            .count();
+        Self {
+            user,
+            results,
+            step,
+        }
+    }
+
+    fn all(&self, tool: &str) -> Vec<(&'a str, bool)> {
+        self.results
+            .iter()
+            .filter(|r| r.0 == tool)
+            .map(|r| (r.1, r.2))
+            .collect()
+    }
+
+    fn first(&self, tool: &str) -> Option<(&'a str, bool)> {
+        self.all(tool).into_iter().next()
+    }
+}
+
+fn respond(req: &ModelRequest) -> Vec<ModelEvent> {
+    let state = State::of(&req.messages);
+    let (text, call) = match ticket_id(state.user) {
+        Some(id) => triage_step(req, &state, &id),
+        None => question_step(&state),
+    };
+    let mut events = Vec::new();
+    let output_chars = text.as_ref().map(|t| t.len()).unwrap_or(0)
+        + call.as_ref().map(|c| c.raw_arguments.len()).unwrap_or(0);
+    if let Some(text) = text {
+        events.push(ModelEvent::TextDelta(text));
+    }
+    let stop = if let Some(mut call) = call {
+        call.id = format!("offline-{}-{}", state.step + 1, call.name);
+        events.push(ModelEvent::ToolCall(call));
+        StopReason::ToolUse
+    } else {
+        StopReason::EndTurn
+    };
+    let input: String = req.messages.iter().map(|m| format!("{m:?}")).collect();
+    events.push(ModelEvent::Usage(Usage {
+        input_tokens: estimate_tokens(&req.system) + estimate_tokens(&input),
+        output_tokens: (output_chars as u64).div_ceil(4),
+        ..Usage::default()
+    }));
+    events.push(ModelEvent::Stop(stop));
+    events
+}
+
+fn tool(name: &str, args: Value) -> ToolCall {
+    ToolCall::new(String::new(), name.into(), args.to_string())
+}
+
+/// The first `T-<digits>` in the user's message.
+fn ticket_id(text: &str) -> Option<String> {
+    let bytes: Vec<char> = text.chars().collect();
+    (0..bytes.len()).find_map(|i| {
+        if !(bytes[i] == 'T' || bytes[i] == 't') || bytes.get(i + 1) != Some(&'-') {
+            return None;
+        }
+        if i > 0 && bytes[i - 1].is_alphanumeric() {
+            return None;
+        }
+        let digits: String = bytes[i + 2..]
+            .iter()
+            .take_while(|c| c.is_ascii_digit())
+            .collect();
+        (!digits.is_empty()).then(|| format!("T-{digits}"))
+    })
+}
+
+type Step = (Option<String>, Option<ToolCall>);
+
+fn triage_step(req: &ModelRequest, s: &State<'_>, id: &str) -> Step {
+    let Some((ticket_text, failed)) = s.first("get_ticket") else {
+        return (
+            Some(format!("{MARK} Triaging {id}: reading the ticket.")),
+            Some(tool("get_ticket", json!({ "ticket_id": id }))),
+        );
+    };
+    if failed {
+        return (
+            Some(format!("{MARK} I could not read {id}: {ticket_text}")),
+            None,
+        );
+    }
+    let ticket: Value = serde_json::from_str(ticket_text).unwrap_or(Value::Null);
+    let escalation_skill = skill_named(&req.system, &["escalation", "升级"]);
+    if let (Some(skill), None) = (&escalation_skill, s.first("load_skill")) {
+        return (None, Some(tool("load_skill", json!({ "name": skill }))));
+    }
+    let searches = s.all("search_knowledge");
+    let Some((hits_text, _)) = searches.first().copied() else {
+        return (
+            None,
+            Some(tool(
+                "search_knowledge",
+                json!({ "query": ticket_query(&ticket), "limit": 3 }),
+            )),
+        );
+    };
+    let hits: Vec<Value> = serde_json::from_str(hits_text).unwrap_or_default();
+    let top = hits
+        .first()
+        .and_then(|h| h["id"].as_str())
+        .map(String::from);
+    if let (Some(top), None) = (&top, s.first("read_article")) {
+        return (
+            None,
+            Some(tool("read_article", json!({ "article_id": top }))),
+        );
+    }
+    let article = s
+        .first("read_article")
+        .map(|(t, _)| parse_article(t))
+        .unwrap_or_default();
+    let text = ticket_text_of(&ticket);
+    let rules = s
+        .first("load_skill")
+        .map(|(body, _)| escalation_rules(body))
+        .unwrap_or_default();
+    let (level, matched) = escalation_level(&rules, &text);
+    let category = category(&req.system, &ticket, &article);
+    let priority = priority(&req.system, &ticket, level);
+    if s.first("classify_ticket").is_none() {
+        let intent = intent(&ticket);
+        return (
+            None,
+            Some(tool(
+                "classify_ticket",
+                json!({
+                    "ticket_id": id, "category": category, "priority": priority, "intent": intent,
+                    "summary": first_line(&text, 80),
+                }),
+            )),
+        );
+    }
+    if level > 0 {
+        let policy_search = searches.get(1).copied();
+        let Some((policy_hits, _)) = policy_search else {
+            return (
+                None,
+                Some(tool(
+                    "search_knowledge",
+                    json!({ "query": "升级 政策 escalation policy 主管", "limit": 3 }),
+                )),
+            );
+        };
+        if s.first("escalate_ticket").is_none() {
+            let policy: Vec<Value> = serde_json::from_str(policy_hits).unwrap_or_default();
+            let cite = policy
+                .first()
+                .and_then(|h| h["id"].as_str())
+                .or(top.as_deref())
+                .unwrap_or("escalation-rules")
+                .to_string();
+            let reason = format!(
+                "命中升级规则（{}）→ L{level}；依据 {cite}",
+                matched.join("、")
+            );
+            return (
+                None,
+                Some(tool(
+                    "escalate_ticket",
+                    json!({ "ticket_id": id, "level": level, "reason": reason }),
+                )),
+            );
+        }
+    }
+    let queue = queue(&queues(&req.system), &article, &category);
+    if s.first("route_ticket").is_none()
+        && let Some(queue) = &queue
+    {
+        let cite = article.id.clone().unwrap_or_else(|| "TINY.md".into());
+        let reason = format!("{category} 类工单，依据 {cite}");
+        let args = json!({ "ticket_id": id, "queue": queue, "reason": reason });
+        return (None, Some(tool("route_ticket", args)));
+    }
+    (
+        Some(summary(
+            id,
+            &category,
+            &priority,
+            queue.as_deref(),
+            level,
+            s,
+        )),
+        None,
+    )
+}
+
+fn summary(
+    id: &str,
+    category: &str,
+    priority: &str,
+    queue: Option<&str>,
+    level: u32,
+    s: &State<'_>,
+) -> String {
+    let mut out = format!("{MARK} {id}: {category} · {priority}");
+    if let Some(q) = queue {
+        out.push_str(&format!(" → {q}"));
+    }
+    if level > 0 {
+        match s.first("escalate_ticket") {
+            Some((_, false)) => out.push_str(&format!("; escalated to L{level}")),
+            Some((why, true)) => out.push_str(&format!("; L{level} escalation not done: {why}")),
+            None => {}
+        }
+    }
+    let errors: Vec<&str> = s
+        .results
+        .iter()
+        .filter(|r| r.2 && r.0 != "escalate_ticket")
+        .map(|r| r.1)
+        .collect();
+    if !errors.is_empty() {
+        out.push_str(&format!(". Problems: {}", errors.join(" | ")));
+    }
+    out.push('.');
+    out
+}
+
+fn question_step(s: &State<'_>) -> Step {
+    let Some((hits_text, _)) = s.first("search_knowledge") else {
+        return (
+            None,
+            Some(tool(
+                "search_knowledge",
+                json!({ "query": s.user, "limit": 3 }),
+            )),
+        );
+    };
+    let hits: Vec<Value> = serde_json::from_str(hits_text).unwrap_or_default();
+    let Some(top) = hits.first() else {
+        return (
+            Some(format!(
+                "{MARK} The knowledge base has nothing on that; try other words or ask a colleague."
+            )),
+            None,
+        );
+    };
+    let id = top["id"].as_str().unwrap_or_default();
+    let Some((article, _)) = s.first("read_article") else {
+        return (
+            None,
+            Some(tool("read_article", json!({ "article_id": id }))),
+        );
+    };
+    let parsed = parse_article(article);
+    let snippet = top["snippet"].as_str().unwrap_or_default();
+    (
+        Some(format!(
+            "{MARK} From \"{}\" ({id}): {snippet}",
+            parsed.title.unwrap_or_default()
+        )),
+        None,
+    )
+}
+
+#[derive(Default, Debug)]
+struct Article {
+    id: Option<String>,
+    title: Option<String>,
+    tags: Vec<String>,
+    owner: Option<String>,
+}
+
+fn parse_article(text: &str) -> Article {
+    let mut a = Article::default();
+    for line in text.lines().take_while(|l| !l.is_empty()) {
+        match line.split_once(": ") {
+            Some(("id", v)) => a.id = Some(v.trim().into()),
+            Some(("title", v)) => a.title = Some(v.trim().into()),
+            Some(("owner", v)) => {
+                a.owner = Some(v.trim().into()).filter(|o: &String| !o.is_empty())
+            }
+            Some(("tags", v)) => {
+                a.tags = v
+                    .split(',')
+                    .map(|t| t.trim().to_string())
+                    .filter(|t| !t.is_empty())
+                    .collect()
+            }
+            _ => {}
+        }
+    }
+    a
+}
+
+fn ticket_text_of(ticket: &Value) -> String {
+    let mut text = format!(
+        "{}\n{}",
+        ticket["subject"].as_str().unwrap_or(""),
+        ticket["customer"].as_str().unwrap_or("")
+    );
+    for m in ticket["messages"].as_array().into_iter().flatten() {
+        text.push('\n');
+        text.push_str(m["text"].as_str().unwrap_or(""));
+    }
+    text
+}
+
+fn ticket_query(ticket: &Value) -> String {
+    let first = ticket["messages"][0]["text"].as_str().unwrap_or("");
+    format!(
+        "{} {}",
+        ticket["subject"].as_str().unwrap_or(""),
+        first.chars().take(80).collect::<String>()
+    )
+}
+
+fn first_line(text: &str, max: usize) -> String {
+    text.lines()
+        .next()
+        .unwrap_or("")
+        .chars()
+        .take(max)
+        .collect()
+}
+
+/// A listed skill whose name or description mentions one of `words`.
+fn skill_named(system: &str, words: &[&str]) -> Option<String> {
+    system
+        .lines()
+        .filter_map(|l| l.strip_prefix("- "))
+        .find_map(|l| {
+            let (name, description) = l.split_once(": ")?;
+            let hay = format!("{name} {description}").to_lowercase();
+            words
+                .iter()
+                .any(|w| hay.contains(w))
+                .then(|| name.trim().to_string())
+        })
+}
+
+/// `Queues: a, b` from the system prompt.
+fn queues(system: &str) -> Vec<String> {
+    system
+        .lines()
+        .find_map(|l| l.strip_prefix("Queues: "))
+        .map(|q| q.split(", ").map(String::from).collect())
+        .unwrap_or_default()
+}
+
+/// Categories named by the business rules: a line mentioning 分类 or
+/// "categor" with `/`-separated names after a colon.
+fn categories(system: &str) -> Vec<String> {
+    system
+        .lines()
+        .filter(|l| l.contains("分类") || l.to_lowercase().contains("categor"))
+        .find_map(|l| {
+            let after = l.split_once('：').or_else(|| l.split_once(':'))?.1;
+            let list = after.split("——").next().unwrap_or(after);
+            let names: Vec<String> = list
+                .split('/')
+                .map(|c| c.trim().trim_end_matches(['。', '.']).to_string())
+                .filter(|c| !c.is_empty() && c.chars().count() <= 12)
+                .collect();
+            (names.len() >= 2).then_some(names)
+        })
+        .unwrap_or_default()
+}
+
+fn category(system: &str, ticket: &Value, article: &Article) -> String {
+    let cats = categories(system);
+    let subject = ticket["subject"].as_str().unwrap_or("").to_lowercase();
+    let body = ticket_text_of(ticket).to_lowercase();
+    for hay in [&subject, &body] {
+        if let Some(c) = cats.iter().find(|c| hay.contains(&c.to_lowercase())) {
+            return c.clone();
+        }
+    }
+    if let Some(tag) = article.tags.iter().find(|t| cats.contains(t)) {
+        return tag.clone();
+    }
+    article
+        .tags
+        .first()
+        .cloned()
+        .or_else(|| cats.first().cloned())
+        .unwrap_or_else(|| "general".into())
+}
+
+/// P0 when a level-2 escalation rule matches (loss or public risk); at
+/// least P1 when the first-response SLA has passed (TINY.md); P3 for plain
+/// questions; P2 otherwise.
+fn priority(system: &str, ticket: &Value, level: u32) -> String {
+    if level >= 2 {
+        return "P0".into();
+    }
+    let created = ticket["createdAt"].as_str().and_then(parse_rfc3339);
+    let sla = ticket["slaMinutes"].as_i64().unwrap_or(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let overdue = created.is_some_and(|c| c + sla * 60 < now);
+    let sla_rule = system.contains("SLA") || system.contains("sla");
+    if overdue && sla_rule || level == 1 {
+        return "P1".into();
+    }
+    let text = ticket_text_of(ticket).to_lowercase();
+    let question = [
+        "how do i",
+        "how can i",
+        "where is the setting",
+        "咨询",
+        "请问",
+        "怎么设置",
+    ]
+    .iter()
+    .any(|q| text.contains(q));
+    if question { "P3".into() } else { "P2".into() }
+}
+
+fn intent(ticket: &Value) -> String {
+    let subject = ticket["subject"].as_str().unwrap_or("");
+    let part = subject
+        .split_once(['：', ':'])
+        .map(|(_, rest)| rest)
+        .unwrap_or(subject);
+    part.trim().chars().take(40).collect()
+}
+
+/// One escalation rule of the skill: keywords or an amount threshold.
+#[derive(Debug, Clone, PartialEq, Default)]
+struct EscalationRule {
+    level: u32,
+    keywords: Vec<String>,
+    above_amount: Option<f64>,
+}
+
+/// Rules read from the escalation skill: lines `… ：<condition> → … L<n>`.
+fn escalation_rules(body: &str) -> Vec<EscalationRule> {
+    body.lines()
+        .filter_map(|line| {
+            let level = if line.contains("L2") {
+                2
+            } else if line.contains("L1") {
+                1
+            } else {
+                return None;
+            };
+            let (cond, _) = line.split_once('→').or_else(|| line.split_once("->"))?;
+            let cond = cond
+                .rsplit_once('：')
+                .or_else(|| cond.rsplit_once(": "))
+                .map(|(_, c)| c)
+                .unwrap_or(cond);
+            let cond = cond.trim().trim_start_matches("涉及").trim();
+            if let Some((_, n)) = cond.split_once('>') {
+                let number: String = n
+                    .trim()
+                    .chars()
+                    .take_while(|c| c.is_ascii_digit() || *c == '.')
+                    .collect();
+                return Some(EscalationRule {
+                    level,
+                    keywords: vec![],
+                    above_amount: number.parse().ok(),
+                });
+            }
+            let keywords = cond
+                .split(['、', ',', '，', '/', '或'])
+                .map(|k| k.split(['且', '的']).next().unwrap_or(k).trim().to_string())
+                .filter(|k| !k.is_empty() && k.chars().count() <= 12)
+                .collect::<Vec<_>>();
+            (!keywords.is_empty()).then_some(EscalationRule {
+                level,
+                keywords,
+                above_amount: None,
+            })
+        })
+        .collect()
+}
+
+/// Money amounts mentioned in `text`: numbers next to 元/块/yuan/usd/$/¥.
+fn amounts(text: &str) -> Vec<f64> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i].is_ascii_digit() {
+            let start = i;
+            while i < chars.len()
+                && (chars[i].is_ascii_digit() || chars[i] == ',' || chars[i] == '.')
+            {
+                i += 1;
+            }
+            let number: String = chars[start..i].iter().filter(|c| **c != ',').collect();
+            let after: String = chars[i..]
+                .iter()
+                .take(8)
+                .collect::<String>()
+                .trim_start()
+                .to_lowercase();
+            let before = if start > 0 { chars[start - 1] } else { ' ' };
+            let money = ["元", "块", "yuan", "rmb", "usd", "dollar", "美元"]
+                .iter()
+                .any(|u| after.starts_with(u))
+                || matches!(before, '$' | '¥' | '￥');
+            if let (true, Ok(v)) = (money, number.trim_end_matches('.').parse::<f64>()) {
+                out.push(v);
+            }
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The highest level whose rule matches, and what matched.
+fn escalation_level(rules: &[EscalationRule], text: &str) -> (u32, Vec<String>) {
+    let lower = text.to_lowercase();
+    let money = amounts(text);
+    let mut level = 0;
+    let mut matched = Vec::new();
+    for rule in rules {
+        let hit = if let Some(limit) = rule.above_amount {
+            money
+                .iter()
+                .find(|a| **a > limit)
+                .map(|a| format!("金额 {a} > {limit}"))
+        } else {
+            rule.keywords.iter().find_map(|k| {
+                let words = LEXICON
+                    .iter()
+                    .find(|(c, _)| *c == k.as_str())
+                    .map(|(_, w)| *w)
+                    .unwrap_or(&[]);
+                std::iter::once(k.as_str())
+                    .chain(words.iter().copied())
+                    .find(|w| lower.contains(&w.to_lowercase()))
+                    .map(|w| {
+                        if w == k {
+                            k.clone()
+                        } else {
+                            format!("{k}（{w}）")
+                        }
+                    })
+            })
+        };
+        if let Some(h) = hit {
+            level = level.max(rule.level);
+            matched.push(h);
+        }
+    }
+    (level, matched)
+}
+
+/// The policy article's owner when it is a queue; else the queue named like
+/// the category; else the first queue.
+fn queue(queues: &[String], article: &Article, category: &str) -> Option<String> {
+    if let Some(owner) = article.owner.as_ref().filter(|o| queues.contains(o)) {
+        return Some(owner.clone());
+    }
+    queues
+        .iter()
+        .find(|q| q.contains(category) || category.chars().any(|c| q.contains(c)))
+        .or_else(|| queues.first())
+        .cloned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SKILL: &str = "# 升级判断规则\n\n- **金额**：涉及金额 > 200 元 → 升级 L2（主管）。\n- **身份**：VIP 或企业客户且诉求未获满足 → 升级 L1（组长）。\n- **风险**：涉及法律、媒体、支付安全、数据泄露 → 一律升级 L2。\n";
+
+    #[test]
+    fn rules_come_from_the_skill_text() {
+        let rules = escalation_rules(SKILL);
+        assert_eq!(rules.len(), 3, "{rules:?}");
+        assert_eq!(
+            rules[0],
+            EscalationRule {
+                level: 2,
+                keywords: vec![],
+                above_amount: Some(200.0)
+            }
+        );
+        assert_eq!(rules[1].keywords, ["VIP", "企业客户"]);
+        assert_eq!(
+            (rules[2].level, rules[2].keywords.clone()),
+            (
+                2,
+                vec![
+                    "法律".to_string(),
+                    "媒体".into(),
+                    "支付安全".into(),
+                    "数据泄露".into()
+                ]
+            )
+        );
+    }
+
+    #[test]
+    fn escalation_levels_from_amounts_keywords_and_concepts() {
+        let rules = escalation_rules(SKILL);
+        assert_eq!(escalation_level(&rules, "耳机坏了，金额 159 元").0, 0);
+        assert_eq!(escalation_level(&rules, "被扣了两次，共 1,280 元").0, 2);
+        assert_eq!(escalation_level(&rules, "A 2,499 USD laptop").0, 2);
+        assert_eq!(escalation_level(&rules, "星辰科技（企业客户）").0, 1);
+        let (level, why) = escalation_level(&rules, "企业账户被风控冻结，影响结算");
+        assert_eq!(level, 2);
+        assert!(why.iter().any(|w| w.starts_with("支付安全")), "{why:?}");
+        assert_eq!(
+            escalation_level(&[], "律师函").0,
+            0,
+            "no rules, no escalation"
+        );
+    }
+
+    #[test]
+    fn categories_and_ticket_ids_are_read_from_text() {
+        let system = "x\n- 分类口径：退款 / 物流 / 账户 / 技术 —— 一条工单只归一个主分类。\n";
+        assert_eq!(categories(system), ["退款", "物流", "账户", "技术"]);
+        assert_eq!(ticket_id("please triage t-1003 now"), Some("T-1003".into()));
+        assert_eq!(ticket_id("ABT-1 is not an id"), None);
+        assert_eq!(amounts("$45 and ¥12.5, 3 days"), vec![45.0, 12.5]);
+    }
+}
