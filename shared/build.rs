@@ -14,6 +14,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "tinycode/v1/daemon.proto",
         "tinycode/v1/support.proto",
         "tinycode/v1/tickets.proto",
+        "tinycode/v1/session_events.proto",
+        "tinycode/v1/sessions.proto",
     ];
     for file in &files {
         println!("cargo:rerun-if-changed={}", proto_root.join(file).display());

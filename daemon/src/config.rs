@@ -8,12 +8,14 @@ use serde_json::{Map, Value};
 
 pub const CONFIG_FILE: &str = ".tinycode/config.json";
 pub const DEFAULT_MAX_STEPS: u32 = 12;
-const KEYS: [&str; 5] = [
+const KEYS: [&str; 7] = [
     "knowledgeDir",
     "ticketsDir",
     "queues",
     "maxStepsPerTurn",
     "permissionMode",
+    "model",
+    "maxToolResultChars",
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +35,9 @@ pub struct Config {
     pub queues: Vec<String>,
     pub max_steps_per_turn: u32,
     pub permission_mode: PermissionMode,
+    /// `provider/model`; empty means offline (unless $TINYCODE_MODEL).
+    pub model: String,
+    pub max_tool_result_chars: usize,
 }
 
 impl Default for Config {
@@ -43,6 +48,8 @@ impl Default for Config {
             queues: Vec::new(),
             max_steps_per_turn: DEFAULT_MAX_STEPS,
             permission_mode: PermissionMode::Ask,
+            model: String::new(),
+            max_tool_result_chars: crate::context::DEFAULT_MAX_TOOL_RESULT_CHARS,
         }
     }
 }
@@ -135,6 +142,21 @@ impl Config {
                     bad(
                         "maxStepsPerTurn",
                         format!("must be a whole number from 1 to 200, got {v}"),
+                    )
+                })?;
+        }
+        if let Some(model) = string(&obj, "model").map_err(|p| bad("model", p))? {
+            config.model = model.trim().to_string();
+        }
+        if let Some(v) = obj.get("maxToolResultChars") {
+            config.max_tool_result_chars = v
+                .as_u64()
+                .filter(|n| (200..=1_000_000).contains(n))
+                .map(|n| n as usize)
+                .ok_or_else(|| {
+                    bad(
+                        "maxToolResultChars",
+                        format!("must be a whole number from 200 to 1000000, got {v}"),
                     )
                 })?;
         }

@@ -13,6 +13,7 @@ pub mod logging;
 pub mod model;
 pub mod permissions;
 pub mod server;
+pub mod sessions;
 pub mod skills;
 pub mod store;
 pub mod tools;

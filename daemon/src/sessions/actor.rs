@@ -1,0 +1,230 @@
+//! The session actor: takes queued turns one at a time, runs each through
+//! the agent loop, and stores what it produced, in order.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use tinycode_shared::proto::event::Payload;
+use tinycode_shared::proto::{
+    AssistantMessageAdded, ModelUsage, ToolCallFinished, ToolCallRef, TurnCompleted,
+    TurnOutcome as Outcome, TurnStarted,
+};
+use tokio::sync::mpsc;
+
+use super::{Live, Sessions, session_stream};
+use crate::agent::{Turn, TurnConfig, TurnEvent, TurnOutcome, prompt};
+use crate::model::catalog::resolve;
+use crate::model::{Message, RetryPolicy, ToolCall};
+use crate::permissions::RunPolicy;
+use crate::store::ExpectedVersion;
+use crate::tools::ToolContext;
+
+pub(super) async fn run(
+    sessions: Arc<Sessions>,
+    id: String,
+    live: Arc<Live>,
+    mut jobs: mpsc::UnboundedReceiver<u64>,
+) {
+    while let Some(turn) = jobs.recv().await {
+        live.queued.fetch_sub(1, Ordering::AcqRel);
+        live.cancel.send_replace(false);
+        live.running.store(turn, Ordering::Release);
+        run_turn(&sessions, &id, &live, turn).await;
+        live.running.store(0, Ordering::Release);
+        live.clear_partial();
+    }
+}
+
+fn call_ref(c: &ToolCall) -> ToolCallRef {
+    ToolCallRef {
+        id: c.id.clone(),
+        name: c.name.clone(),
+        arguments_json: c.raw_arguments.clone(),
+    }
+}
+
+/// The stored form of a message the turn added.
+fn payload(turn: u64, step: u32, message: &Message) -> Option<Payload> {
+    match message {
+        Message::Assistant {
+            text,
+            thinking,
+            tool_calls,
+        } => Some(Payload::AssistantMessageAdded(AssistantMessageAdded {
+            text: text.clone(),
+            thinking: thinking.iter().map(|t| t.text.clone()).collect(),
+            thinking_signatures: thinking.iter().map(|t| t.signature.clone()).collect(),
+            tool_calls: tool_calls.iter().map(call_ref).collect(),
+            step,
+            turn,
+        })),
+        Message::ToolResult {
+            call_id,
+            name,
+            content,
+            is_error,
+        } => Some(Payload::ToolCallFinished(ToolCallFinished {
+            call: Some(ToolCallRef {
+                id: call_id.clone(),
+                name: name.clone(),
+                arguments_json: String::new(),
+            }),
+            content: content.clone(),
+            is_error: *is_error,
+            turn,
+            ..ToolCallFinished::default()
+        })),
+        Message::User { .. } => None,
+    }
+}
+
+async fn append(sessions: &Sessions, id: &str, p: Payload) {
+    match sessions
+        .store
+        .append(&session_stream(id), ExpectedVersion::Any, vec![p])
+        .await
+    {
+        Ok(events) => sessions.fold(id, &events),
+        Err(e) => tracing::error!(session = %id, error = %e, "could not store a session event"),
+    }
+}
+
+async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u64) {
+    append(sessions, id, Payload::TurnStarted(TurnStarted { turn })).await;
+    let Ok(state) = sessions.get(id) else { return };
+    let user = state
+        .turns
+        .get(&turn)
+        .map(|t| t.user.clone())
+        .unwrap_or_default();
+    let history = state.history_before(turn);
+    let complete = |outcome: Outcome, error: String| {
+        Payload::TurnCompleted(TurnCompleted {
+            turn,
+            outcome: outcome as i32,
+            error,
+            ..TurnCompleted::default()
+        })
+    };
+    let choice = match resolve(
+        &state.model,
+        &|k| std::env::var(k).ok(),
+        RetryPolicy::default(),
+    ) {
+        Ok(c) => c,
+        Err(e) => {
+            append(sessions, id, complete(Outcome::Failed, e.to_string())).await;
+            return;
+        }
+    };
+    let provider = choice.provider();
+    let system = prompt::system_prompt(
+        &sessions.workspace,
+        &sessions.skills,
+        sessions.desk.queues(),
+    );
+    let config = TurnConfig {
+        max_steps: sessions.defaults.max_steps,
+        timeout: sessions.defaults.timeout,
+        max_tool_result_chars: sessions.defaults.max_tool_result_chars,
+        policy: if state.approve == "auto" {
+            RunPolicy::Auto
+        } else {
+            RunPolicy::Deny
+        },
+    };
+    let ctx = ToolContext {
+        desk: Arc::clone(&sessions.desk),
+        skills: Arc::clone(&sessions.skills),
+        cancel: live.cancel.subscribe(),
+    };
+
+    // Events are stored in order by one writer while the turn runs.
+    let (tx, mut rx) = mpsc::unbounded_channel::<Payload>();
+    let writer = {
+        let (sessions, id) = (Arc::clone(sessions), id.to_string());
+        tokio::spawn(async move {
+            while let Some(p) = rx.recv().await {
+                append(&sessions, &id, p).await;
+            }
+        })
+    };
+    let runner = Turn {
+        provider: provider.as_ref(),
+        tools: &sessions.tools,
+        ctx: &ctx,
+        config: &config,
+    };
+    let mut step = 0u32;
+    let mut stored = 0usize;
+    let result = runner
+        .run(&system, &history, &user, &mut |event| match event {
+            TurnEvent::StepStarted { step: s } => step = s,
+            TurnEvent::TextDelta(t) => live.emit(turn, "text", &t),
+            TurnEvent::ThinkingDelta(t) => live.emit(turn, "thinking", &t),
+            TurnEvent::AssistantMessage(m) => {
+                live.clear_partial();
+                stored += 1;
+                if let Some(p) = payload(turn, step, &m) {
+                    let _ = tx.send(p);
+                }
+            }
+            TurnEvent::ToolStarted(_) => {}
+            TurnEvent::ToolFinished {
+                call,
+                output,
+                full_chars,
+            } => {
+                stored += 1;
+                let _ = tx.send(Payload::ToolCallFinished(ToolCallFinished {
+                    call: Some(call_ref(&call)),
+                    content: output.content,
+                    is_error: output.is_error,
+                    details_json: if output.details.is_null() {
+                        String::new()
+                    } else {
+                        output.details.to_string()
+                    },
+                    full_chars: full_chars.unwrap_or(0) as u64,
+                    turn,
+                }));
+            }
+        })
+        .await;
+    // What an interruption left unreported: the partial answer and the
+    // results of calls that never ran, so the transcript stays whole.
+    for message in result.messages.iter().skip(1 + stored) {
+        if let Some(p) = payload(turn, step, message) {
+            let _ = tx.send(p);
+        }
+    }
+    drop(tx);
+    let _ = writer.await;
+    let (outcome, error) = match &result.outcome {
+        TurnOutcome::Completed => (Outcome::Completed, String::new()),
+        TurnOutcome::EmptyResponse => (Outcome::EmptyResponse, String::new()),
+        TurnOutcome::MaxSteps => (Outcome::MaxSteps, String::new()),
+        TurnOutcome::Cancelled => (Outcome::Cancelled, String::new()),
+        TurnOutcome::TimedOut => (Outcome::TimedOut, String::new()),
+        TurnOutcome::Failed(e) => (Outcome::Failed, e.clone()),
+    };
+    let u = result.usage;
+    append(
+        sessions,
+        id,
+        Payload::TurnCompleted(TurnCompleted {
+            turn,
+            outcome: outcome as i32,
+            steps: result.steps,
+            tool_calls: result.tool_calls,
+            usage: Some(ModelUsage {
+                input_tokens: u.input_tokens,
+                output_tokens: u.output_tokens,
+                cache_read_tokens: u.cache_read_tokens,
+                cache_write_tokens: u.cache_write_tokens,
+            }),
+            error,
+        }),
+    )
+    .await;
+}

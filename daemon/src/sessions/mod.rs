@@ -1,0 +1,405 @@
+//! Sessions: stream `session-<id>`. One actor task per session runs its
+//! turns one at a time (a message sent while a turn runs is queued); every
+//! message, tool result and turn outcome is stored; text and thinking
+//! deltas are live-only, broadcast to attached clients, and a client that
+//! attaches mid-message first gets the text so far. A client disconnecting
+//! never cancels a turn; `cancel` does.
+
+mod actor;
+pub mod state;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tinycode_shared::proto::event::Payload;
+use tinycode_shared::proto::{
+    ClientRef, Delta, SessionCreated, TurnCompleted, TurnOutcome, UserMessageAdded,
+};
+use tokio::sync::{broadcast, mpsc, watch};
+
+use crate::domain::desk::Desk;
+use crate::domain::ids::sanitize_id;
+use crate::skills::SkillRegistry;
+use crate::store::{EventStore, ExpectedVersion, StoreError, SubscriptionOptions};
+use crate::tools::ToolRegistry;
+pub use state::SessionState;
+
+pub fn session_stream(id: &str) -> String {
+    format!("session-{id}")
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("session {0} does not exist; `tinycode session list` shows the sessions")]
+    NotFound(String),
+    #[error("invalid session id: {0}")]
+    BadId(String),
+    #[error("`{field}` {problem}")]
+    Invalid {
+        field: &'static str,
+        problem: String,
+    },
+    #[error("cannot use model {model:?}: {message}")]
+    Model { model: String, message: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Turn settings shared by every session.
+#[derive(Debug, Clone)]
+pub struct TurnDefaults {
+    /// `$TINYCODE_MODEL`, else config `model`, else `offline`.
+    pub model: String,
+    pub max_steps: u32,
+    pub max_tool_result_chars: usize,
+    pub timeout: Option<Duration>,
+}
+
+/// The live side of a session: its actor's queue and what attached
+/// clients need while a turn runs.
+pub(crate) struct Live {
+    jobs: mpsc::UnboundedSender<u64>,
+    cancel: watch::Sender<bool>,
+    /// Turn running now (0: none) and turns waiting.
+    running: AtomicU64,
+    queued: AtomicU64,
+    /// Text of the current step so far, and the delta channel; one lock so
+    /// an attaching client gets the text so far and every later delta,
+    /// with no gap and no duplicate.
+    partial: Mutex<(u64, String)>,
+    deltas: broadcast::Sender<Delta>,
+}
+
+impl Live {
+    pub(crate) fn emit(&self, turn: u64, kind: &str, text: &str) {
+        let mut partial = self.partial.lock().unwrap_or_else(|p| p.into_inner());
+        if kind == "text" {
+            if partial.0 != turn {
+                *partial = (turn, String::new());
+            }
+            partial.1.push_str(text);
+        }
+        let _ = self.deltas.send(Delta {
+            turn,
+            kind: kind.into(),
+            text: text.into(),
+        });
+    }
+
+    pub(crate) fn clear_partial(&self) {
+        self.partial
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .1
+            .clear();
+    }
+}
+
+pub struct Sessions {
+    pub(crate) store: EventStore,
+    pub(crate) desk: Arc<Desk>,
+    pub(crate) skills: Arc<SkillRegistry>,
+    pub(crate) tools: ToolRegistry,
+    pub(crate) workspace: PathBuf,
+    pub(crate) defaults: TurnDefaults,
+    states: Mutex<HashMap<String, SessionState>>,
+    live: Mutex<HashMap<String, Arc<Live>>>,
+    counter: AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Sessions {
+    /// Fold every session from the log; turns left unfinished by a previous
+    /// run are marked interrupted.
+    pub async fn open(
+        store: EventStore,
+        desk: Arc<Desk>,
+        skills: Arc<SkillRegistry>,
+        workspace: PathBuf,
+        defaults: TurnDefaults,
+    ) -> Result<Arc<Self>, SessionError> {
+        let mut states: HashMap<String, SessionState> = HashMap::new();
+        let mut sub = store.subscribe(SubscriptionOptions {
+            from_sequence: 1,
+            stream_prefix: "session-".into(),
+            follow: false,
+        });
+        while let Some(event) = sub.recv().await {
+            let event = event?;
+            let id = event.stream_id.trim_start_matches("session-").to_string();
+            states.entry(id).or_default().apply(&event);
+        }
+        let sessions = Arc::new(Self {
+            store,
+            desk,
+            skills,
+            tools: ToolRegistry::standard(),
+            workspace,
+            defaults,
+            states: Mutex::new(HashMap::new()),
+            live: Mutex::new(HashMap::new()),
+            counter: AtomicU64::new(0),
+        });
+        for (id, state) in &states {
+            for turn in state.unfinished() {
+                let events = sessions
+                    .store
+                    .append(
+                        &session_stream(id),
+                        ExpectedVersion::Any,
+                        vec![Payload::TurnCompleted(TurnCompleted {
+                            turn,
+                            outcome: TurnOutcome::Interrupted as i32,
+                            error: "the daemon stopped while this turn was running or queued"
+                                .into(),
+                            ..TurnCompleted::default()
+                        })],
+                    )
+                    .await?;
+                tracing::warn!(session = %id, turn, "marked an interrupted turn");
+                let _ = events;
+            }
+        }
+        let mut folded = HashMap::new();
+        for (id, mut state) in states {
+            for turn in state.unfinished() {
+                if let Some(t) = state.turns.get_mut(&turn) {
+                    t.outcome = Some(TurnOutcome::Interrupted);
+                }
+            }
+            folded.insert(id, state);
+        }
+        *lock(&sessions.states) = folded;
+        Ok(sessions)
+    }
+
+    fn new_id(&self) -> String {
+        let millis = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or(0);
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        format!("s{millis:x}{n:x}")
+    }
+
+    pub async fn create(
+        &self,
+        title: &str,
+        model: &str,
+        approve: &str,
+        by: ClientRef,
+    ) -> Result<SessionState, SessionError> {
+        let approve = match approve {
+            "" | "deny" => "deny",
+            "auto" => "auto",
+            other => {
+                return Err(SessionError::Invalid {
+                    field: "approve",
+                    problem: format!("must be auto or deny, got {other:?}"),
+                });
+            }
+        };
+        let model = if model.trim().is_empty() {
+            self.defaults.model.clone()
+        } else {
+            model.trim().to_string()
+        };
+        // Fail now, not at the first turn, when the model cannot be used.
+        crate::model::catalog::resolve(
+            &model,
+            &|k| std::env::var(k).ok(),
+            crate::model::RetryPolicy::default(),
+        )
+        .map_err(|e| SessionError::Model {
+            model: model.clone(),
+            message: e.to_string(),
+        })?;
+        let id = self.new_id();
+        let title = if title.trim().is_empty() {
+            format!("session {id}")
+        } else {
+            title.trim().chars().take(200).collect()
+        };
+        let events = self
+            .store
+            .append(
+                &session_stream(&id),
+                ExpectedVersion::NoStream,
+                vec![Payload::SessionCreated(SessionCreated {
+                    title,
+                    model,
+                    created_by: Some(by),
+                    approve: approve.into(),
+                })],
+            )
+            .await?;
+        let mut state = SessionState::default();
+        for e in &events {
+            state.apply(e);
+        }
+        lock(&self.states).insert(id, state.clone());
+        Ok(state)
+    }
+
+    fn checked_id(raw: &str) -> Result<String, SessionError> {
+        sanitize_id(raw).map_err(|e| SessionError::BadId(e.to_string()))
+    }
+
+    pub fn get(&self, raw: &str) -> Result<SessionState, SessionError> {
+        let id = Self::checked_id(raw)?;
+        lock(&self.states)
+            .get(&id)
+            .cloned()
+            .ok_or(SessionError::NotFound(id))
+    }
+
+    /// Newest first.
+    pub fn list(&self, limit: usize) -> Vec<SessionState> {
+        let mut all: Vec<SessionState> = lock(&self.states).values().cloned().collect();
+        all.sort_by_key(|s| std::cmp::Reverse(s.last_sequence));
+        all.truncate(limit);
+        all
+    }
+
+    /// Running turn (0: none) and queued turns of a session.
+    pub fn activity(&self, id: &str) -> (u64, u64) {
+        lock(&self.live)
+            .get(id)
+            .map(|l| {
+                (
+                    l.running.load(Ordering::Acquire),
+                    l.queued.load(Ordering::Acquire),
+                )
+            })
+            .unwrap_or((0, 0))
+    }
+
+    pub(crate) fn fold(&self, id: &str, events: &[Arc<tinycode_shared::proto::Event>]) {
+        let mut states = lock(&self.states);
+        let state = states.entry(id.to_string()).or_default();
+        for e in events {
+            state.apply(e);
+        }
+    }
+
+    /// Store the user message and queue its turn. Returns (sequence, turn, queued).
+    pub async fn send(
+        self: &Arc<Self>,
+        raw: &str,
+        text: &str,
+        from: ClientRef,
+    ) -> Result<(u64, u64, bool), SessionError> {
+        let id = Self::checked_id(raw)?;
+        if text.trim().is_empty() {
+            return Err(SessionError::Invalid {
+                field: "text",
+                problem: "is empty".into(),
+            });
+        }
+        let live = self.live_for(&id)?;
+        // Turn numbers are assigned under the states lock, appends after.
+        let turn = {
+            let mut states = lock(&self.states);
+            let state = states
+                .get_mut(&id)
+                .ok_or_else(|| SessionError::NotFound(id.clone()))?;
+            let turn = state.next_turn();
+            state.turns.entry(turn).or_default().user = text.to_string();
+            turn
+        };
+        let events = self
+            .store
+            .append(
+                &session_stream(&id),
+                ExpectedVersion::Any,
+                vec![Payload::UserMessageAdded(UserMessageAdded {
+                    text: text.into(),
+                    from: Some(from),
+                    turn,
+                })],
+            )
+            .await?;
+        self.fold(&id, &events);
+        let queued =
+            live.running.load(Ordering::Acquire) != 0 || live.queued.load(Ordering::Acquire) > 0;
+        live.queued.fetch_add(1, Ordering::AcqRel);
+        let _ = live.jobs.send(turn);
+        Ok((
+            events.first().map(|e| e.sequence).unwrap_or(0),
+            turn,
+            queued,
+        ))
+    }
+
+    /// Cancel the running turn; `false` when none runs.
+    pub fn cancel(&self, raw: &str) -> Result<bool, SessionError> {
+        let id = Self::checked_id(raw)?;
+        self.get(&id)?;
+        let live = lock(&self.live).get(&id).cloned();
+        Ok(match live {
+            Some(l) if l.running.load(Ordering::Acquire) != 0 => {
+                l.cancel.send_replace(true);
+                true
+            }
+            _ => false,
+        })
+    }
+
+    /// The text of the running step so far and a receiver for every later
+    /// delta (taken under one lock: no gap, no duplicate).
+    pub fn deltas(
+        self: &Arc<Self>,
+        raw: &str,
+    ) -> Result<(Option<Delta>, broadcast::Receiver<Delta>), SessionError> {
+        let id = Self::checked_id(raw)?;
+        let live = self.live_for(&id)?;
+        let partial = live.partial.lock().unwrap_or_else(|p| p.into_inner());
+        let rx = live.deltas.subscribe();
+        let running = live.running.load(Ordering::Acquire);
+        let so_far =
+            (running != 0 && partial.0 == running && !partial.1.is_empty()).then(|| Delta {
+                turn: partial.0,
+                kind: "text".into(),
+                text: partial.1.clone(),
+            });
+        Ok((so_far, rx))
+    }
+
+    fn live_for(self: &Arc<Self>, id: &str) -> Result<Arc<Live>, SessionError> {
+        if !lock(&self.states).contains_key(id) {
+            return Err(SessionError::NotFound(id.to_string()));
+        }
+        let mut live = lock(&self.live);
+        if let Some(l) = live.get(id) {
+            return Ok(Arc::clone(l));
+        }
+        let (jobs, rx) = mpsc::unbounded_channel();
+        let (cancel, _) = watch::channel(false);
+        let (deltas, _) = broadcast::channel(1024);
+        let l = Arc::new(Live {
+            jobs,
+            cancel,
+            running: AtomicU64::new(0),
+            queued: AtomicU64::new(0),
+            partial: Mutex::new((0, String::new())),
+            deltas,
+        });
+        live.insert(id.to_string(), Arc::clone(&l));
+        tokio::spawn(actor::run(
+            Arc::clone(self),
+            id.to_string(),
+            Arc::clone(&l),
+            rx,
+        ));
+        Ok(l)
+    }
+}
+
+#[cfg(test)]
+mod tests;
