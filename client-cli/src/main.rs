@@ -10,6 +10,7 @@ mod events_cmd;
 mod init_cmd;
 mod kb_cmd;
 mod output;
+mod session_cmd;
 mod ticket_cmd;
 
 use std::path::PathBuf;
@@ -60,6 +61,13 @@ enum Command {
     Kb {
         #[command(subcommand)]
         action: kb_cmd::KbAction,
+    },
+    /// Ask the agent (one turn, streamed); exit 0 when the turn completes.
+    Run(session_cmd::RunArgs),
+    /// Sessions: new, list, show, attach, send, cancel.
+    Session {
+        #[command(subcommand)]
+        action: session_cmd::SessionAction,
     },
     /// Print the event log (optionally following new events).
     Events(events_cmd::EventsArgs),
@@ -130,6 +138,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Events(args) => events_cmd::run(&ctx, args).await,
         Command::Ticket { action } => ticket_cmd::run(&ctx, action).await,
         Command::Kb { action } => kb_cmd::run(&ctx, action).await,
+        Command::Run(args) => session_cmd::run(&ctx, args).await,
+        Command::Session { action } => session_cmd::session(&ctx, action).await,
         Command::Completions { .. } | Command::Init(_) | Command::Demo(_) => Ok(ExitCode::SUCCESS),
     }
 }

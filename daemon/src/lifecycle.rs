@@ -56,6 +56,8 @@ pub enum DaemonError {
     Config(#[from] ConfigError),
     #[error("cannot load the workspace: {0}")]
     Desk(#[from] DomainError),
+    #[error("cannot load the sessions: {0}")]
+    Sessions(#[from] crate::sessions::SessionError),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -189,6 +191,28 @@ pub async fn run(layout: Layout) -> Result<(), DaemonError> {
         skipped = report.warnings.len(),
         "workspace loaded"
     );
+    let (skills, skill_warnings) = crate::skills::SkillRegistry::discover(&workspace);
+    for w in &skill_warnings {
+        tracing::warn!("{w}");
+    }
+    let model = std::env::var("TINYCODE_MODEL")
+        .ok()
+        .filter(|m| !m.trim().is_empty())
+        .or_else(|| (!config.model.is_empty()).then(|| config.model.clone()))
+        .unwrap_or_else(|| "offline".into());
+    let sessions = crate::sessions::Sessions::open(
+        store.clone(),
+        Arc::clone(&desk),
+        Arc::new(skills),
+        workspace.clone(),
+        crate::sessions::TurnDefaults {
+            model,
+            max_steps: config.max_steps_per_turn,
+            max_tool_result_chars: config.max_tool_result_chars,
+            timeout: None,
+        },
+    )
+    .await?;
     let listener = bind_socket(&layout)?;
     tracing::info!(socket = %layout.socket.display(), workspace = %workspace.display(), "tinycoded listening");
 
@@ -198,6 +222,7 @@ pub async fn run(layout: Layout) -> Result<(), DaemonError> {
     let shared = Shared {
         store: store.clone(),
         desk,
+        sessions,
         layout: Arc::new(layout.clone()),
         started,
         shutdown: shutdown_tx,

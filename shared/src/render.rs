@@ -170,3 +170,188 @@ mod tests {
         assert_eq!(json["daemonStarted"]["pid"], 42);
     }
 }
+
+/// The argument a tool line shows: the ticket, article, query or skill.
+fn main_argument(arguments_json: &str) -> String {
+    let args: serde_json::Value = serde_json::from_str(arguments_json).unwrap_or_default();
+    ["ticket_id", "article_id", "query", "name", "queue"]
+        .iter()
+        .find_map(|k| args.get(*k).and_then(|v| v.as_str()))
+        .map(|v| v.chars().take(40).collect())
+        .unwrap_or_default()
+}
+
+/// `● classify_ticket T-1001 → ✓ 退款 · P1 → triaged` (or `✗ <error>`).
+pub fn tool_line(f: &crate::proto::ToolCallFinished) -> String {
+    let call = f.call.clone().unwrap_or_default();
+    let arg = main_argument(&call.arguments_json);
+    let head = if arg.is_empty() {
+        format!("● {}", call.name)
+    } else {
+        format!("● {} {arg}", call.name)
+    };
+    if f.is_error {
+        let first = f
+            .content
+            .lines()
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take(120)
+            .collect::<String>();
+        return format!("{head} → ✗ {first}");
+    }
+    let details: serde_json::Value = serde_json::from_str(&f.details_json).unwrap_or_default();
+    let ticket = &details["ticket"];
+    let s = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
+    let summary = match call.name.as_str() {
+        "classify_ticket" => format!(
+            "{} · {} → {}",
+            s(&ticket["category"]),
+            s(&ticket["priority"]),
+            s(&ticket["status"])
+        ),
+        "route_ticket" => format!("{} → {}", s(&ticket["queue"]), s(&ticket["status"])),
+        "escalate_ticket" => format!(
+            "L{} → {}",
+            ticket["escalateLevel"].as_u64().unwrap_or(0),
+            s(&ticket["status"])
+        ),
+        "propose_knowledge_edit" => format!(
+            "+{} −{}",
+            details["added"].as_u64().unwrap_or(0),
+            details["removed"].as_u64().unwrap_or(0)
+        ),
+        "search_knowledge" | "search_tickets" => {
+            let hits: Vec<String> = details["hits"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|h| h.as_str().map(String::from))
+                .collect();
+            if hits.is_empty() {
+                "no matches".into()
+            } else {
+                hits.join(", ")
+            }
+        }
+        _ => f
+            .content
+            .lines()
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take(60)
+            .collect(),
+    };
+    let truncated = if f.full_chars > 0 {
+        format!(" (truncated from {} chars)", f.full_chars)
+    } else {
+        String::new()
+    };
+    format!("{head} → ✓ {summary}{truncated}")
+}
+
+/// `completed`, `max_steps`, … for a stored turn outcome.
+pub fn outcome_name(outcome: i32) -> &'static str {
+    use crate::proto::TurnOutcome as O;
+    match O::try_from(outcome).unwrap_or(O::Unspecified) {
+        O::Completed => "completed",
+        O::EmptyResponse => "empty_response",
+        O::MaxSteps => "max_steps",
+        O::Cancelled => "cancelled",
+        O::TimedOut => "timed_out",
+        O::Failed => "failed",
+        O::Interrupted => "interrupted",
+        O::Unspecified => "unknown",
+    }
+}
+
+/// `— turn 1 completed · 7 steps · 6 tool calls · 1234 in / 56 out tokens`.
+pub fn turn_line(c: &crate::proto::TurnCompleted) -> String {
+    let usage = c.usage.unwrap_or_default();
+    let mut line = format!(
+        "— turn {} {} · {} steps · {} tool calls · {} in / {} out tokens",
+        c.turn,
+        outcome_name(c.outcome),
+        c.steps,
+        c.tool_calls,
+        usage.input_tokens,
+        usage.output_tokens
+    );
+    if !c.error.is_empty() {
+        line.push_str(&format!(": {}", c.error));
+    }
+    line
+}
+
+#[cfg(test)]
+mod tool_line_tests {
+    use super::*;
+    use crate::proto::{ToolCallFinished, ToolCallRef};
+
+    fn finished(
+        name: &str,
+        args: &str,
+        details: serde_json::Value,
+        is_error: bool,
+        content: &str,
+    ) -> ToolCallFinished {
+        ToolCallFinished {
+            call: Some(ToolCallRef {
+                id: "c".into(),
+                name: name.into(),
+                arguments_json: args.into(),
+            }),
+            content: content.into(),
+            is_error,
+            details_json: details.to_string(),
+            ..ToolCallFinished::default()
+        }
+    }
+
+    #[test]
+    fn tool_lines_read_like_the_design() {
+        let t = serde_json::json!({"ticket": {"category": "退款", "priority": "P1", "status": "triaged", "queue": "售后组"}});
+        assert_eq!(
+            tool_line(&finished(
+                "classify_ticket",
+                r#"{"ticket_id":"T-1001"}"#,
+                t.clone(),
+                false,
+                ""
+            )),
+            "● classify_ticket T-1001 → ✓ 退款 · P1 → triaged"
+        );
+        assert_eq!(
+            tool_line(&finished(
+                "route_ticket",
+                r#"{"ticket_id":"T-1001","queue":"售后组"}"#,
+                t,
+                false,
+                ""
+            )),
+            "● route_ticket T-1001 → ✓ 售后组 → triaged"
+        );
+        assert_eq!(
+            tool_line(&finished(
+                "propose_knowledge_edit",
+                r#"{"article_id":"refund-policy"}"#,
+                serde_json::json!({"added": 1, "removed": 1}),
+                false,
+                ""
+            )),
+            "● propose_knowledge_edit refund-policy → ✓ +1 −1"
+        );
+        assert_eq!(
+            tool_line(&finished(
+                "get_ticket",
+                r#"{"ticket_id":"T-9"}"#,
+                serde_json::Value::Null,
+                true,
+                "ticket T-9 does not exist\nmore"
+            )),
+            "● get_ticket T-9 → ✗ ticket T-9 does not exist"
+        );
+    }
+}

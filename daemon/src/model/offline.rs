@@ -675,17 +675,22 @@ fn escalation_level(rules: &[EscalationRule], text: &str) -> (u32, Vec<String>) 
     (level, matched)
 }
 
-/// The policy article's owner when it is a queue; else the queue named like
-/// the category; else the first queue.
+/// The queue named like the category; else the policy article's owner when
+/// the article is about that category and the owner is a queue; else the
+/// first queue.
 fn queue(queues: &[String], article: &Article, category: &str) -> Option<String> {
-    if let Some(owner) = article.owner.as_ref().filter(|o| queues.contains(o)) {
+    if let Some(q) = queues.iter().find(|q| q.contains(category)) {
+        return Some(q.clone());
+    }
+    let on_topic = article.tags.iter().any(|t| t == category);
+    if let Some(owner) = article
+        .owner
+        .as_ref()
+        .filter(|o| on_topic && queues.contains(o))
+    {
         return Some(owner.clone());
     }
-    queues
-        .iter()
-        .find(|q| q.contains(category) || category.chars().any(|c| q.contains(c)))
-        .or_else(|| queues.first())
-        .cloned()
+    queues.first().cloned()
 }
 
 #[cfg(test)]
@@ -736,6 +741,32 @@ mod tests {
             0,
             "no rules, no escalation"
         );
+    }
+
+    #[test]
+    fn queues_follow_the_category_then_the_on_topic_article_owner() {
+        let queues: Vec<String> = ["售后组", "物流组", "账户组"].map(String::from).to_vec();
+        let logistics = Article {
+            owner: Some("物流组".into()),
+            tags: vec!["物流".into()],
+            ..Article::default()
+        };
+        let refunds = Article {
+            owner: Some("售后组".into()),
+            tags: vec!["退款".into()],
+            ..Article::default()
+        };
+        assert_eq!(
+            queue(&queues, &logistics, "账户").as_deref(),
+            Some("账户组")
+        );
+        assert_eq!(queue(&queues, &refunds, "退款").as_deref(), Some("售后组"));
+        assert_eq!(
+            queue(&queues, &logistics, "退款").as_deref(),
+            Some("售后组"),
+            "off-topic owner ignored"
+        );
+        assert_eq!(queue(&[], &refunds, "退款"), None);
     }
 
     #[test]

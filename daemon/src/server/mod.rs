@@ -5,6 +5,7 @@ mod daemon_svc;
 mod events_svc;
 mod knowledge_svc;
 mod peer;
+mod sessions_svc;
 mod status;
 mod tickets_svc;
 mod validate;
@@ -17,6 +18,7 @@ use tinycode_shared::proto::FILE_DESCRIPTOR_SET;
 use tinycode_shared::proto::daemon_server::DaemonServer;
 use tinycode_shared::proto::events_server::EventsServer;
 use tinycode_shared::proto::knowledge_server::KnowledgeServer;
+use tinycode_shared::proto::sessions_server::SessionsServer;
 use tinycode_shared::proto::tickets_server::TicketsServer;
 use tokio::sync::{mpsc, watch};
 use tonic::service::InterceptorLayer;
@@ -35,6 +37,7 @@ pub type ShutdownReason = String;
 pub struct Shared {
     pub store: EventStore,
     pub desk: Arc<Desk>,
+    pub sessions: Arc<crate::sessions::Sessions>,
     pub layout: Arc<Layout>,
     pub started: Instant,
     /// Ask the daemon to stop (Shutdown RPC).
@@ -72,6 +75,9 @@ where
     health_reporter
         .set_serving::<KnowledgeServer<knowledge_svc::KnowledgeService>>()
         .await;
+    health_reporter
+        .set_serving::<SessionsServer<sessions_svc::SessionsService>>()
+        .await;
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -96,6 +102,9 @@ where
             shared.clone(),
         )))
         .add_service(KnowledgeServer::new(knowledge_svc::KnowledgeService::new(
+            shared.clone(),
+        )))
+        .add_service(SessionsServer::new(sessions_svc::SessionsService::new(
             shared,
         )))
         .serve_with_incoming_shutdown(incoming, stop)

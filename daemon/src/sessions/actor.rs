@@ -31,7 +31,6 @@ pub(super) async fn run(
         live.running.store(turn, Ordering::Release);
         run_turn(&sessions, &id, &live, turn).await;
         live.running.store(0, Ordering::Release);
-        live.clear_partial();
     }
 }
 
@@ -78,19 +77,34 @@ fn payload(turn: u64, step: u32, message: &Message) -> Option<Payload> {
     }
 }
 
-async fn append(sessions: &Sessions, id: &str, p: Payload) {
-    match sessions
+/// What the turn's writer handles, in order.
+enum Write {
+    Store(Box<Payload>),
+    Delta(&'static str, String),
+}
+
+async fn append(sessions: &Sessions, live: &Live, id: &str, p: Payload) {
+    let appended = sessions
         .store
         .append(&session_stream(id), ExpectedVersion::Any, vec![p])
-        .await
-    {
-        Ok(events) => sessions.fold(id, &events),
+        .await;
+    match appended {
+        Ok(events) => {
+            sessions.fold(id, &events);
+            live.publish(&events);
+        }
         Err(e) => tracing::error!(session = %id, error = %e, "could not store a session event"),
     }
 }
 
 async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u64) {
-    append(sessions, id, Payload::TurnStarted(TurnStarted { turn })).await;
+    append(
+        sessions,
+        live,
+        id,
+        Payload::TurnStarted(TurnStarted { turn }),
+    )
+    .await;
     let Ok(state) = sessions.get(id) else { return };
     let user = state
         .turns
@@ -113,7 +127,7 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
     ) {
         Ok(c) => c,
         Err(e) => {
-            append(sessions, id, complete(Outcome::Failed, e.to_string())).await;
+            append(sessions, live, id, complete(Outcome::Failed, e.to_string())).await;
             return;
         }
     };
@@ -139,13 +153,17 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
         cancel: live.cancel.subscribe(),
     };
 
-    // Events are stored in order by one writer while the turn runs.
-    let (tx, mut rx) = mpsc::unbounded_channel::<Payload>();
+    // One writer stores events and emits deltas in the order the turn
+    // produced them, so every attached client sees one order.
+    let (tx, mut rx) = mpsc::unbounded_channel::<Write>();
     let writer = {
-        let (sessions, id) = (Arc::clone(sessions), id.to_string());
+        let (sessions, live, id) = (Arc::clone(sessions), Arc::clone(live), id.to_string());
         tokio::spawn(async move {
-            while let Some(p) = rx.recv().await {
-                append(&sessions, &id, p).await;
+            while let Some(w) = rx.recv().await {
+                match w {
+                    Write::Store(p) => append(&sessions, &live, &id, *p).await,
+                    Write::Delta(kind, text) => live.emit(turn, kind, &text),
+                }
             }
         })
     };
@@ -160,13 +178,16 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
     let result = runner
         .run(&system, &history, &user, &mut |event| match event {
             TurnEvent::StepStarted { step: s } => step = s,
-            TurnEvent::TextDelta(t) => live.emit(turn, "text", &t),
-            TurnEvent::ThinkingDelta(t) => live.emit(turn, "thinking", &t),
+            TurnEvent::TextDelta(t) => {
+                let _ = tx.send(Write::Delta("text", t));
+            }
+            TurnEvent::ThinkingDelta(t) => {
+                let _ = tx.send(Write::Delta("thinking", t));
+            }
             TurnEvent::AssistantMessage(m) => {
-                live.clear_partial();
                 stored += 1;
                 if let Some(p) = payload(turn, step, &m) {
-                    let _ = tx.send(p);
+                    let _ = tx.send(Write::Store(Box::new(p)));
                 }
             }
             TurnEvent::ToolStarted(_) => {}
@@ -176,18 +197,20 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
                 full_chars,
             } => {
                 stored += 1;
-                let _ = tx.send(Payload::ToolCallFinished(ToolCallFinished {
-                    call: Some(call_ref(&call)),
-                    content: output.content,
-                    is_error: output.is_error,
-                    details_json: if output.details.is_null() {
-                        String::new()
-                    } else {
-                        output.details.to_string()
+                let _ = tx.send(Write::Store(Box::new(Payload::ToolCallFinished(
+                    ToolCallFinished {
+                        call: Some(call_ref(&call)),
+                        content: output.content,
+                        is_error: output.is_error,
+                        details_json: if output.details.is_null() {
+                            String::new()
+                        } else {
+                            output.details.to_string()
+                        },
+                        full_chars: full_chars.unwrap_or(0) as u64,
+                        turn,
                     },
-                    full_chars: full_chars.unwrap_or(0) as u64,
-                    turn,
-                }));
+                ))));
             }
         })
         .await;
@@ -195,7 +218,7 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
     // results of calls that never ran, so the transcript stays whole.
     for message in result.messages.iter().skip(1 + stored) {
         if let Some(p) = payload(turn, step, message) {
-            let _ = tx.send(p);
+            let _ = tx.send(Write::Store(Box::new(p)));
         }
     }
     drop(tx);
@@ -211,6 +234,7 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
     let u = result.usage;
     append(
         sessions,
+        live,
         id,
         Payload::TurnCompleted(TurnCompleted {
             turn,

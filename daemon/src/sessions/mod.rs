@@ -58,6 +58,15 @@ pub struct TurnDefaults {
     pub timeout: Option<Duration>,
 }
 
+/// What attached clients receive live, in the one order every client sees.
+#[derive(Debug, Clone)]
+pub enum LiveUpdate {
+    /// A stored event of the session (published after it is durable).
+    Event(Arc<tinycode_shared::proto::Event>),
+    /// An ephemeral text or thinking delta.
+    Delta(Delta),
+}
+
 /// The live side of a session: its actor's queue and what attached
 /// clients need while a turn runs.
 pub(crate) struct Live {
@@ -66,11 +75,11 @@ pub(crate) struct Live {
     /// Turn running now (0: none) and turns waiting.
     running: AtomicU64,
     queued: AtomicU64,
-    /// Text of the current step so far, and the delta channel; one lock so
-    /// an attaching client gets the text so far and every later delta,
+    /// Text of the current step so far, and the update channel; one lock
+    /// so an attaching client gets the text so far and every later update,
     /// with no gap and no duplicate.
     partial: Mutex<(u64, String)>,
-    deltas: broadcast::Sender<Delta>,
+    updates: broadcast::Sender<LiveUpdate>,
 }
 
 impl Live {
@@ -82,19 +91,27 @@ impl Live {
             }
             partial.1.push_str(text);
         }
-        let _ = self.deltas.send(Delta {
+        let delta = Delta {
             turn,
             kind: kind.into(),
             text: text.into(),
-        });
+        };
+        let _ = self.updates.send(LiveUpdate::Delta(delta));
     }
 
-    pub(crate) fn clear_partial(&self) {
-        self.partial
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .1
-            .clear();
+    /// Publish stored events; a stored assistant message (or the end of
+    /// the turn) ends the step, so the text so far is cleared with it.
+    pub(crate) fn publish(&self, events: &[Arc<tinycode_shared::proto::Event>]) {
+        let mut partial = self.partial.lock().unwrap_or_else(|p| p.into_inner());
+        for e in events {
+            if matches!(
+                e.payload,
+                Some(Payload::AssistantMessageAdded(_)) | Some(Payload::TurnCompleted(_))
+            ) {
+                partial.1.clear();
+            }
+            let _ = self.updates.send(LiveUpdate::Event(Arc::clone(e)));
+        }
     }
 }
 
@@ -326,6 +343,7 @@ impl Sessions {
             )
             .await?;
         self.fold(&id, &events);
+        live.publish(&events);
         let queued =
             live.running.load(Ordering::Acquire) != 0 || live.queued.load(Ordering::Acquire) > 0;
         live.queued.fetch_add(1, Ordering::AcqRel);
@@ -351,16 +369,20 @@ impl Sessions {
         })
     }
 
-    /// The text of the running step so far and a receiver for every later
-    /// delta (taken under one lock: no gap, no duplicate).
-    pub fn deltas(
+    /// For attaching: a receiver of every later update, the text of the
+    /// running step so far, and the last durable sequence, taken under one
+    /// lock. Replaying the store up to that sequence, then the text so far,
+    /// then the receiver (deduplicating events by sequence) has no gap and
+    /// no duplicate.
+    pub fn attach(
         self: &Arc<Self>,
         raw: &str,
-    ) -> Result<(Option<Delta>, broadcast::Receiver<Delta>), SessionError> {
+    ) -> Result<(broadcast::Receiver<LiveUpdate>, Option<Delta>, u64), SessionError> {
         let id = Self::checked_id(raw)?;
         let live = self.live_for(&id)?;
         let partial = live.partial.lock().unwrap_or_else(|p| p.into_inner());
-        let rx = live.deltas.subscribe();
+        let rx = live.updates.subscribe();
+        let head = self.store.last_sequence();
         let running = live.running.load(Ordering::Acquire);
         let so_far =
             (running != 0 && partial.0 == running && !partial.1.is_empty()).then(|| Delta {
@@ -368,7 +390,24 @@ impl Sessions {
                 kind: "text".into(),
                 text: partial.1.clone(),
             });
-        Ok((so_far, rx))
+        Ok((rx, so_far, head))
+    }
+
+    /// Stored events of a session with `from <= sequence <= to`.
+    pub fn stored(
+        &self,
+        raw: &str,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<tinycode_shared::proto::Event>, SessionError> {
+        let id = Self::checked_id(raw)?;
+        let events = self
+            .store
+            .read_stream(&session_stream(&id), 1, usize::MAX)?;
+        Ok(events
+            .into_iter()
+            .filter(|e| e.sequence >= from && e.sequence <= to)
+            .collect())
     }
 
     fn live_for(self: &Arc<Self>, id: &str) -> Result<Arc<Live>, SessionError> {
@@ -381,14 +420,14 @@ impl Sessions {
         }
         let (jobs, rx) = mpsc::unbounded_channel();
         let (cancel, _) = watch::channel(false);
-        let (deltas, _) = broadcast::channel(1024);
+        let (updates, _) = broadcast::channel(1024);
         let l = Arc::new(Live {
             jobs,
             cancel,
             running: AtomicU64::new(0),
             queued: AtomicU64::new(0),
             partial: Mutex::new((0, String::new())),
-            deltas,
+            updates,
         });
         live.insert(id.to_string(), Arc::clone(&l));
         tokio::spawn(actor::run(

@@ -1,0 +1,330 @@
+//! `tinycode run` and `tinycode session …`: talk to the agent. The turn runs
+//! in the daemon; this client only sends, attaches and prints.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use tinycode_shared::client::DaemonChannel;
+use tinycode_shared::proto::event::Payload;
+use tinycode_shared::proto::session_update::Update;
+use tinycode_shared::proto::sessions_client::SessionsClient;
+use tinycode_shared::proto::{
+    AttachRequest, CancelTurnRequest, CreateSessionRequest, GetSessionRequest, ListSessionsRequest,
+    SendMessageRequest, SessionInfo, TurnOutcome,
+};
+use tinycode_shared::render;
+
+use crate::{Ctx, output};
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// What to ask, e.g. "triage T-1001".
+    pub text: String,
+    /// Continue this session.
+    #[arg(long, conflicts_with = "continue_")]
+    pub session: Option<String>,
+    /// Continue the most recent session.
+    #[arg(long = "continue", short = 'c')]
+    pub continue_: bool,
+    /// provider/model for a new session (default: the daemon's).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// How a new session settles approvals: auto or deny.
+    #[arg(long, default_value = "deny")]
+    pub approve: String,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SessionAction {
+    /// Create a session; prints its id.
+    New {
+        #[arg(long, default_value = "")]
+        title: String,
+        #[arg(long)]
+        model: Option<String>,
+        #[arg(long, default_value = "deny")]
+        approve: String,
+    },
+    /// Sessions, newest first.
+    List {
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+    },
+    /// A session's transcript.
+    Show { id: String },
+    /// Follow a session live (replays from --from first); Ctrl+C detaches.
+    Attach {
+        id: String,
+        #[arg(long, default_value_t = 1)]
+        from: u64,
+    },
+    /// Send a message and return at once (the turn runs in the daemon).
+    Send { id: String, text: String },
+    /// Cancel the running turn.
+    Cancel { id: String },
+}
+
+/// Exit code for a turn outcome: 0 only for `completed`.
+fn exit_for(outcome: i32) -> ExitCode {
+    match TurnOutcome::try_from(outcome) {
+        Ok(TurnOutcome::Completed) => ExitCode::SUCCESS,
+        Ok(TurnOutcome::Cancelled) => ExitCode::from(130),
+        _ => ExitCode::from(2),
+    }
+}
+
+fn info_row(s: &SessionInfo) -> Vec<String> {
+    let state = if s.running { "running" } else { "idle" };
+    vec![
+        s.id.clone(),
+        s.model.clone(),
+        s.turns.to_string(),
+        state.into(),
+        output::clip(&s.title, 50),
+    ]
+}
+
+pub async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<ExitCode> {
+    let mut client = SessionsClient::new(ctx.connect().await?);
+    let session = if let Some(id) = args.session {
+        client.get(GetSessionRequest { id }).await?.into_inner()
+    } else if args.continue_ {
+        let latest = client
+            .list(ListSessionsRequest { limit: 1 })
+            .await?
+            .into_inner()
+            .sessions;
+        latest.into_iter().next().ok_or_else(|| {
+            anyhow::anyhow!("there is no session to continue; drop --continue to start one")
+        })?
+    } else {
+        let title: String = args.text.chars().take(60).collect();
+        client
+            .create(CreateSessionRequest {
+                title,
+                model: args.model.unwrap_or_default(),
+                approve: args.approve,
+            })
+            .await?
+            .into_inner()
+    };
+    if !ctx.json {
+        eprintln!("session {} · {}", session.id, session.model);
+    }
+    // Attach before sending so nothing of the turn is missed.
+    let mut updates = client
+        .attach(AttachRequest {
+            session_id: session.id.clone(),
+            from_sequence: session.last_sequence + 1,
+        })
+        .await?
+        .into_inner();
+    let sent = client
+        .send_message(SendMessageRequest {
+            session_id: session.id.clone(),
+            text: args.text,
+        })
+        .await?
+        .into_inner();
+    if sent.queued && !ctx.json {
+        eprintln!("(queued behind the running turn)");
+    }
+    let outcome = print_updates(ctx, &mut updates, Some(sent.turn)).await?;
+    Ok(outcome.map(exit_for).unwrap_or(ExitCode::FAILURE))
+}
+
+/// Print updates until turn `until` completes (or forever with `None`).
+/// Returns that turn's outcome.
+async fn print_updates(
+    ctx: &Ctx,
+    updates: &mut tonic::Streaming<tinycode_shared::proto::SessionUpdate>,
+    until: Option<u64>,
+) -> anyhow::Result<Option<i32>> {
+    let mut streamed_text = false;
+    let mut out = std::io::stdout();
+    while let Some(update) = updates.message().await? {
+        if ctx.json {
+            output::json_line(&render::message_json("tinycode.v1.SessionUpdate", &update));
+        }
+        let Some(update) = update.update else {
+            continue;
+        };
+        match update {
+            Update::Delta(d) if d.kind == "text" => {
+                if !ctx.json {
+                    print!("{}", d.text);
+                    let _ = out.flush();
+                }
+                streamed_text = true;
+            }
+            Update::Delta(_) => {}
+            Update::Event(e) => {
+                let Some(payload) = e.payload else { continue };
+                if ctx.json {
+                    if let Payload::TurnCompleted(c) = &payload
+                        && Some(c.turn) == until
+                    {
+                        return Ok(Some(c.outcome));
+                    }
+                    continue;
+                }
+                match payload {
+                    Payload::UserMessageAdded(m) => println!("› {}", m.text),
+                    Payload::AssistantMessageAdded(m) => {
+                        if streamed_text {
+                            println!();
+                        } else if !m.text.is_empty() {
+                            println!("{}", m.text);
+                        }
+                        streamed_text = false;
+                    }
+                    Payload::ToolCallFinished(f) => println!("{}", render::tool_line(&f)),
+                    Payload::TurnCompleted(c) => {
+                        println!("{}", render::turn_line(&c));
+                        if Some(c.turn) == until {
+                            return Ok(Some(c.outcome));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    if until.is_some() {
+        anyhow::bail!(
+            "the connection to tinycoded ended before the turn finished; `tinycode session attach` resumes"
+        );
+    }
+    Ok(None)
+}
+
+pub async fn session(ctx: &Ctx, action: SessionAction) -> anyhow::Result<ExitCode> {
+    let channel: DaemonChannel = ctx.connect().await?;
+    let mut client = SessionsClient::new(channel);
+    match action {
+        SessionAction::New {
+            title,
+            model,
+            approve,
+        } => {
+            let s = client
+                .create(CreateSessionRequest {
+                    title,
+                    model: model.unwrap_or_default(),
+                    approve,
+                })
+                .await?
+                .into_inner();
+            if ctx.json {
+                output::json_pretty(&render::message_json("tinycode.v1.SessionInfo", &s));
+            } else {
+                println!("{}", s.id);
+            }
+        }
+        SessionAction::List { limit } => {
+            let list = client
+                .list(ListSessionsRequest { limit })
+                .await?
+                .into_inner();
+            if ctx.json {
+                output::json_pretty(&render::message_json(
+                    "tinycode.v1.ListSessionsResponse",
+                    &list,
+                ));
+            } else {
+                let rows: Vec<Vec<String>> = list.sessions.iter().map(info_row).collect();
+                print!(
+                    "{}",
+                    output::table(&["ID", "MODEL", "TURNS", "STATE", "TITLE"], &rows)
+                );
+            }
+        }
+        SessionAction::Show { id } => {
+            let s = client
+                .get(GetSessionRequest { id: id.clone() })
+                .await?
+                .into_inner();
+            let mut updates = client
+                .attach(AttachRequest {
+                    session_id: id,
+                    from_sequence: s.created_sequence,
+                })
+                .await?
+                .into_inner();
+            // Replay up to what was stored when we asked, then stop.
+            let mut out = Vec::new();
+            while let Some(u) = updates.message().await? {
+                let Some(Update::Event(e)) = u.update else {
+                    continue;
+                };
+                let last = e.sequence >= s.last_sequence;
+                out.push(e);
+                if last {
+                    break;
+                }
+            }
+            for e in out {
+                if ctx.json {
+                    output::json_line(&render::event_json(&e));
+                    continue;
+                }
+                match e.payload {
+                    Some(Payload::UserMessageAdded(m)) => println!("› {}", m.text),
+                    Some(Payload::AssistantMessageAdded(m)) if !m.text.is_empty() => {
+                        println!("{}", m.text)
+                    }
+                    Some(Payload::ToolCallFinished(f)) => println!("{}", render::tool_line(&f)),
+                    Some(Payload::TurnCompleted(c)) => println!("{}", render::turn_line(&c)),
+                    _ => {}
+                }
+            }
+        }
+        SessionAction::Attach { id, from } => {
+            let mut updates = client
+                .attach(AttachRequest {
+                    session_id: id,
+                    from_sequence: from,
+                })
+                .await?
+                .into_inner();
+            print_updates(ctx, &mut updates, None).await?;
+        }
+        SessionAction::Send { id, text } => {
+            let sent = client
+                .send_message(SendMessageRequest {
+                    session_id: id,
+                    text,
+                })
+                .await?
+                .into_inner();
+            if ctx.json {
+                output::json_pretty(&render::message_json(
+                    "tinycode.v1.SendMessageResponse",
+                    &sent,
+                ));
+            } else {
+                println!(
+                    "turn {}{}",
+                    sent.turn,
+                    if sent.queued { " (queued)" } else { "" }
+                );
+            }
+        }
+        SessionAction::Cancel { id } => {
+            let r = client
+                .cancel_turn(CancelTurnRequest { session_id: id })
+                .await?
+                .into_inner();
+            println!(
+                "{}",
+                if r.cancelled {
+                    "cancelled"
+                } else {
+                    "no turn was running"
+                }
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

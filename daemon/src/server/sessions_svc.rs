@@ -1,0 +1,225 @@
+use std::sync::Arc;
+
+use tinycode_shared::proto::sessions_server::Sessions as SessionsApi;
+use tinycode_shared::proto::{
+    AttachRequest, CancelTurnRequest, CancelTurnResponse, ClientRef, CreateSessionRequest,
+    GetSessionRequest, ListSessionsRequest, ListSessionsResponse, SendMessageRequest,
+    SendMessageResponse, SessionInfo, SessionUpdate, session_update::Update,
+};
+use tokio::sync::broadcast::error::RecvError;
+use tonic::{Request, Response, Status};
+
+use super::validate::{self, MAX_TEXT};
+use super::{IntoStatus, Peer, ResponseStream, Shared, stream_from};
+use crate::sessions::{LiveUpdate, SessionError, SessionState, Sessions};
+use tinycode_shared::proto::Event;
+
+pub struct SessionsService {
+    shared: Shared,
+}
+
+impl SessionsService {
+    pub fn new(shared: Shared) -> Self {
+        Self { shared }
+    }
+
+    fn sessions(&self) -> &Arc<Sessions> {
+        &self.shared.sessions
+    }
+
+    fn info(&self, s: &SessionState) -> SessionInfo {
+        let (running, queued) = self.sessions().activity(&s.id);
+        SessionInfo {
+            id: s.id.clone(),
+            title: s.title.clone(),
+            model: s.model.clone(),
+            approve: s.approve.clone(),
+            created_sequence: s.created_sequence,
+            last_sequence: s.last_sequence,
+            messages: s.message_count(),
+            turns: s.turns.len() as u64,
+            running: running != 0,
+            queued: queued as u32,
+        }
+    }
+}
+
+impl IntoStatus for SessionError {
+    fn into_status(self) -> Status {
+        let message = self.to_string();
+        match self {
+            SessionError::NotFound(_) => Status::not_found(message),
+            SessionError::BadId(_) | SessionError::Invalid { .. } => {
+                Status::invalid_argument(message)
+            }
+            SessionError::Model { .. } => Status::failed_precondition(message),
+            SessionError::Store(e) => e.into_status(),
+        }
+    }
+}
+
+fn client_ref<T>(request: &Request<T>) -> ClientRef {
+    let peer = Peer::of(request);
+    ClientRef {
+        name: peer.client_name,
+        uid: peer.uid.unwrap_or(0),
+        pid: peer.pid.unwrap_or(0),
+    }
+}
+
+#[tonic::async_trait]
+impl SessionsApi for SessionsService {
+    async fn create(
+        &self,
+        request: Request<CreateSessionRequest>,
+    ) -> Result<Response<SessionInfo>, Status> {
+        let by = client_ref(&request);
+        let req = request.into_inner();
+        validate::max_len("title", &req.title, 200)?;
+        validate::max_len("model", &req.model, 200)?;
+        let s = self
+            .sessions()
+            .create(&req.title, &req.model, &req.approve, by)
+            .await
+            .map_err(IntoStatus::into_status)?;
+        Ok(Response::new(self.info(&s)))
+    }
+
+    async fn list(
+        &self,
+        request: Request<ListSessionsRequest>,
+    ) -> Result<Response<ListSessionsResponse>, Status> {
+        let limit = validate::limit("limit", request.into_inner().limit, 50, 1000)?;
+        let sessions = self
+            .sessions()
+            .list(limit)
+            .iter()
+            .map(|s| self.info(s))
+            .collect();
+        Ok(Response::new(ListSessionsResponse { sessions }))
+    }
+
+    async fn get(
+        &self,
+        request: Request<GetSessionRequest>,
+    ) -> Result<Response<SessionInfo>, Status> {
+        let s = self
+            .sessions()
+            .get(&request.into_inner().id)
+            .map_err(IntoStatus::into_status)?;
+        Ok(Response::new(self.info(&s)))
+    }
+
+    async fn send_message(
+        &self,
+        request: Request<SendMessageRequest>,
+    ) -> Result<Response<SendMessageResponse>, Status> {
+        let from = client_ref(&request);
+        let req = request.into_inner();
+        validate::max_len("text", &req.text, MAX_TEXT)?;
+        let (sequence, turn, queued) = self
+            .sessions()
+            .send(&req.session_id, &req.text, from)
+            .await
+            .map_err(IntoStatus::into_status)?;
+        Ok(Response::new(SendMessageResponse {
+            sequence,
+            turn,
+            queued,
+        }))
+    }
+
+    async fn cancel_turn(
+        &self,
+        request: Request<CancelTurnRequest>,
+    ) -> Result<Response<CancelTurnResponse>, Status> {
+        let cancelled = self
+            .sessions()
+            .cancel(&request.into_inner().session_id)
+            .map_err(IntoStatus::into_status)?;
+        Ok(Response::new(CancelTurnResponse { cancelled }))
+    }
+
+    type AttachStream = ResponseStream<SessionUpdate>;
+
+    /// Stored events from `from_sequence` up to the head (replayed first),
+    /// then the text of the running step so far, then every live update in
+    /// the one order the session produced them.
+    async fn attach(
+        &self,
+        request: Request<AttachRequest>,
+    ) -> Result<Response<Self::AttachStream>, Status> {
+        let req = request.into_inner();
+        let sessions = Arc::clone(self.sessions());
+        let session = sessions
+            .get(&req.session_id)
+            .map_err(IntoStatus::into_status)?;
+        let (mut live, so_far, head) = sessions
+            .attach(&session.id)
+            .map_err(IntoStatus::into_status)?;
+        let mut stopping = self.shared.stopping.clone();
+        let from = req.from_sequence.max(1);
+        Ok(Response::new(stream_from(move |tx| async move {
+            let send_event = |e: tinycode_shared::proto::Event| SessionUpdate {
+                update: Some(Update::Event(e)),
+            };
+            let mut last = from - 1;
+            // Replay what is stored (again after a lag), never repeating.
+            let replay = |to: u64, last: u64| sessions.stored(&session.id, last + 1, to);
+            match replay(head, last) {
+                Ok(events) => {
+                    for e in events {
+                        last = e.sequence;
+                        if tx.send(Ok(send_event(e))).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e.into_status())).await;
+                    return;
+                }
+            }
+            last = last.max(head);
+            let text_so_far = so_far.map(|d| SessionUpdate {
+                update: Some(Update::Delta(d)),
+            });
+            if let Some(update) = text_so_far
+                && tx.send(Ok(update)).await.is_err()
+            {
+                return;
+            }
+            loop {
+                let received = tokio::select! {
+                    u = live.recv() => u,
+                    () = async { let _ = stopping.wait_for(|s| *s).await; } => return,
+                };
+                let update = match received {
+                    Ok(LiveUpdate::Event(e)) if e.sequence > last => {
+                        last = e.sequence;
+                        send_event(Event::clone(&e))
+                    }
+                    Ok(LiveUpdate::Event(_)) => continue,
+                    Ok(LiveUpdate::Delta(d)) => SessionUpdate {
+                        update: Some(Update::Delta(d)),
+                    },
+                    Err(RecvError::Lagged(_)) => {
+                        // A slow client: what it missed comes from the store.
+                        let now = sessions.store.last_sequence();
+                        for e in replay(now, last).unwrap_or_default() {
+                            last = e.sequence;
+                            if tx.send(Ok(send_event(e))).await.is_err() {
+                                return;
+                            }
+                        }
+                        continue;
+                    }
+                    Err(RecvError::Closed) => return,
+                };
+                if tx.send(Ok(update)).await.is_err() {
+                    return; // the client left; the turn goes on
+                }
+            }
+        })))
+    }
+}
