@@ -1,6 +1,7 @@
 //! `tinycode demo [DIR]`: the main job on the embedded demo desk — create
-//! the desk, start the daemon on it, and show what it holds. The daemon is
-//! left running for the CLI and the TUI.
+//! the desk, start the daemon on it, triage every open ticket with the
+//! daemon's model (offline unless configured), and print the results and
+//! the escalations waiting for a human. The daemon is left running.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,13 +11,11 @@ use clap::Args;
 use tinycode_shared::client::{self, ClientName};
 use tinycode_shared::paths::Layout;
 use tinycode_shared::proto::daemon_client::DaemonClient;
-use tinycode_shared::proto::knowledge_client::KnowledgeClient;
 use tinycode_shared::proto::tickets_client::TicketsClient;
-use tinycode_shared::proto::{
-    GetStatusRequest, ListArticlesRequest, ListTicketsRequest, SearchRequest,
-};
+use tinycode_shared::proto::{GetStatusRequest, ListTicketsRequest};
 
-use crate::{init_cmd, output, ticket_cmd};
+use crate::triage_cmd::{TriageArgs, TriageResult, result_table, results_json, triage_all};
+use crate::{Ctx, init_cmd, output};
 
 #[derive(Args, Debug)]
 pub struct DemoArgs {
@@ -42,69 +41,85 @@ pub async fn run(json: bool, client_name: &ClientName, args: DemoArgs) -> anyhow
     }
     let layout = Layout::discover(Some(&dir))?;
     let workspace = layout.workspace.clone().unwrap_or(dir.clone());
+    let ws = workspace.display().to_string();
     let channel = client::connect_or_start(&layout, client_name, true).await?;
     let status = DaemonClient::new(channel.clone())
         .get_status(GetStatusRequest {})
         .await?
         .into_inner();
-    let tickets = TicketsClient::new(channel.clone())
+    if !json {
+        println!(
+            "Demo desk {} {ws}",
+            if created { "created in" } else { "reused in" }
+        );
+        println!(
+            "tinycoded running (pid {}) on {}",
+            status.pid, status.socket_path
+        );
+    }
+    let open = TicketsClient::new(channel.clone())
         .list(ListTicketsRequest {
+            status: "open".into(),
             limit: 10_000,
             ..Default::default()
         })
         .await?
         .into_inner();
-    let articles = KnowledgeClient::new(channel.clone())
-        .list(ListArticlesRequest::default())
-        .await?
-        .into_inner();
-    let query = "退款 时效";
-    let hits = KnowledgeClient::new(channel)
-        .search(SearchRequest {
-            query: query.into(),
-            limit: 3,
-        })
-        .await?
-        .into_inner();
-    let ws = workspace.display().to_string();
+    let ids: Vec<String> = open.tickets.into_iter().map(|t| t.id).collect();
+    let ctx = Ctx {
+        json,
+        autostart: true,
+        layout,
+        client: client_name.clone(),
+    };
+    let triage = TriageArgs {
+        ids: vec![],
+        all: true,
+        approve: "deny".into(),
+        model: None,
+        concurrency: 2,
+    };
+    if !json {
+        println!(
+            "Triaging {} open tickets, two at a time, in the daemon…\n",
+            ids.len()
+        );
+    }
+    let results = triage_all(&ctx, channel.clone(), ids, &triage).await;
+    let waiting: Vec<&TriageResult> = results
+        .iter()
+        .filter(|r| r.escalation_asked.is_some())
+        .collect();
     if json {
         output::json_pretty(&serde_json::json!({
             "workspace": ws,
             "created": created,
             "daemonPid": status.pid,
             "socket": status.socket_path,
-            "tickets": tickets.total,
-            "articles": articles.articles.len(),
-            "search": { "query": query, "top": hits.hits.first().map(|h| h.id.clone()) },
+            "results": results_json(&results),
+            "needApproval": waiting.iter().map(|r| r.id.clone()).collect::<Vec<_>>(),
             "stop": format!("tinycode -w {ws} daemon stop"),
         }));
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
-        "Demo desk {} {ws}",
-        if created { "created in" } else { "reused in" }
-    );
-    println!(
-        "tinycoded running (pid {}) on {}\n",
-        status.pid, status.socket_path
-    );
-    println!(
-        "{} tickets, {} knowledge articles, queues from .tinycode/config.json\n",
-        tickets.total,
-        articles.articles.len()
-    );
-    print!("{}", ticket_cmd::ticket_table(&tickets.tickets));
-    if let Some(top) = hits.hits.first() {
+    print!("{}", result_table(&results));
+    if results.is_empty() {
+        println!("(no open tickets: this desk was triaged before)");
+    }
+    if !waiting.is_empty() {
         println!(
-            "\nsearch {query:?} → {} ({:.2}): {}",
-            top.id, top.score, top.snippet
+            "\n{} escalations wait for a human. To approve one, re-run its triage allowing approvals:",
+            waiting.len()
         );
+        for r in &waiting {
+            println!("  tinycode -w {ws} run \"triage {}\" --approve auto", r.id);
+        }
     }
     println!("\nTry:");
     println!("  cd {ws}");
     println!("  tinycode ticket show T-1001");
-    println!("  tinycode kb search \"refund business days\"");
-    println!("  tinycode events --follow");
+    println!("  tinycode session list");
+    println!("  tinycode run \"退款 时效 是多久？\"");
     println!("Stop the daemon: tinycode -w {ws} daemon stop");
     Ok(ExitCode::SUCCESS)
 }

@@ -12,6 +12,7 @@ mod kb_cmd;
 mod output;
 mod session_cmd;
 mod ticket_cmd;
+mod triage_cmd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -64,6 +65,8 @@ enum Command {
     },
     /// Ask the agent (one turn, streamed); exit 0 when the turn completes.
     Run(session_cmd::RunArgs),
+    /// Triage tickets: one session each, a summary table at the end.
+    Triage(triage_cmd::TriageArgs),
     /// Sessions: new, list, show, attach, send, cancel.
     Session {
         #[command(subcommand)]
@@ -139,6 +142,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Ticket { action } => ticket_cmd::run(&ctx, action).await,
         Command::Kb { action } => kb_cmd::run(&ctx, action).await,
         Command::Run(args) => session_cmd::run(&ctx, args).await,
+        Command::Triage(args) => triage_cmd::run(&ctx, args).await,
         Command::Session { action } => session_cmd::session(&ctx, action).await,
         Command::Completions { .. } | Command::Init(_) | Command::Demo(_) => Ok(ExitCode::SUCCESS),
     }

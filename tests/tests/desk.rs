@@ -250,17 +250,42 @@ fn init_demo_scaffolds_a_desk_the_daemon_serves() {
 }
 
 #[test]
-fn demo_command_creates_the_desk_and_leaves_the_daemon_running() {
+fn demo_command_triages_the_demo_desk_and_leaves_the_daemon_running() {
     let desk = Desk::new();
     let dir = desk.root.join("demo");
     let out = desk.run(&["--json", "demo", dir.to_str().unwrap()]);
     assert_eq!(out.code, 0, "{out:?}");
     let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(v["created"], true);
-    assert!(v["tickets"].as_u64().unwrap() >= 30);
-    assert_eq!(v["search"]["top"], "refund-policy");
+    let results = v["results"].as_array().unwrap();
+    assert!(results.len() >= 30, "{}", results.len());
+    assert!(
+        results.iter().all(|r| r["outcome"] == "completed"),
+        "{results:?}"
+    );
+    let t1001 = results.iter().find(|r| r["ticket"] == "T-1001").unwrap();
+    assert_eq!(
+        (
+            t1001["category"].as_str(),
+            t1001["queue"].as_str(),
+            t1001["status"].as_str()
+        ),
+        (Some("退款"), Some("售后组"), Some("routed"))
+    );
+    let waiting: Vec<&str> = v["needApproval"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|x| x.as_str())
+        .collect();
+    assert!(waiting.contains(&"T-1003"), "{waiting:?}");
     let pid = v["daemonPid"].as_u64().unwrap() as u32;
     assert!(tinycode_tests::alive(pid), "left running");
+    // Running it again reuses the desk and triages nothing twice.
+    let again = desk.run(&["--json", "demo", dir.to_str().unwrap()]);
+    let again: serde_json::Value = serde_json::from_str(&again.stdout).unwrap();
+    assert_eq!(again["created"], false);
+    assert_eq!(again["results"].as_array().unwrap().len(), 0);
     let stop = desk
         .cli()
         .args(["-w", dir.to_str().unwrap(), "daemon", "stop"])
