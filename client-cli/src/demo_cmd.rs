@@ -10,11 +10,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use clap::Args;
 use tinycode_shared::client::{self, ClientName};
 use tinycode_shared::paths::Layout;
+use tinycode_shared::proto::GetStatusRequest;
 use tinycode_shared::proto::daemon_client::DaemonClient;
-use tinycode_shared::proto::tickets_client::TicketsClient;
-use tinycode_shared::proto::{GetStatusRequest, ListTicketsRequest};
 
-use crate::triage_cmd::{TriageArgs, TriageResult, result_table, results_json, triage_all};
+use crate::triage_cmd::{
+    TriageArgs, TriageResult, open_ticket_ids, result_table, results_json, triage_all,
+};
 use crate::{Ctx, init_cmd, output};
 
 #[derive(Args, Debug)]
@@ -57,15 +58,7 @@ pub async fn run(json: bool, client_name: &ClientName, args: DemoArgs) -> anyhow
             status.pid, status.socket_path
         );
     }
-    let open = TicketsClient::new(channel.clone())
-        .list(ListTicketsRequest {
-            status: "open".into(),
-            limit: 10_000,
-            ..Default::default()
-        })
-        .await?
-        .into_inner();
-    let ids: Vec<String> = open.tickets.into_iter().map(|t| t.id).collect();
+    let ids = open_ticket_ids(&channel).await?;
     let ctx = Ctx {
         json,
         autostart: true,

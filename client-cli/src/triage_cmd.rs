@@ -209,18 +209,24 @@ pub fn results_json(results: &[TriageResult]) -> serde_json::Value {
     )
 }
 
+/// Ids of every open ticket.
+pub async fn open_ticket_ids(channel: &DaemonChannel) -> Result<Vec<String>, tonic::Status> {
+    let request = ListTicketsRequest {
+        status: "open".into(),
+        limit: 10_000,
+        ..Default::default()
+    };
+    let open = TicketsClient::new(channel.clone())
+        .list(request)
+        .await?
+        .into_inner();
+    Ok(open.tickets.into_iter().map(|t| t.id).collect())
+}
+
 pub async fn run(ctx: &Ctx, args: TriageArgs) -> anyhow::Result<ExitCode> {
     let channel = ctx.connect().await?;
     let ids = if args.all {
-        let open = TicketsClient::new(channel.clone())
-            .list(ListTicketsRequest {
-                status: "open".into(),
-                limit: 10_000,
-                ..Default::default()
-            })
-            .await?
-            .into_inner();
-        open.tickets.into_iter().map(|t| t.id).collect()
+        open_ticket_ids(&channel).await?
     } else {
         args.ids.clone()
     };

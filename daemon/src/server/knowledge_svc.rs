@@ -5,7 +5,7 @@ use tinycode_shared::proto::{
 };
 use tonic::{Request, Response, Status};
 
-use super::tickets_svc::{checked_query, search_response};
+use super::tickets_svc::search_kind;
 use super::validate::{self, MAX_NAME};
 use super::{IntoStatus, Shared};
 use crate::domain::search::Kind;
@@ -48,12 +48,6 @@ impl Knowledge for KnowledgeService {
         &self,
         request: Request<SearchRequest>,
     ) -> Result<Response<SearchResponse>, Status> {
-        let req = request.into_inner();
-        let limit = checked_query(&req)?;
-        let hits = self
-            .shared
-            .desk
-            .search(&req.query, limit, Some(Kind::Article));
-        Ok(Response::new(search_response(hits)))
+        search_kind(&self.shared, &request.into_inner(), Kind::Article)
     }
 }

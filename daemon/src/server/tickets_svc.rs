@@ -41,6 +41,20 @@ pub(crate) fn search_response(hits: Vec<crate::domain::search::Hit>) -> SearchRe
     }
 }
 
+/// `Tickets.Search` and `Knowledge.Search`: validate, search one kind.
+pub(crate) fn search_kind(
+    shared: &Shared,
+    req: &SearchRequest,
+    kind: Kind,
+) -> Result<Response<SearchResponse>, Status> {
+    let limit = checked_query(req)?;
+    Ok(Response::new(search_response(shared.desk.search(
+        &req.query,
+        limit,
+        Some(kind),
+    ))))
+}
+
 pub(crate) fn checked_query(req: &SearchRequest) -> Result<usize, Status> {
     validate::max_len("query", &req.query, MAX_QUERY)?;
     if req.query.trim().is_empty() {
@@ -91,13 +105,7 @@ impl Tickets for TicketsService {
         &self,
         request: Request<SearchRequest>,
     ) -> Result<Response<SearchResponse>, Status> {
-        let req = request.into_inner();
-        let limit = checked_query(&req)?;
-        let hits = self
-            .shared
-            .desk
-            .search(&req.query, limit, Some(Kind::Ticket));
-        Ok(Response::new(search_response(hits)))
+        search_kind(&self.shared, &request.into_inner(), Kind::Ticket)
     }
 
     async fn create(

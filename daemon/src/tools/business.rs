@@ -80,6 +80,22 @@ fn hits_content(hits: &[Hit]) -> String {
     Value::Array(list).to_string()
 }
 
+fn search_schema() -> Value {
+    schema(
+        json!({ "query": text("Words to search for"), "limit": { "type": "integer", "minimum": 1, "maximum": 20 } }),
+        &["query"],
+    )
+}
+
+/// The body of `search_tickets` and `search_knowledge`.
+fn search(args: &Value, ctx: &ToolContext, kind: Kind) -> Result<ToolOutput, ToolError> {
+    let hits = ctx
+        .desk
+        .search(arg(args, "query"), limit(args, 5), Some(kind));
+    let ids: Vec<&String> = hits.iter().map(|h| &h.id).collect();
+    Ok(ToolOutput::ok(hits_content(&hits), json!({ "hits": ids })))
+}
+
 /// Every standard tool.
 pub fn business_tools() -> Vec<Arc<dyn Tool>> {
     let id = || text("Ticket id, e.g. T-1001");
@@ -135,40 +151,14 @@ pub fn business_tools() -> Vec<Arc<dyn Tool>> {
         FnTool {
             name: "search_tickets",
             description: "Full-text search over tickets (subject, messages, notes).",
-            parameters: schema(
-                json!({ "query": text("Words to search for"), "limit": { "type": "integer", "minimum": 1, "maximum": 20 } }),
-                &["query"],
-            ),
-            run: |args, ctx| {
-                Box::pin(async move {
-                    let hits =
-                        ctx.desk
-                            .search(arg(args, "query"), limit(args, 5), Some(Kind::Ticket));
-                    Ok(ToolOutput::ok(
-                        hits_content(&hits),
-                        json!({ "hits": hits.iter().map(|h| &h.id).collect::<Vec<_>>() }),
-                    ))
-                })
-            },
+            parameters: search_schema(),
+            run: |args, ctx| Box::pin(async move { search(args, ctx, Kind::Ticket) }),
         },
         FnTool {
             name: "search_knowledge",
             description: "Full-text search over knowledge articles (title, tags, body); returns ids to read with read_article.",
-            parameters: schema(
-                json!({ "query": text("Words to search for"), "limit": { "type": "integer", "minimum": 1, "maximum": 20 } }),
-                &["query"],
-            ),
-            run: |args, ctx| {
-                Box::pin(async move {
-                    let hits =
-                        ctx.desk
-                            .search(arg(args, "query"), limit(args, 5), Some(Kind::Article));
-                    Ok(ToolOutput::ok(
-                        hits_content(&hits),
-                        json!({ "hits": hits.iter().map(|h| &h.id).collect::<Vec<_>>() }),
-                    ))
-                })
-            },
+            parameters: search_schema(),
+            run: |args, ctx| Box::pin(async move { search(args, ctx, Kind::Article) }),
         },
         FnTool {
             name: "read_article",
