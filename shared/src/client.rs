@@ -165,7 +165,14 @@ pub async fn start_daemon(layout: &Layout) -> Result<u32, ConnectError> {
         source,
     };
     std::fs::create_dir_all(layout.log_dir()).map_err(spawn_err)?;
-    let stderr = std::fs::File::create(layout.stderr_path()).map_err(spawn_err)?;
+    // Appended, not truncated: a concurrent start must not wipe the
+    // running daemon's start-up errors.
+    let stderr = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(layout.stderr_path())
+        .map_err(spawn_err)?;
+    let stderr_start = stderr.metadata().map(|m| m.len()).unwrap_or(0);
     let mut child = std::process::Command::new(&binary)
         .arg("--workspace")
         .arg(workspace)
@@ -188,11 +195,17 @@ pub async fn start_daemon(layout: &Layout) -> Result<u32, ConnectError> {
             return Ok(pid);
         }
         if let Ok(Some(status)) = child.try_wait() {
-            let message = std::fs::read_to_string(layout.stderr_path()).unwrap_or_default();
-            return Err(ConnectError::StartFailed {
-                status: status.to_string(),
-                message: message.trim().to_string(),
-            });
+            let all = std::fs::read(layout.stderr_path()).unwrap_or_default();
+            let ours = all.get(stderr_start as usize..).unwrap_or_default();
+            let message = String::from_utf8_lossy(ours).to_string();
+            // Another client started a daemon at the same moment and won
+            // the lock: wait for its socket instead of failing.
+            if !message.contains("already running") {
+                return Err(ConnectError::StartFailed {
+                    status: status.to_string(),
+                    message: message.trim().to_string(),
+                });
+            }
         }
         if started.elapsed() > START_TIMEOUT {
             return Err(ConnectError::StartTimeout {

@@ -6,6 +6,8 @@
 // Test support: a failed setup step should abort the test with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod mock_llm;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -64,6 +66,8 @@ pub struct Desk {
     pub runtime: PathBuf,
     /// `$TINYCODE_HOME` for this desk's processes, when set.
     pub home: Option<PathBuf>,
+    /// Extra environment for this desk's processes (and so its daemon).
+    pub extra_env: Vec<(String, String)>,
 }
 
 impl Desk {
@@ -81,6 +85,7 @@ impl Desk {
             root,
             _tmp: tmp,
             home: None,
+            extra_env: Vec::new(),
         }
     }
 
@@ -108,6 +113,13 @@ impl Desk {
     /// The daemon's log file.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.state_dir().join("logs/tinycoded.log")).unwrap_or_default()
+    }
+
+    /// Set an environment variable for every process of this desk,
+    /// including a daemon it auto-starts.
+    pub fn with_env(mut self, key: &str, value: &str) -> Self {
+        self.extra_env.push((key.to_string(), value.to_string()));
+        self
     }
 
     /// Use `home` as `$TINYCODE_HOME` for every process of this desk.
@@ -147,6 +159,9 @@ impl Desk {
             .env("RUST_LOG", "info");
         if let Some(home) = &self.home {
             cmd.env("TINYCODE_HOME", home);
+        }
+        for (k, v) in &self.extra_env {
+            cmd.env(k, v);
         }
     }
 

@@ -261,3 +261,32 @@ fn completions_are_generated() {
         "completions never start the daemon"
     );
 }
+
+#[test]
+fn clients_starting_the_daemon_at_the_same_time_all_succeed() {
+    let desk = Desk::new();
+    let children: Vec<_> = (0..4)
+        .map(|_| {
+            desk.cli()
+                .args(["--json", "daemon", "status"])
+                .arg("--no-autostart")
+                .output()
+        })
+        .collect();
+    drop(children); // none running yet: status without auto-start says so
+    let spawned: Vec<_> = (0..4)
+        .map(|_| {
+            desk.cli()
+                .args(["--json", "events"])
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in spawned {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+    let events = desk.events(&["--stream", "daemon"]);
+    assert_eq!(kinds(&events), ["started"], "exactly one daemon started");
+}

@@ -163,7 +163,9 @@ impl Sessions {
             live: Mutex::new(HashMap::new()),
             counter: AtomicU64::new(0),
         });
-        for (id, state) in &states {
+        // Turns a previous run left unfinished are recorded as interrupted,
+        // and the projection folds that record like any other event.
+        for (id, state) in states.iter_mut() {
             for turn in state.unfinished() {
                 let events = sessions
                     .store
@@ -180,18 +182,12 @@ impl Sessions {
                     )
                     .await?;
                 tracing::warn!(session = %id, turn, "marked an interrupted turn");
-                let _ = events;
-            }
-        }
-        let mut folded = HashMap::new();
-        for (id, mut state) in states {
-            for turn in state.unfinished() {
-                if let Some(t) = state.turns.get_mut(&turn) {
-                    t.outcome = Some(TurnOutcome::Interrupted);
+                for e in &events {
+                    state.apply(e);
                 }
             }
-            folded.insert(id, state);
         }
+        let folded = states;
         *lock(&sessions.states) = folded;
         Ok(sessions)
     }

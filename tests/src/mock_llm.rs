@@ -1,0 +1,155 @@
+//! A scripted OpenAI-compatible chat-completions server on 127.0.0.1, for
+//! end-to-end tests of the real provider path: each request gets the next
+//! scripted reply, streamed as the real wire format (SSE chunks, tool-call
+//! deltas by index, a usage chunk, `[DONE]`), optionally slowly.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::{Value, json};
+
+/// One scripted model reply.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// Tool calls: (name, arguments).
+    Tools(Vec<(String, Value)>),
+    /// Final text, sent in word-sized chunks.
+    Text(String),
+    /// An HTTP error status (the provider retries 5xx).
+    Status(u16),
+}
+
+pub fn tool(name: &str, args: Value) -> Reply {
+    Reply::Tools(vec![(name.to_string(), args)])
+}
+
+pub fn text(t: &str) -> Reply {
+    Reply::Text(t.to_string())
+}
+
+#[derive(Clone)]
+struct Script {
+    replies: Arc<Mutex<VecDeque<Reply>>>,
+    requests: Arc<Mutex<Vec<Value>>>,
+    chunk_delay: Duration,
+}
+
+/// The running mock; stops with the test process.
+pub struct MockLlm {
+    pub base_url: String,
+    requests: Arc<Mutex<Vec<Value>>>,
+}
+
+impl MockLlm {
+    /// Serve `replies` in order; `chunk_delay` between streamed chunks.
+    pub fn start(replies: Vec<Reply>, chunk_delay: Duration) -> Self {
+        let script = Script {
+            replies: Arc::new(Mutex::new(replies.into())),
+            requests: Arc::new(Mutex::new(Vec::new())),
+            chunk_delay,
+        };
+        let requests = Arc::clone(&script.requests);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                    .await
+                    .expect("bind");
+                let _ = tx.send(listener.local_addr().expect("addr"));
+                let app = Router::new()
+                    .route("/v1/chat/completions", post(handle))
+                    .with_state(script);
+                let _ = axum::serve(listener, app).await;
+            });
+        });
+        let addr = rx.recv().expect("mock address");
+        Self {
+            base_url: format!("http://{addr}/v1"),
+            requests,
+        }
+    }
+
+    /// Every request body received so far.
+    pub fn requests(&self) -> Vec<Value> {
+        self.requests.lock().expect("lock").clone()
+    }
+}
+
+fn chunk(delta: Value, finish: Option<&str>) -> String {
+    let body = json!({ "id": "mock", "object": "chat.completion.chunk", "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }] });
+    format!("data: {body}\n\n")
+}
+
+fn frames(reply: &Reply) -> Vec<String> {
+    let mut out = Vec::new();
+    match reply {
+        Reply::Text(t) => {
+            out.push(chunk(json!({ "role": "assistant", "content": "" }), None));
+            for word in t.split_inclusive(' ') {
+                out.push(chunk(json!({ "content": word }), None));
+            }
+            out.push(chunk(json!({}), Some("stop")));
+        }
+        Reply::Tools(calls) => {
+            for (i, (name, args)) in calls.iter().enumerate() {
+                let id = format!("call_{i}_{name}");
+                out.push(chunk(json!({ "tool_calls": [{ "index": i, "id": id, "type": "function", "function": { "name": name, "arguments": "" } }] }), None));
+                let args = args.to_string();
+                let middle = args
+                    .char_indices()
+                    .map(|(i, _)| i)
+                    .find(|i| *i >= args.len() / 2)
+                    .unwrap_or(0);
+                let (a, b) = args.split_at(middle);
+                for part in [a, b] {
+                    out.push(chunk(json!({ "tool_calls": [{ "index": i, "function": { "arguments": part } }] }), None));
+                }
+            }
+            out.push(chunk(json!({}), Some("tool_calls")));
+        }
+        Reply::Status(_) => {}
+    }
+    out.push(format!("data: {}\n\n", json!({ "id": "mock", "choices": [], "usage": { "prompt_tokens": 100, "completion_tokens": 10 } })));
+    out.push("data: [DONE]\n\n".into());
+    out
+}
+
+async fn handle(State(script): State<Script>, body: Bytes) -> Response {
+    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    script.requests.lock().expect("lock").push(request);
+    let reply = script
+        .replies
+        .lock()
+        .expect("lock")
+        .pop_front()
+        .unwrap_or_else(|| Reply::Text("(the script is over)".into()));
+    if let Reply::Status(code) = reply {
+        let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        return (status, r#"{"error":{"message":"scripted failure"}}"#).into_response();
+    }
+    let delay = script.chunk_delay;
+    let frames = frames(&reply);
+    let stream = futures::stream::unfold(frames.into_iter(), move |mut it| async move {
+        let next = it.next()?;
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        Some((Ok::<_, std::convert::Infallible>(Bytes::from(next)), it))
+    });
+    let mut response = Response::new(Body::from_stream(stream));
+    response
+        .headers_mut()
+        .insert("content-type", "text/event-stream".parse().expect("header"));
+    response
+}
