@@ -210,6 +210,7 @@ pub async fn run(layout: Layout) -> Result<(), DaemonError> {
             max_steps: config.max_steps_per_turn,
             max_tool_result_chars: config.max_tool_result_chars,
             timeout: None,
+            artifact_root: Some(layout.state_dir.join("artifacts")),
         },
     )
     .await?;

@@ -36,6 +36,8 @@ pub struct TurnConfig {
     pub timeout: Option<Duration>,
     pub max_tool_result_chars: usize,
     pub policy: RunPolicy,
+    /// Where full results of truncated tool calls are saved.
+    pub artifact_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for TurnConfig {
@@ -45,6 +47,7 @@ impl Default for TurnConfig {
             timeout: None,
             max_tool_result_chars: context::DEFAULT_MAX_TOOL_RESULT_CHARS,
             policy: RunPolicy::default(),
+            artifact_dir: None,
         }
     }
 }
@@ -65,6 +68,8 @@ pub enum TurnEvent {
         output: ToolOutput,
         /// Characters of the full result when it was truncated.
         full_chars: Option<usize>,
+        /// Where the full result was saved.
+        artifact: Option<std::path::PathBuf>,
     },
 }
 
@@ -219,28 +224,43 @@ impl Turn<'_> {
                         return end(result, interrupted(interrupt));
                     }
                 };
-                let (output, full_chars) =
-                    match context::truncate(&output.content, self.config.max_tool_result_chars) {
-                        Some(cut) => {
-                            let full = output.content.chars().count();
-                            (
-                                ToolOutput {
-                                    content: cut,
-                                    ..output
-                                },
-                                Some(full),
-                            )
-                        }
-                        None => (output, None),
-                    };
+                let (output, full_chars, artifact) = self.truncate(result.steps, call, output);
                 result.messages.push(tool_result(call, &output));
                 observe(TurnEvent::ToolFinished {
                     call: call.clone(),
                     output,
                     full_chars,
+                    artifact,
                 });
             }
         }
+    }
+
+    /// Keep head and tail of a long result for the model; the full text
+    /// goes to an artifact file whose path the model is told.
+    fn truncate(
+        &self,
+        step: u32,
+        call: &ToolCall,
+        output: ToolOutput,
+    ) -> (ToolOutput, Option<usize>, Option<std::path::PathBuf>) {
+        let Some(cut) = context::truncate(&output.content, self.config.max_tool_result_chars)
+        else {
+            return (output, None, None);
+        };
+        let full = output.content.chars().count();
+        let artifact = self.config.artifact_dir.as_ref().and_then(|dir| {
+            context::save_artifact(dir, &format!("step{step}-{}", call.id), &output.content)
+                .inspect_err(
+                    |e| tracing::warn!(error = %e, "could not save a tool-result artifact"),
+                )
+                .ok()
+        });
+        let content = match &artifact {
+            Some(path) => format!("{cut}\n[full output saved to {}]", path.display()),
+            None => cut,
+        };
+        (ToolOutput { content, ..output }, Some(full), artifact)
     }
 
     /// Arguments check, permission gate, then the tool.

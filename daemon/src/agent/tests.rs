@@ -337,17 +337,22 @@ async fn long_tool_results_are_truncated_for_the_model() {
         ),
         say("ok"),
     ]);
+    let artifacts = tempfile::tempdir().unwrap();
     let config = TurnConfig {
         max_tool_result_chars: 60,
+        artifact_dir: Some(artifacts.path().to_path_buf()),
         ..TurnConfig::default()
     };
     let (_, events) = run(&env, &model, config, "go").await;
-    let (output, full) = events
+    let (output, full, artifact) = events
         .iter()
         .find_map(|e| match e {
             TurnEvent::ToolFinished {
-                output, full_chars, ..
-            } => Some((output.clone(), *full_chars)),
+                output,
+                full_chars,
+                artifact,
+                ..
+            } => Some((output.clone(), *full_chars, artifact.clone())),
             _ => None,
         })
         .unwrap();
@@ -357,6 +362,16 @@ async fn long_tool_results_are_truncated_for_the_model() {
         output.content
     );
     assert!(full.unwrap() > 60);
+    let artifact = artifact.expect("the full text is saved");
+    assert!(
+        output.content.contains(&artifact.display().to_string()),
+        "the model is told where"
+    );
+    let saved = std::fs::read_to_string(&artifact).unwrap();
+    assert!(
+        saved.contains("张伟") && saved.chars().count() == full.unwrap(),
+        "the artifact holds the full result"
+    );
     let sent = model.requests.lock().unwrap()[1]
         .messages
         .iter()

@@ -21,6 +21,29 @@ pub fn truncate(text: &str, max: usize) -> Option<String> {
     ))
 }
 
+/// Save a full tool result as `<dir>/<name>.txt` (name made file-safe).
+pub fn save_artifact(
+    dir: &std::path::Path,
+    name: &str,
+    text: &str,
+) -> std::io::Result<std::path::PathBuf> {
+    let safe: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(120)
+        .collect();
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join(format!("{safe}.txt"));
+    std::fs::write(&path, text)?;
+    Ok(path)
+}
+
 /// Tokens of text no provider has counted yet: chars / 4, rounded up.
 pub fn estimate_tokens(text: &str) -> u64 {
     (text.chars().count() as u64).div_ceil(4)
@@ -43,6 +66,14 @@ mod tests {
                 .unwrap()
                 .contains("[… 20 characters truncated …]")
         );
+    }
+
+    #[test]
+    fn artifacts_get_file_safe_names() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = save_artifact(tmp.path(), "turn1-call/../x", "full").unwrap();
+        assert_eq!(path, tmp.path().join("turn1-call____x.txt"));
+        assert_eq!(std::fs::read_to_string(path).unwrap(), "full");
     }
 
     #[test]

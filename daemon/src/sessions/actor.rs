@@ -141,6 +141,11 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
         max_steps: sessions.defaults.max_steps,
         timeout: sessions.defaults.timeout,
         max_tool_result_chars: sessions.defaults.max_tool_result_chars,
+        artifact_dir: sessions
+            .defaults
+            .artifact_root
+            .as_ref()
+            .map(|root| root.join(id)),
         policy: if state.approve == "auto" {
             RunPolicy::Auto
         } else {
@@ -195,6 +200,7 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
                 call,
                 output,
                 full_chars,
+                artifact,
             } => {
                 stored += 1;
                 let _ = tx.send(Write::Store(Box::new(Payload::ToolCallFinished(
@@ -209,6 +215,9 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
                         },
                         full_chars: full_chars.unwrap_or(0) as u64,
                         turn,
+                        artifact: artifact
+                            .map(|p| p.display().to_string())
+                            .unwrap_or_default(),
                     },
                 ))));
             }

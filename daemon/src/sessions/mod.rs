@@ -56,6 +56,8 @@ pub struct TurnDefaults {
     pub max_steps: u32,
     pub max_tool_result_chars: usize,
     pub timeout: Option<Duration>,
+    /// `<state>/artifacts`: full results of truncated tool calls, per session.
+    pub artifact_root: Option<PathBuf>,
 }
 
 /// What attached clients receive live, in the one order every client sees.

@@ -22,6 +22,7 @@ fn defaults() -> TurnDefaults {
         max_steps: 12,
         max_tool_result_chars: 12_000,
         timeout: None,
+        artifact_root: None,
     }
 }
 
