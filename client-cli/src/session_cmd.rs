@@ -10,8 +10,9 @@ use tinycode_shared::proto::event::Payload;
 use tinycode_shared::proto::session_update::Update;
 use tinycode_shared::proto::sessions_client::SessionsClient;
 use tinycode_shared::proto::{
-    AttachRequest, CancelTurnRequest, CreateSessionRequest, GetSessionRequest, ListSessionsRequest,
-    SendMessageRequest, SessionInfo, TurnOutcome,
+    AttachRequest, CancelTurnRequest, CompactSessionRequest, CreateSessionRequest,
+    DeleteSessionRequest, ForkSessionRequest, GetSessionRequest, ListSessionsRequest,
+    RenameSessionRequest, SendMessageRequest, SessionInfo, TurnOutcome,
 };
 use tinycode_shared::render;
 
@@ -63,6 +64,22 @@ pub enum SessionAction {
     Send { id: String, text: String },
     /// Cancel the running turn.
     Cancel { id: String },
+    /// Give a session a new title.
+    Rename { id: String, title: String },
+    /// A new session with a copy of this one's history (up to --at).
+    Fork {
+        id: String,
+        /// Last sequence to copy (default: everything).
+        #[arg(long, default_value_t = 0)]
+        at: u64,
+        #[arg(long, default_value = "")]
+        title: String,
+    },
+    /// Cancel the running turn and remove the session from listings (its
+    /// events stay in the log).
+    Delete { id: String },
+    /// Summarise older turns (not built yet).
+    Compact { id: String },
 }
 
 /// Exit code for a turn outcome: 0 only for `completed`.
@@ -71,6 +88,14 @@ fn exit_for(outcome: i32) -> ExitCode {
         Ok(TurnOutcome::Completed) => ExitCode::SUCCESS,
         Ok(TurnOutcome::Cancelled) => ExitCode::from(130),
         _ => ExitCode::from(2),
+    }
+}
+
+fn print_info(ctx: &Ctx, s: &SessionInfo) {
+    if ctx.json {
+        output::json_pretty(&render::message_json("tinycode.v1.SessionInfo", s));
+    } else {
+        println!("{}  {}", s.id, s.title);
     }
 }
 
@@ -324,6 +349,44 @@ pub async fn session(ctx: &Ctx, action: SessionAction) -> anyhow::Result<ExitCod
                     "no turn was running"
                 }
             );
+        }
+        SessionAction::Rename { id, title } => {
+            let request = RenameSessionRequest {
+                session_id: id,
+                title,
+            };
+            print_info(ctx, &client.rename(request).await?.into_inner());
+        }
+        SessionAction::Fork { id, at, title } => {
+            let request = ForkSessionRequest {
+                session_id: id,
+                up_to_sequence: at,
+                title,
+            };
+            print_info(ctx, &client.fork(request).await?.into_inner());
+        }
+        SessionAction::Delete { id } => {
+            let request = DeleteSessionRequest {
+                session_id: id.clone(),
+            };
+            let r = client.delete(request).await?.into_inner();
+            if ctx.json {
+                output::json_pretty(
+                    &serde_json::json!({ "deleted": id, "cancelledTurn": r.cancelled_turn }),
+                );
+            } else {
+                let note = if r.cancelled_turn {
+                    " (its running turn was cancelled)"
+                } else {
+                    ""
+                };
+                println!("deleted {id}{note}");
+            }
+        }
+        SessionAction::Compact { id } => {
+            client
+                .compact(CompactSessionRequest { session_id: id })
+                .await?;
         }
     }
     Ok(ExitCode::SUCCESS)

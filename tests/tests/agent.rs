@@ -213,3 +213,53 @@ fn bad_models_and_failing_providers_say_what_is_wrong() {
         "{stdout}"
     );
 }
+
+#[test]
+fn sessions_are_renamed_forked_and_deleted_through_the_cli() {
+    let desk = Desk::fixture();
+    desk.ok(&["run", "triage T-1002"]);
+    let id = desk.json(&["session", "list"])["sessions"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        desk.json(&["session", "rename", &id, "logistics"])["title"],
+        "logistics"
+    );
+    let fork = desk.json(&["session", "fork", &id, "--title", "copy"]);
+    let fork_id = fork["id"].as_str().unwrap().to_string();
+    assert_eq!(fork["turns"], 1);
+    assert!(
+        desk.ok(&["session", "show", &fork_id])
+            .contains("● route_ticket T-1002 → ✓ 物流组 → routed")
+    );
+    let out = desk.run(&["session", "compact", &id]);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr
+            .contains("does not support that request yet (session compaction is not built yet"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        desk.json(&["session", "delete", &id])["deleted"],
+        id.as_str()
+    );
+    let listed = desk.json(&["session", "list"]);
+    let ids: Vec<&str> = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["id"].as_str())
+        .collect();
+    assert_eq!(ids, [fork_id.as_str()]);
+    let out = desk.run(&["session", "show", &id]);
+    assert!(
+        out.code == 1 && out.stderr.contains(&format!("session {id} was deleted")),
+        "{out:?}"
+    );
+    assert!(
+        desk.events(&["--stream", &format!("session-{id}")]).len() > 3,
+        "its events stay in the log"
+    );
+}

@@ -2,9 +2,11 @@ use std::sync::Arc;
 
 use tinycode_shared::proto::sessions_server::Sessions as SessionsApi;
 use tinycode_shared::proto::{
-    AttachRequest, CancelTurnRequest, CancelTurnResponse, ClientRef, CreateSessionRequest,
-    GetSessionRequest, ListSessionsRequest, ListSessionsResponse, SendMessageRequest,
-    SendMessageResponse, SessionInfo, SessionUpdate, session_update::Update,
+    AttachRequest, CancelTurnRequest, CancelTurnResponse, ClientRef, CompactSessionRequest,
+    CompactSessionResponse, CreateSessionRequest, DeleteSessionRequest, DeleteSessionResponse,
+    ForkSessionRequest, GetSessionRequest, ListSessionsRequest, ListSessionsResponse,
+    RenameSessionRequest, SendMessageRequest, SendMessageResponse, SessionInfo, SessionUpdate,
+    session_update::Update,
 };
 use tokio::sync::broadcast::error::RecvError;
 use tonic::{Request, Response, Status};
@@ -48,7 +50,7 @@ impl IntoStatus for SessionError {
     fn into_status(self) -> Status {
         let message = self.to_string();
         match self {
-            SessionError::NotFound(_) => Status::not_found(message),
+            SessionError::NotFound(_) | SessionError::Deleted(_) => Status::not_found(message),
             SessionError::BadId(_) | SessionError::Invalid { .. } => {
                 Status::invalid_argument(message)
             }
@@ -138,6 +140,58 @@ impl SessionsApi for SessionsService {
             .cancel(&request.into_inner().session_id)
             .map_err(IntoStatus::into_status)?;
         Ok(Response::new(CancelTurnResponse { cancelled }))
+    }
+
+    async fn rename(
+        &self,
+        request: Request<RenameSessionRequest>,
+    ) -> Result<Response<SessionInfo>, Status> {
+        let by = client_ref(&request);
+        let req = request.into_inner();
+        validate::max_len("title", &req.title, 200)?;
+        let s = self
+            .sessions()
+            .rename(&req.session_id, &req.title, by)
+            .await
+            .map_err(IntoStatus::into_status)?;
+        Ok(Response::new(self.info(&s)))
+    }
+
+    async fn delete(
+        &self,
+        request: Request<DeleteSessionRequest>,
+    ) -> Result<Response<DeleteSessionResponse>, Status> {
+        let by = client_ref(&request);
+        let cancelled_turn = self
+            .sessions()
+            .delete(&request.into_inner().session_id, by)
+            .await
+            .map_err(IntoStatus::into_status)?;
+        Ok(Response::new(DeleteSessionResponse { cancelled_turn }))
+    }
+
+    async fn fork(
+        &self,
+        request: Request<ForkSessionRequest>,
+    ) -> Result<Response<SessionInfo>, Status> {
+        let by = client_ref(&request);
+        let req = request.into_inner();
+        validate::max_len("title", &req.title, 200)?;
+        let s = self
+            .sessions()
+            .fork(&req.session_id, req.up_to_sequence, &req.title, by)
+            .await
+            .map_err(IntoStatus::into_status)?;
+        Ok(Response::new(self.info(&s)))
+    }
+
+    async fn compact(
+        &self,
+        _request: Request<CompactSessionRequest>,
+    ) -> Result<Response<CompactSessionResponse>, Status> {
+        Err(Status::unimplemented(
+            "session compaction is not built yet; long sessions keep their full history for now",
+        ))
     }
 
     type AttachStream = ResponseStream<SessionUpdate>;

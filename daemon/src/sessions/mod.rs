@@ -35,6 +35,8 @@ pub fn session_stream(id: &str) -> String {
 pub enum SessionError {
     #[error("session {0} does not exist; `tinycode session list` shows the sessions")]
     NotFound(String),
+    #[error("session {0} was deleted")]
+    Deleted(String),
     #[error("invalid session id: {0}")]
     BadId(String),
     #[error("`{field}` {problem}")]
@@ -251,6 +253,7 @@ impl Sessions {
                     model,
                     created_by: Some(by),
                     approve: approve.into(),
+                    ..SessionCreated::default()
                 })],
             )
             .await?;
@@ -268,15 +271,131 @@ impl Sessions {
 
     pub fn get(&self, raw: &str) -> Result<SessionState, SessionError> {
         let id = Self::checked_id(raw)?;
-        lock(&self.states)
-            .get(&id)
-            .cloned()
-            .ok_or(SessionError::NotFound(id))
+        match lock(&self.states).get(&id) {
+            Some(s) if s.deleted => Err(SessionError::Deleted(id)),
+            Some(s) => Ok(s.clone()),
+            None => Err(SessionError::NotFound(id)),
+        }
     }
 
-    /// Newest first.
+    async fn record(
+        self: &Arc<Self>,
+        id: &str,
+        payloads: Vec<Payload>,
+    ) -> Result<(), SessionError> {
+        let events = self
+            .store
+            .append(&session_stream(id), ExpectedVersion::Any, payloads)
+            .await?;
+        self.fold(id, &events);
+        self.live_for(id)?.publish(&events);
+        Ok(())
+    }
+
+    pub async fn rename(
+        self: &Arc<Self>,
+        raw: &str,
+        title: &str,
+        by: ClientRef,
+    ) -> Result<SessionState, SessionError> {
+        let id = self.get(raw)?.id;
+        let title: String = title.trim().chars().take(200).collect();
+        if title.is_empty() {
+            return Err(SessionError::Invalid {
+                field: "title",
+                problem: "is empty".into(),
+            });
+        }
+        let renamed = tinycode_shared::proto::SessionRenamed {
+            title,
+            by: Some(by),
+        };
+        self.record(&id, vec![Payload::SessionRenamed(renamed)])
+            .await?;
+        self.get(&id)
+    }
+
+    /// Cancel the running turn, then mark the session deleted (its events
+    /// stay in the log). Returns whether a turn was cancelled.
+    pub async fn delete(self: &Arc<Self>, raw: &str, by: ClientRef) -> Result<bool, SessionError> {
+        let id = self.get(raw)?.id;
+        let cancelled = self.cancel(&id)?;
+        let deleted = tinycode_shared::proto::SessionDeleted { by: Some(by) };
+        self.record(&id, vec![Payload::SessionDeleted(deleted)])
+            .await?;
+        Ok(cancelled)
+    }
+
+    /// A new session with this one's history up to `up_to` (0: all). A turn
+    /// the cut leaves unfinished is recorded as interrupted in the fork.
+    pub async fn fork(
+        self: &Arc<Self>,
+        raw: &str,
+        up_to: u64,
+        title: &str,
+        by: ClientRef,
+    ) -> Result<SessionState, SessionError> {
+        let source = self.get(raw)?;
+        let to = if up_to == 0 { u64::MAX } else { up_to };
+        let copied = self.stored(&source.id, source.created_sequence + 1, to)?;
+        let forked_at = copied
+            .last()
+            .map_or(source.created_sequence, |e| e.sequence);
+        let title = if title.trim().is_empty() {
+            format!("fork of {}", source.title)
+        } else {
+            title.trim().chars().take(200).collect()
+        };
+        let mut payloads = vec![Payload::SessionCreated(SessionCreated {
+            title,
+            model: source.model.clone(),
+            created_by: Some(by),
+            approve: source.approve.clone(),
+            forked_from: source.id.clone(),
+            forked_at,
+        })];
+        payloads.extend(copied.into_iter().filter_map(|e| match e.payload {
+            Some(
+                p @ (Payload::UserMessageAdded(_)
+                | Payload::TurnStarted(_)
+                | Payload::AssistantMessageAdded(_)
+                | Payload::ToolCallFinished(_)
+                | Payload::TurnCompleted(_)),
+            ) => Some(p),
+            _ => None,
+        }));
+        let mut probe = SessionState::default();
+        for p in &payloads {
+            let event = tinycode_shared::proto::Event {
+                payload: Some(p.clone()),
+                ..Default::default()
+            };
+            probe.apply(&event);
+        }
+        for turn in probe.unfinished() {
+            payloads.push(Payload::TurnCompleted(TurnCompleted {
+                turn,
+                outcome: TurnOutcome::Interrupted as i32,
+                error: format!("the fork was cut at sequence {forked_at}, inside this turn"),
+                ..TurnCompleted::default()
+            }));
+        }
+        let id = self.new_id();
+        let events = self
+            .store
+            .append(&session_stream(&id), ExpectedVersion::NoStream, payloads)
+            .await?;
+        self.fold(&id, &events);
+        self.get(&id)
+    }
+
+    /// Newest first, deleted sessions left out.
     pub fn list(&self, limit: usize) -> Vec<SessionState> {
-        let mut all: Vec<SessionState> = lock(&self.states).values().cloned().collect();
+        let mut all: Vec<SessionState> = lock(&self.states)
+            .values()
+            .filter(|s| !s.deleted)
+            .cloned()
+            .collect();
         all.sort_by_key(|s| std::cmp::Reverse(s.last_sequence));
         all.truncate(limit);
         all
@@ -317,6 +436,7 @@ impl Sessions {
                 problem: "is empty".into(),
             });
         }
+        self.get(&id)?;
         let live = self.live_for(&id)?;
         // Turn numbers are assigned under the states lock, appends after.
         let turn = {

@@ -27,6 +27,8 @@ pub struct SessionState {
     pub created_sequence: u64,
     pub last_sequence: u64,
     pub turns: BTreeMap<u64, TurnRecord>,
+    pub deleted: bool,
+    pub forked_from: String,
 }
 
 impl SessionState {
@@ -76,7 +78,10 @@ impl SessionState {
                 self.model = e.model.clone();
                 self.approve = e.approve.clone();
                 self.created_sequence = event.sequence;
+                self.forked_from = e.forked_from.clone();
             }
+            Payload::SessionRenamed(e) => self.title = e.title.clone(),
+            Payload::SessionDeleted(_) => self.deleted = true,
             Payload::UserMessageAdded(e) => {
                 self.turns.entry(e.turn).or_default().user = e.text.clone();
             }

@@ -202,3 +202,78 @@ async fn a_turn_left_running_by_a_crash_is_marked_interrupted_on_open() {
     assert_eq!(turn, 2);
     until_done(&store, &s.id, 2).await;
 }
+
+#[tokio::test]
+async fn sessions_can_be_renamed_forked_and_deleted() {
+    let (tmp, ws) = fixture_copy();
+    let store = EventStore::open(&tmp.path().join("db")).unwrap();
+    let sessions = open(&ws, &store).await;
+    let s = sessions.create("first", "", "", me()).await.unwrap();
+    sessions.send(&s.id, "triage T-1002", me()).await.unwrap();
+    let turn1 = until_done(&store, &s.id, 1).await;
+    assert_eq!(
+        sessions
+            .rename(&s.id, "logistics", me())
+            .await
+            .unwrap()
+            .title,
+        "logistics"
+    );
+
+    // A full fork has the same history and goes on independently.
+    let fork = sessions.fork(&s.id, 0, "", me()).await.unwrap();
+    assert_eq!(
+        (fork.title.as_str(), fork.forked_from.as_str()),
+        ("fork of logistics", s.id.as_str())
+    );
+    let original = sessions.get(&s.id).unwrap();
+    assert_eq!(fork.history_before(2), original.history_before(2));
+    let (_, turn, _) = sessions
+        .send(&fork.id, "退款 时效 是多久？", me())
+        .await
+        .unwrap();
+    assert_eq!(turn, 2);
+    until_done(&store, &fork.id, 2).await;
+    assert_eq!(
+        sessions.get(&s.id).unwrap().turns.len(),
+        1,
+        "the original is untouched"
+    );
+
+    // A fork cut inside a turn marks that turn interrupted.
+    let mid = turn1
+        .iter()
+        .find(|e| matches!(e.payload, Some(Payload::ToolCallFinished(_))))
+        .unwrap()
+        .sequence;
+    let cut = sessions.fork(&s.id, mid, "cut", me()).await.unwrap();
+    assert_eq!(cut.turns[&1].outcome, Some(TurnOutcome::Interrupted));
+
+    // Delete: gone from listings and refused, but its events stay.
+    let before = store
+        .read_stream(&session_stream(&s.id), 1, 1000)
+        .unwrap()
+        .len();
+    assert!(
+        !sessions.delete(&s.id, me()).await.unwrap(),
+        "no turn was running"
+    );
+    assert!(sessions.list(100).iter().all(|x| x.id != s.id));
+    assert!(matches!(sessions.get(&s.id), Err(SessionError::Deleted(_))));
+    assert!(matches!(
+        sessions.send(&s.id, "hi", me()).await,
+        Err(SessionError::Deleted(_))
+    ));
+    assert_eq!(
+        store
+            .read_stream(&session_stream(&s.id), 1, 1000)
+            .unwrap()
+            .len(),
+        before + 1
+    );
+    let reopened = open(&ws, &store).await;
+    assert!(
+        matches!(reopened.get(&s.id), Err(SessionError::Deleted(_))),
+        "deletion survives restart"
+    );
+}
