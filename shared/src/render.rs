@@ -5,31 +5,20 @@
 use std::sync::OnceLock;
 
 use prost::Message;
-use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor, SerializeOptions};
+use prost_reflect::{DescriptorPool, DynamicMessage, SerializeOptions};
 
 use crate::proto::{Event, FILE_DESCRIPTOR_SET};
 
-fn event_descriptor() -> Option<&'static MessageDescriptor> {
-    static DESCRIPTOR: OnceLock<Option<MessageDescriptor>> = OnceLock::new();
-    DESCRIPTOR
-        .get_or_init(|| {
-            DescriptorPool::decode(FILE_DESCRIPTOR_SET)
-                .ok()?
-                .get_message_by_name("tinycode.v1.Event")
-        })
+/// The protocol's descriptors, decoded once.
+fn pool() -> Option<&'static DescriptorPool> {
+    static POOL: OnceLock<Option<DescriptorPool>> = OnceLock::new();
+    POOL.get_or_init(|| DescriptorPool::decode(FILE_DESCRIPTOR_SET).ok())
         .as_ref()
 }
 
 /// Any generated message as canonical protobuf JSON.
 pub fn message_json<M: Message>(full_name: &str, msg: &M) -> serde_json::Value {
-    let descriptor = if full_name == "tinycode.v1.Event" {
-        event_descriptor().cloned()
-    } else {
-        DescriptorPool::decode(FILE_DESCRIPTOR_SET)
-            .ok()
-            .and_then(|pool| pool.get_message_by_name(full_name))
-    };
-    let Some(descriptor) = descriptor else {
+    let Some(descriptor) = pool().and_then(|p| p.get_message_by_name(full_name)) else {
         return serde_json::Value::Null;
     };
     let Ok(dynamic) = DynamicMessage::decode(descriptor, msg.encode_to_vec().as_slice()) else {

@@ -275,3 +275,52 @@ fn sigkill_mid_turn_leaves_the_session_intact_and_the_turn_marked_interrupted() 
         out.stdout
     );
 }
+
+#[test]
+fn t1002_takes_the_allow_level_path_with_no_approval_asked() {
+    let mock = MockLlm::start(
+        vec![
+            tool("get_ticket", json!({"ticket_id": "T-1002"})),
+            tool("search_knowledge", json!({"query": "物流 停滞"})),
+            tool("read_article", json!({"article_id": "logistics-sla"})),
+            tool(
+                "classify_ticket",
+                json!({"ticket_id": "T-1002", "category": "物流", "priority": "P1", "intent": "查询停滞包裹"}),
+            ),
+            tool(
+                "escalate_ticket",
+                json!({"ticket_id": "T-1002", "level": 1, "reason": "停滞超过 48 小时，logistics-sla"}),
+            ),
+            tool(
+                "route_ticket",
+                json!({"ticket_id": "T-1002", "queue": "物流组", "reason": "logistics-sla"}),
+            ),
+            text("已分流到物流组。"),
+        ],
+        Duration::ZERO,
+    );
+    let desk = desk_with(&mock);
+    // The default --approve deny: anything asking would be refused.
+    let out = desk.run(&["run", "triage T-1002"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        !out.stdout.contains("✗"),
+        "nothing was refused: {}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("● escalate_ticket T-1002 → ✓ L1 → escalated"),
+        "{}",
+        out.stdout
+    );
+    let t = ticket(&desk, "T-1002");
+    assert_eq!(
+        (
+            t["category"].as_str(),
+            t["queue"].as_str(),
+            t["escalateLevel"].as_u64()
+        ),
+        (Some("物流"), Some("物流组"), Some(1))
+    );
+}

@@ -2,7 +2,6 @@
 //! retry with backoff on 429 / 5xx / overload, map 401/403 and 404 to clear
 //! errors, then feed the server-sent events to a wire-format decoder.
 
-use std::sync::Once;
 use std::time::Duration;
 
 use eventsource_stream::Eventsource;
@@ -53,16 +52,20 @@ pub(crate) trait Decoder: Send + 'static {
     fn finish(&mut self) -> Result<Vec<ModelEvent>, ModelError>;
 }
 
-/// The shared HTTP client (rustls with the ring provider; no system TLS).
+/// The shared HTTP client (rustls with the ring provider), built once:
+/// building one loads the platform's root certificates, and reusing it
+/// keeps connections to the provider alive between requests.
 pub(crate) fn client() -> reqwest::Client {
-    static PROVIDER: Once = Once::new();
-    PROVIDER.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-    reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(10))
-        .build()
-        .unwrap_or_default()
+    static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(10))
+                .build()
+                .unwrap_or_default()
+        })
+        .clone()
 }
 
 fn retryable(status: u16) -> bool {

@@ -1,0 +1,156 @@
+//! Agent harness benchmark (not a test): `cargo bench -p tinycode-tests --bench agent`.
+//!
+//! 100 prompts in one session against a zero-latency local mock model
+//! (one tool call + final text per prompt): time from SendMessage to the
+//! stored TurnCompleted, per prompt (median, p90), and the daemon's peak
+//! RSS. Release binaries; figures go to docs/BENCHMARKS.md.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tinycode_shared::client::{ClientName, connect};
+use tinycode_shared::proto::event::Payload;
+use tinycode_shared::proto::session_update::Update;
+use tinycode_shared::proto::sessions_client::SessionsClient;
+use tinycode_shared::proto::{
+    AttachRequest, CreateSessionRequest, SendMessageRequest, TurnOutcome,
+};
+use tinycode_tests::Desk;
+use tinycode_tests::mock_llm::{MockLlm, text, tool};
+
+const PROMPTS: usize = 100;
+
+fn kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn main() {
+    tinycode_tests::bin_dir();
+    let script = (0..PROMPTS)
+        .flat_map(|_| {
+            [
+                tool("get_ticket", json!({"ticket_id": "T-1001"})),
+                text("done"),
+            ]
+        })
+        .collect();
+    let mock = MockLlm::start(script, Duration::ZERO);
+    let desk = Desk::fixture()
+        .with_env("OPENAI_BASE_URL", &mock.base_url)
+        .with_env("OPENAI_API_KEY", "sk-bench")
+        .with_env("TINYCODE_MODEL", "openai/gpt-bench");
+    desk.ok(&["daemon", "start"]);
+    let pid = desk.daemon_pid().unwrap();
+    let rss_start = kib(pid, "VmRSS:");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut times = runtime.block_on(async {
+        let channel = connect(&desk.socket(), &ClientName::new("bench").unwrap())
+            .await
+            .unwrap();
+        let mut client = SessionsClient::new(channel);
+        let s = client
+            .create(CreateSessionRequest::default())
+            .await
+            .unwrap()
+            .into_inner();
+        let mut updates = client
+            .attach(AttachRequest {
+                session_id: s.id.clone(),
+                from_sequence: s.last_sequence + 1,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let mut times = Vec::with_capacity(PROMPTS);
+        for i in 0..PROMPTS {
+            let start = Instant::now();
+            let sent = client
+                .send_message(SendMessageRequest {
+                    session_id: s.id.clone(),
+                    text: format!("prompt {i}: look at T-1001"),
+                })
+                .await
+                .unwrap()
+                .into_inner();
+            loop {
+                let u = updates.message().await.unwrap().unwrap();
+                if let Some(Update::Event(e)) = u.update
+                    && let Some(Payload::TurnCompleted(c)) = e.payload
+                    && c.turn == sent.turn
+                {
+                    assert_eq!(c.outcome, TurnOutcome::Completed as i32, "{c:?}");
+                    break;
+                }
+            }
+            times.push(start.elapsed());
+        }
+        // Where the last turn's time went: gaps between its stored events.
+        let mut events = tinycode_shared::proto::events_client::EventsClient::new(
+            connect(&desk.socket(), &ClientName::new("bench").unwrap())
+                .await
+                .unwrap(),
+        )
+        .subscribe(tinycode_shared::proto::SubscribeRequest {
+            from_sequence: 1,
+            stream_prefix: format!("session-{}", s.id),
+            follow: false,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+        let mut all = Vec::new();
+        while let Some(e) = events.message().await.unwrap() {
+            all.push(e);
+        }
+        let last_turn: Vec<_> = all.iter().rev().take(6).rev().collect();
+        let mut previous: Option<i64> = None;
+        let mut gaps = Vec::new();
+        for e in last_turn {
+            let t = e
+                .recorded_at
+                .map(|t| t.seconds * 1_000_000 + i64::from(t.nanos) / 1000)
+                .unwrap_or(0);
+            let kind = tinycode_shared::render::event_line(e)
+                .split(' ')
+                .nth(3)
+                .unwrap_or("?")
+                .to_string();
+            gaps.push(format!(
+                "{kind} +{:.2}ms",
+                previous.map_or(0.0, |p| (t - p) as f64 / 1000.0)
+            ));
+            previous = Some(t);
+        }
+        println!("last turn, time between stored events: {}", gaps.join(", "));
+        times
+    });
+    let rss = kib(pid, "VmRSS:");
+    let peak = kib(pid, "VmHWM:");
+    times.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "agent harness: {PROMPTS} prompts in one session (1 tool call + final text each, zero-latency mock): \
+         median {:.2} ms, p90 {:.2} ms, max {:.2} ms per prompt (target median <= 5 ms)",
+        ms(times[PROMPTS / 2]),
+        ms(times[PROMPTS * 9 / 10]),
+        ms(times[PROMPTS - 1])
+    );
+    println!(
+        "daemon RSS: {:.1} MiB at start, {:.1} MiB after, peak {:.1} MiB (target <= 22 MiB)",
+        rss_start as f64 / 1024.0,
+        rss as f64 / 1024.0,
+        peak as f64 / 1024.0
+    );
+    assert_eq!(mock.requests().len(), PROMPTS * 2);
+    desk.stop();
+}
