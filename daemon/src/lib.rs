@@ -16,4 +16,5 @@ pub mod server;
 pub mod sessions;
 pub mod skills;
 pub mod store;
+pub mod sync;
 pub mod tools;

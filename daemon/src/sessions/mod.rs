@@ -11,7 +11,7 @@ pub mod state;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tinycode_shared::proto::event::Payload;
@@ -24,6 +24,7 @@ use crate::domain::desk::Desk;
 use crate::domain::ids::sanitize_id;
 use crate::skills::SkillRegistry;
 use crate::store::{EventStore, ExpectedVersion, StoreError, SubscriptionOptions};
+use crate::sync::lock;
 use crate::tools::ToolRegistry;
 pub use state::SessionState;
 
@@ -88,7 +89,7 @@ pub(crate) struct Live {
 
 impl Live {
     pub(crate) fn emit(&self, turn: u64, kind: &str, text: &str) {
-        let mut partial = self.partial.lock().unwrap_or_else(|p| p.into_inner());
+        let mut partial = lock(&self.partial);
         if kind == "text" {
             if partial.0 != turn {
                 *partial = (turn, String::new());
@@ -106,7 +107,7 @@ impl Live {
     /// Publish stored events; a stored assistant message (or the end of
     /// the turn) ends the step, so the text so far is cleared with it.
     pub(crate) fn publish(&self, events: &[Arc<tinycode_shared::proto::Event>]) {
-        let mut partial = self.partial.lock().unwrap_or_else(|p| p.into_inner());
+        let mut partial = lock(&self.partial);
         for e in events {
             if matches!(
                 e.payload,
@@ -129,10 +130,6 @@ pub struct Sessions {
     states: Mutex<HashMap<String, SessionState>>,
     live: Mutex<HashMap<String, Arc<Live>>>,
     counter: AtomicU64,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Sessions {
@@ -498,7 +495,7 @@ impl Sessions {
     ) -> Result<(broadcast::Receiver<LiveUpdate>, Option<Delta>, u64), SessionError> {
         let id = Self::checked_id(raw)?;
         let live = self.live_for(&id)?;
-        let partial = live.partial.lock().unwrap_or_else(|p| p.into_inner());
+        let partial = lock(&live.partial);
         let rx = live.updates.subscribe();
         let head = self.store.last_sequence();
         let running = live.running.load(Ordering::Acquire);

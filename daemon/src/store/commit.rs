@@ -71,7 +71,7 @@ impl Committer {
     }
 
     fn lock(&self) -> MutexGuard<'_, Queue> {
-        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.queue)
     }
 
     /// Queue an append; the reply arrives once it is durable (or refused).

@@ -14,7 +14,7 @@ mod tickets;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 use tinycode_shared::proto::{KnowledgeArticle, Ticket};
 
@@ -23,6 +23,7 @@ use super::knowledge::EditError;
 use super::search::SearchIndex;
 use crate::config::Config;
 use crate::store::{EventStore, StoreError};
+pub(crate) use crate::sync::lock;
 
 pub use import::LoadReport;
 pub use knowledge::AppliedEdit;
@@ -99,10 +100,6 @@ pub struct Desk {
     index: Mutex<SearchIndex>,
     /// Knowledge edits are rare and read-modify-write a file: one at a time.
     edit_lock: tokio::sync::Mutex<()>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Desk {
