@@ -37,6 +37,31 @@ pub enum Message {
     },
 }
 
+impl Message {
+    /// Characters of what the message carries to a model (for estimates).
+    pub fn chars(&self) -> usize {
+        match self {
+            Self::User { text } => text.chars().count(),
+            Self::Assistant {
+                text,
+                thinking,
+                tool_calls,
+            } => {
+                text.chars().count()
+                    + thinking
+                        .iter()
+                        .map(|t| t.text.chars().count())
+                        .sum::<usize>()
+                    + tool_calls
+                        .iter()
+                        .map(|c| c.name.len() + c.raw_arguments.chars().count())
+                        .sum::<usize>()
+            }
+            Self::ToolResult { content, .. } => content.chars().count(),
+        }
+    }
+}
+
 /// A complete thinking block (Anthropic: text plus its signature).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Thinking {

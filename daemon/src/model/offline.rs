@@ -163,9 +163,9 @@ fn respond(req: &ModelRequest) -> Vec<ModelEvent> {
     } else {
         StopReason::EndTurn
     };
-    let input: String = req.messages.iter().map(|m| format!("{m:?}")).collect();
+    let input_chars: usize = req.messages.iter().map(Message::chars).sum();
     events.push(ModelEvent::Usage(Usage {
-        input_tokens: estimate_tokens(&req.system) + estimate_tokens(&input),
+        input_tokens: estimate_tokens(&req.system) + (input_chars as u64).div_ceil(4),
         output_tokens: (output_chars as u64).div_ceil(4),
         ..Usage::default()
     }));
