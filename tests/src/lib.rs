@@ -110,6 +110,11 @@ impl Desk {
         std::fs::read_to_string(self.workspace().join(rel)).expect("read")
     }
 
+    /// `tickets/<id>.json` of the workspace, parsed.
+    pub fn ticket_file(&self, id: &str) -> serde_json::Value {
+        serde_json::from_str(&self.read(&format!("tickets/{id}.json"))).expect("ticket JSON")
+    }
+
     /// The daemon's log file.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.state_dir().join("logs/tinycoded.log")).unwrap_or_default()

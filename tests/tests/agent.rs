@@ -6,10 +6,6 @@ use std::time::Duration;
 
 use tinycode_tests::{Desk, LineReader};
 
-fn file(desk: &Desk, id: &str) -> serde_json::Value {
-    serde_json::from_str(&desk.read(&format!("tickets/{id}.json"))).unwrap()
-}
-
 #[test]
 fn run_triages_t1001_to_refunds_and_the_after_sales_queue() {
     let desk = Desk::fixture();
@@ -35,7 +31,7 @@ fn run_triages_t1001_to_refunds_and_the_after_sales_queue() {
         "{s}"
     );
     assert!(s.contains("— turn 1 completed"), "{s}");
-    let t = file(&desk, "T-1001");
+    let t = desk.ticket_file("T-1001");
     assert_eq!(
         (
             t["category"].as_str(),
@@ -71,7 +67,7 @@ fn t1002_goes_to_logistics_without_any_approval() {
         "nothing asked or refused: {}",
         out.stdout
     );
-    let t = file(&desk, "T-1002");
+    let t = desk.ticket_file("T-1002");
     assert_eq!(
         (t["category"].as_str(), t["queue"].as_str()),
         (Some("物流"), Some("物流组"))
@@ -90,7 +86,7 @@ fn t1003_reaches_the_ask_path_for_an_l2_escalation() {
         out.stdout
     );
     assert_eq!(
-        file(&desk, "T-1003").get("escalateLevel"),
+        desk.ticket_file("T-1003").get("escalateLevel"),
         None,
         "not escalated without approval"
     );
@@ -103,7 +99,7 @@ fn t1003_reaches_the_ask_path_for_an_l2_escalation() {
         "{}",
         out.stdout
     );
-    let t = file(&desk, "T-1003");
+    let t = desk.ticket_file("T-1003");
     assert_eq!(
         (t["escalateLevel"].as_u64(), t["status"].as_str()),
         (Some(2), Some("escalated"))
@@ -177,7 +173,7 @@ fn two_attached_clients_see_the_same_turn_and_a_leaving_one_changes_nothing() {
         .position(|k| k == "assistantMessageAdded")
         .unwrap();
     assert!(first_delta < first_assistant, "{kinds:?}");
-    assert_eq!(file(&desk, "T-1002")["queue"], "物流组");
+    assert_eq!(desk.ticket_file("T-1002")["queue"], "物流组");
 }
 
 #[test]

@@ -19,10 +19,6 @@ fn desk_with(mock: &MockLlm) -> Desk {
         .with_env("TINYCODE_MODEL", MODEL)
 }
 
-fn ticket(desk: &Desk, id: &str) -> serde_json::Value {
-    serde_json::from_str(&desk.read(&format!("tickets/{id}.json"))).unwrap()
-}
-
 #[test]
 fn t1001_with_a_scripted_llm_classifies_edits_the_knowledge_base_and_routes() {
     let mock = MockLlm::start(
@@ -72,7 +68,7 @@ fn t1001_with_a_scripted_llm_classifies_edits_the_knowledge_base_and_routes() {
             && s.contains("— turn 1 completed · 7 steps · 6 tool calls"),
         "{s}"
     );
-    assert_eq!(ticket(&desk, "T-1001")["queue"], "售后组");
+    assert_eq!(desk.ticket_file("T-1001")["queue"], "售后组");
     assert!(
         desk.read("knowledge/refund-policy.md")
             .contains("款项在 5 个工作日内退回")
@@ -149,7 +145,7 @@ fn t1003_escalation_asks_and_the_model_gets_the_refusal() {
         refusal.is_some(),
         "the reason went back to the model: {third}"
     );
-    assert_eq!(ticket(&desk, "T-1003").get("escalateLevel"), None);
+    assert_eq!(desk.ticket_file("T-1003").get("escalateLevel"), None);
 }
 
 #[test]
@@ -314,7 +310,7 @@ fn t1002_takes_the_allow_level_path_with_no_approval_asked() {
         "{}",
         out.stdout
     );
-    let t = ticket(&desk, "T-1002");
+    let t = desk.ticket_file("T-1002");
     assert_eq!(
         (
             t["category"].as_str(),
