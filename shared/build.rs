@@ -16,6 +16,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "tinycode/v1/tickets.proto",
         "tinycode/v1/session_events.proto",
         "tinycode/v1/sessions.proto",
+        "tinycode/v1/approval_events.proto",
+        "tinycode/v1/approvals.proto",
     ];
     for file in &files {
         println!("cargo:rerun-if-changed={}", proto_root.join(file).display());

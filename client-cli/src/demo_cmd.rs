@@ -68,7 +68,7 @@ pub async fn run(json: bool, client_name: &ClientName, args: DemoArgs) -> anyhow
     let triage = TriageArgs {
         ids: vec![],
         all: true,
-        approve: "deny".into(),
+        approve: Some("ask".into()),
         model: None,
         concurrency: 2,
     };
@@ -79,10 +79,7 @@ pub async fn run(json: bool, client_name: &ClientName, args: DemoArgs) -> anyhow
         );
     }
     let results = triage_all(&ctx, channel.clone(), ids, &triage).await;
-    let waiting: Vec<&TriageResult> = results
-        .iter()
-        .filter(|r| r.escalation_asked.is_some())
-        .collect();
+    let waiting: Vec<&TriageResult> = results.iter().filter(|r| r.waiting_for.is_some()).collect();
     if json {
         output::json_pretty(&serde_json::json!({
             "workspace": ws,
@@ -90,7 +87,9 @@ pub async fn run(json: bool, client_name: &ClientName, args: DemoArgs) -> anyhow
             "daemonPid": status.pid,
             "socket": status.socket_path,
             "results": results_json(&results),
-            "needApproval": waiting.iter().map(|r| r.id.clone()).collect::<Vec<_>>(),
+            "needApproval": waiting.iter().map(|r| serde_json::json!({
+                "ticket": r.id, "approval": r.waiting_for,
+            })).collect::<Vec<_>>(),
             "stop": format!("tinycode -w {ws} daemon stop"),
         }));
         return Ok(ExitCode::SUCCESS);
@@ -101,11 +100,15 @@ pub async fn run(json: bool, client_name: &ClientName, args: DemoArgs) -> anyhow
     }
     if !waiting.is_empty() {
         println!(
-            "\n{} escalations wait for a human. To approve one, re-run its triage allowing approvals:",
+            "\n{} triage turns wait for a human's approval (they resume in the daemon once decided):",
             waiting.len()
         );
         for r in &waiting {
-            println!("  tinycode -w {ws} run \"triage {}\" --approve auto", r.id);
+            let a = r.waiting_for.clone().unwrap_or_default();
+            println!("  {}: tinycode -w {ws} approvals show {a}", r.id);
+            println!(
+                "        tinycode -w {ws} approvals approve {a}   |   tinycode -w {ws} approvals deny {a} --reason \"…\""
+            );
         }
     }
     println!("\nTry:");

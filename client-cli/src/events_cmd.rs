@@ -76,3 +76,12 @@ async fn wait_for_daemon(ctx: &Ctx) -> DaemonChannel {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// The log's last sequence now (to follow only what comes next).
+pub async fn head(ctx: &Ctx) -> anyhow::Result<u64> {
+    let status = tinycode_shared::proto::daemon_client::DaemonClient::new(ctx.connect().await?)
+        .get_status(tinycode_shared::proto::GetStatusRequest {})
+        .await?
+        .into_inner();
+    Ok(status.last_sequence)
+}

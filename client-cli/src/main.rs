@@ -4,6 +4,7 @@
 //! daemon when needed), calls the gRPC API and prints the answer as text or,
 //! with `--json`, as JSON. No business logic lives here.
 
+mod approvals_cmd;
 mod daemon_cmd;
 mod demo_cmd;
 mod events_cmd;
@@ -71,6 +72,11 @@ enum Command {
     Session {
         #[command(subcommand)]
         action: session_cmd::SessionAction,
+    },
+    /// Approvals waiting for a human: list, show, approve, deny, watch, rules.
+    Approvals {
+        #[command(subcommand)]
+        action: approvals_cmd::ApprovalsAction,
     },
     /// Print the event log (optionally following new events).
     Events(events_cmd::EventsArgs),
@@ -144,6 +150,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => session_cmd::run(&ctx, args).await,
         Command::Triage(args) => triage_cmd::run(&ctx, args).await,
         Command::Session { action } => session_cmd::session(&ctx, action).await,
+        Command::Approvals { action } => approvals_cmd::run(&ctx, action).await,
         Command::Completions { .. } | Command::Init(_) | Command::Demo(_) => Ok(ExitCode::SUCCESS),
     }
 }

@@ -31,9 +31,24 @@ pub struct RunArgs {
     /// provider/model for a new session (default: the daemon's).
     #[arg(long)]
     pub model: Option<String>,
-    /// How a new session settles approvals: auto or deny.
-    #[arg(long, default_value = "deny")]
-    pub approve: String,
+    /// How a new session settles approvals: ask (a human decides, from any
+    /// client), auto or deny. Default: ask on a terminal, deny otherwise
+    /// (a script never waits).
+    #[arg(long, value_parser = ["ask", "auto", "deny"])]
+    pub approve: Option<String>,
+}
+
+/// `--approve` when not given: a person at a terminal is asked; a script
+/// is not left waiting.
+pub fn default_approve(given: Option<String>) -> String {
+    use std::io::IsTerminal;
+    given.unwrap_or_else(|| {
+        if std::io::stdout().is_terminal() {
+            String::new() // the daemon's permissionMode (ask by default)
+        } else {
+            "deny".into()
+        }
+    })
 }
 
 #[derive(Subcommand, Debug)]
@@ -44,7 +59,8 @@ pub enum SessionAction {
         title: String,
         #[arg(long)]
         model: Option<String>,
-        #[arg(long, default_value = "deny")]
+        /// ask, auto or deny (default: the daemon's permissionMode).
+        #[arg(long, default_value = "", value_parser = ["", "ask", "auto", "deny"])]
         approve: String,
     },
     /// Sessions, newest first.
@@ -78,7 +94,7 @@ pub enum SessionAction {
     /// Cancel the running turn and remove the session from listings (its
     /// events stay in the log).
     Delete { id: String },
-    /// Summarise older turns (not built yet).
+    /// Summarise older turns now (context.keepRecentMessages stay verbatim).
     Compact { id: String },
 }
 
@@ -129,7 +145,7 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<ExitCode> {
             .create(CreateSessionRequest {
                 title,
                 model: args.model.unwrap_or_default(),
-                approve: args.approve,
+                approve: default_approve(args.approve),
             })
             .await?
             .into_inner()
@@ -186,16 +202,8 @@ async fn print_updates(
             Update::Delta(_) => {}
             Update::Event(e) => {
                 let Some(payload) = e.payload else { continue };
-                if ctx.json {
-                    if let Payload::TurnCompleted(c) = &payload
-                        && Some(c.turn) == until
-                    {
-                        return Ok(Some(c.outcome));
-                    }
-                    continue;
-                }
-                match payload {
-                    Payload::UserMessageAdded(m) => println!("› {}", m.text),
+                match &payload {
+                    _ if ctx.json => {}
                     Payload::AssistantMessageAdded(m) => {
                         if streamed_text {
                             println!();
@@ -204,14 +212,16 @@ async fn print_updates(
                         }
                         streamed_text = false;
                     }
-                    Payload::ToolCallFinished(f) => println!("{}", render::tool_line(&f)),
-                    Payload::TurnCompleted(c) => {
-                        println!("{}", render::turn_line(&c));
-                        if Some(c.turn) == until {
-                            return Ok(Some(c.outcome));
+                    other => {
+                        if let Some(line) = render::session_line(other) {
+                            println!("{line}");
                         }
                     }
-                    _ => {}
+                }
+                if let Payload::TurnCompleted(c) = &payload
+                    && Some(c.turn) == until
+                {
+                    return Ok(Some(c.outcome));
                 }
             }
         }
@@ -294,14 +304,8 @@ pub async fn session(ctx: &Ctx, action: SessionAction) -> anyhow::Result<ExitCod
                     output::json_line(&render::event_json(&e));
                     continue;
                 }
-                match e.payload {
-                    Some(Payload::UserMessageAdded(m)) => println!("› {}", m.text),
-                    Some(Payload::AssistantMessageAdded(m)) if !m.text.is_empty() => {
-                        println!("{}", m.text)
-                    }
-                    Some(Payload::ToolCallFinished(f)) => println!("{}", render::tool_line(&f)),
-                    Some(Payload::TurnCompleted(c)) => println!("{}", render::turn_line(&c)),
-                    _ => {}
+                if let Some(line) = e.payload.as_ref().and_then(render::session_line) {
+                    println!("{line}");
                 }
             }
         }
@@ -384,9 +388,25 @@ pub async fn session(ctx: &Ctx, action: SessionAction) -> anyhow::Result<ExitCod
             }
         }
         SessionAction::Compact { id } => {
-            client
-                .compact(CompactSessionRequest { session_id: id })
-                .await?;
+            let r = client
+                .compact(CompactSessionRequest {
+                    session_id: id.clone(),
+                })
+                .await?
+                .into_inner();
+            if ctx.json {
+                output::json_pretty(&render::message_json(
+                    "tinycode.v1.CompactSessionResponse",
+                    &r,
+                ));
+            } else if r.compacted {
+                println!(
+                    "compacted {id}: {} messages before turn {} summarised; context {} → {} tokens",
+                    r.summarized_messages, r.first_kept_turn, r.tokens_before, r.tokens_after
+                );
+            } else {
+                println!("{id}: nothing to compact (the recent messages are all kept verbatim)");
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

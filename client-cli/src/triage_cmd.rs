@@ -26,9 +26,11 @@ pub struct TriageArgs {
     /// Every open ticket.
     #[arg(long, conflicts_with = "ids")]
     pub all: bool,
-    /// How sessions settle approvals: auto or deny.
-    #[arg(long, default_value = "deny")]
-    pub approve: String,
+    /// How sessions settle approvals: ask (the turn waits for a human; the
+    /// table lists what waits), auto or deny. Default: ask on a terminal,
+    /// deny otherwise.
+    #[arg(long, value_parser = ["ask", "auto", "deny"])]
+    pub approve: Option<String>,
     /// provider/model (default: the daemon's).
     #[arg(long)]
     pub model: Option<String>,
@@ -45,6 +47,8 @@ pub struct TriageResult {
     pub outcome: String,
     /// An escalation level the agent wanted but was not approved.
     pub escalation_asked: Option<u64>,
+    /// The approval the turn waits for (the table says how to answer it).
+    pub waiting_for: Option<String>,
     pub error: String,
     pub ticket: Option<Ticket>,
 }
@@ -55,6 +59,7 @@ async fn triage_one(channel: DaemonChannel, id: String, args: &TriageArgs) -> Tr
         session: String::new(),
         outcome: "failed".into(),
         escalation_asked: None,
+        waiting_for: None,
         error: String::new(),
         ticket: None,
     };
@@ -64,7 +69,7 @@ async fn triage_one(channel: DaemonChannel, id: String, args: &TriageArgs) -> Tr
             .create(CreateSessionRequest {
                 title: format!("triage {id}"),
                 model: args.model.clone().unwrap_or_default(),
-                approve: args.approve.clone(),
+                approve: crate::session_cmd::default_approve(args.approve.clone()),
             })
             .await?
             .into_inner();
@@ -95,6 +100,19 @@ async fn triage_one(channel: DaemonChannel, id: String, args: &TriageArgs) -> Tr
                             serde_json::from_str(&call.arguments_json).unwrap_or_default();
                         result.escalation_asked = args["level"].as_u64();
                     }
+                }
+                // The turn waits for a human: it goes on in the daemon once
+                // someone decides; this ticket is reported as waiting.
+                Some(Payload::ApprovalRequested(r)) if r.turn == sent.turn => {
+                    let call = r.call.unwrap_or_default();
+                    if call.name == "escalate_ticket" {
+                        let args: serde_json::Value =
+                            serde_json::from_str(&call.arguments_json).unwrap_or_default();
+                        result.escalation_asked = args["level"].as_u64();
+                    }
+                    result.outcome = "waiting for approval".into();
+                    result.waiting_for = Some(r.approval_id);
+                    break;
                 }
                 Some(Payload::TurnCompleted(c)) if c.turn == sent.turn => {
                     result.outcome = render::outcome_name(c.outcome).into();
@@ -165,9 +183,10 @@ pub fn result_table(results: &[TriageResult]) -> String {
         .iter()
         .map(|r| {
             let t = r.ticket.clone().unwrap_or_default();
-            let escalation = match (t.escalate_level, r.escalation_asked) {
-                (l, _) if l > 0 => format!("L{l}"),
-                (_, Some(l)) => format!("L{l} needs approval"),
+            let escalation = match (t.escalate_level, r.escalation_asked, &r.waiting_for) {
+                (l, _, _) if l > 0 => format!("L{l}"),
+                (_, Some(l), Some(a)) => format!("L{l} awaits {a}"),
+                (_, Some(l), None) => format!("L{l} not approved"),
                 _ => "-".into(),
             };
             vec![
@@ -203,6 +222,7 @@ pub fn results_json(results: &[TriageResult]) -> serde_json::Value {
                     "ticket": r.id, "session": r.session, "outcome": r.outcome, "error": r.error,
                     "category": t.category, "priority": t.priority, "queue": t.queue, "status": t.status,
                     "escalateLevel": t.escalate_level, "escalationNeedsApproval": r.escalation_asked,
+                    "waitingForApproval": r.waiting_for,
                 })
             })
             .collect(),
@@ -242,9 +262,19 @@ pub async fn run(ctx: &Ctx, args: TriageArgs) -> anyhow::Result<ExitCode> {
             eprintln!("{}: {}", r.id, r.error);
         }
     }
-    let all_completed = results
+    let waiting: Vec<&String> = results
         .iter()
-        .all(|r| r.outcome == render::outcome_name(TurnOutcome::Completed as i32));
+        .filter_map(|r| r.waiting_for.as_ref())
+        .collect();
+    if !ctx.json && !waiting.is_empty() {
+        println!("\n{} triage turns wait for a human:", waiting.len());
+        for id in &waiting {
+            println!("{}", crate::approvals_cmd::how_to_answer(id));
+        }
+    }
+    let all_completed = results.iter().all(|r| {
+        r.waiting_for.is_some() || r.outcome == render::outcome_name(TurnOutcome::Completed as i32)
+    });
     Ok(if all_completed {
         ExitCode::SUCCESS
     } else {

@@ -5,6 +5,7 @@
 //! → `store`; events flow back from `store` to every subscriber.
 
 pub mod agent;
+pub mod approvals;
 pub mod config;
 pub mod context;
 pub mod domain;

@@ -200,10 +200,12 @@ pub async fn run(layout: Layout) -> Result<(), DaemonError> {
         .filter(|m| !m.trim().is_empty())
         .or_else(|| (!config.model.is_empty()).then(|| config.model.clone()))
         .unwrap_or_else(|| "offline".into());
+    let approvals = crate::approvals::Approvals::open(store.clone()).await?;
     let sessions = crate::sessions::Sessions::open(
         store.clone(),
         Arc::clone(&desk),
         Arc::new(skills),
+        approvals,
         workspace.clone(),
         crate::sessions::TurnDefaults {
             model,
@@ -211,6 +213,13 @@ pub async fn run(layout: Layout) -> Result<(), DaemonError> {
             max_tool_result_chars: config.max_tool_result_chars,
             timeout: None,
             artifact_root: Some(layout.state_dir.join("artifacts")),
+            providers: config.providers.clone(),
+            compaction: config.compaction,
+            approval_timeout: config.approval_timeout,
+            approve: match config.permission_mode {
+                crate::config::PermissionMode::Ask => "ask".into(),
+                crate::config::PermissionMode::Auto => "auto".into(),
+            },
         },
     )
     .await?;

@@ -170,6 +170,92 @@ fn main_argument(arguments_json: &str) -> String {
         .unwrap_or_default()
 }
 
+/// How a stored session event reads in a transcript (`None`: not shown).
+/// Approval requests carry the commands that answer them.
+pub fn session_line(payload: &crate::proto::event::Payload) -> Option<String> {
+    use crate::proto::event::Payload as P;
+    Some(match payload {
+        P::UserMessageAdded(m) => format!("› {}", m.text),
+        P::AssistantMessageAdded(m) if !m.text.is_empty() => m.text.clone(),
+        P::ToolCallFinished(f) => tool_line(f),
+        P::TurnCompleted(c) => turn_line(c),
+        P::ApprovalRequested(r) => format!(
+            "{}\n{}",
+            approval_requested_line(r),
+            how_to_answer(&r.approval_id)
+        ),
+        P::ApprovalDecided(d) => approval_decided_line(d),
+        P::ApprovalCancelled(c) => format!("– {} cancelled: {}", c.approval_id, c.reason),
+        P::SessionCompacted(c) => format!(
+            "── {} earlier messages summarised (context {} → {} tokens) ──",
+            c.summarized_messages, c.tokens_before, c.tokens_after
+        ),
+        _ => return None,
+    })
+}
+
+/// The commands that answer an approval.
+pub fn how_to_answer(id: &str) -> String {
+    format!(
+        "  approve: tinycode approvals approve {id}    deny: tinycode approvals deny {id} --reason \"…\"    details: tinycode approvals show {id}"
+    )
+}
+
+/// Who did something: `cli (uid 1000, pid 4242)`.
+pub fn client_name(c: Option<&crate::proto::ClientRef>) -> String {
+    match c {
+        Some(c) if c.pid != 0 => format!("{} (uid {}, pid {})", c.name, c.uid, c.pid),
+        Some(c) if !c.name.is_empty() => c.name.clone(),
+        _ => "someone".into(),
+    }
+}
+
+/// `⏸ A-3 escalate_ticket T-1003 needs approval: <reason>`.
+pub fn approval_requested_line(r: &crate::proto::ApprovalRequested) -> String {
+    let call = r.call.clone().unwrap_or_default();
+    let arg = main_argument(&call.arguments_json);
+    let what = if arg.is_empty() {
+        call.name
+    } else {
+        format!("{} {arg}", call.name)
+    };
+    let diff = if r.diff.is_empty() {
+        String::new()
+    } else {
+        format!(" (+{} −{})", r.added, r.removed)
+    };
+    format!(
+        "⏸ {} {what}{diff} needs approval: {}",
+        r.approval_id, r.reason
+    )
+}
+
+/// `✓ A-3 allowed by cli (uid 1000, pid 4242)` / `✗ A-3 denied by …: reason`.
+pub fn approval_decided_line(d: &crate::proto::ApprovalDecided) -> String {
+    use crate::proto::ApprovalDecision as D;
+    let by = client_name(d.by.as_ref());
+    let reason = if d.reason.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", d.reason)
+    };
+    match D::try_from(d.decision).unwrap_or_default() {
+        D::Deny => format!("✗ {} denied by {by}{reason}", d.approval_id),
+        D::AlwaysAllow if d.remembered => {
+            let scope = if d.workspace_wide {
+                "every session"
+            } else {
+                "this session"
+            };
+            format!(
+                "✓ {} always allowed ({scope}) by {by}{reason}",
+                d.approval_id
+            )
+        }
+        _ => format!("✓ {} allowed by {by}{reason}", d.approval_id),
+    }
+}
+
 /// `● classify_ticket T-1001 → ✓ 退款 · P1 → triaged` (or `✗ <error>`).
 pub fn tool_line(f: &crate::proto::ToolCallFinished) -> String {
     let call = f.call.clone().unwrap_or_default();

@@ -229,14 +229,19 @@ fn sessions_are_renamed_forked_and_deleted_through_the_cli() {
         desk.ok(&["session", "show", &fork_id])
             .contains("● route_ticket T-1002 → ✓ 物流组 → routed")
     );
-    let out = desk.run(&["session", "compact", &id]);
-    assert_eq!(out.code, 1);
+    // One turn: the recent messages are all kept, nothing to summarise.
     assert!(
-        out.stderr
-            .contains("does not support that request yet (session compaction is not built yet"),
-        "{}",
-        out.stderr
+        desk.ok(&["session", "compact", &id])
+            .contains("nothing to compact")
     );
+    desk.ok(&["run", "--session", &id, "what is the refund policy?"]);
+    desk.ok(&["run", "--session", &id, "how long do refunds take?"]);
+    // Two short turns hold the 8 recent messages kept by default.
+    let compacted = desk.json(&["session", "compact", &id]);
+    assert_eq!(compacted["compacted"], true, "{compacted}");
+    assert_eq!(compacted["firstKeptTurn"], 2);
+    let shown = desk.ok(&["session", "show", &id]);
+    assert!(shown.contains("earlier messages summarised"), "{shown}");
     assert_eq!(
         desk.json(&["session", "delete", &id])["deleted"],
         id.as_str()

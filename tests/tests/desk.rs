@@ -260,7 +260,9 @@ fn demo_command_triages_the_demo_desk_and_leaves_the_daemon_running() {
     let results = v["results"].as_array().unwrap();
     assert!(results.len() >= 30, "{}", results.len());
     assert!(
-        results.iter().all(|r| r["outcome"] == "completed"),
+        results
+            .iter()
+            .all(|r| r["outcome"] == "completed" || r["outcome"] == "waiting for approval"),
         "{results:?}"
     );
     let t1001 = results.iter().find(|r| r["ticket"] == "T-1001").unwrap();
@@ -272,13 +274,24 @@ fn demo_command_triages_the_demo_desk_and_leaves_the_daemon_running() {
         ),
         (Some("退款"), Some("售后组"), Some("routed"))
     );
-    let waiting: Vec<&str> = v["needApproval"]
-        .as_array()
-        .unwrap()
+    let waiting = v["needApproval"].as_array().unwrap();
+    let t1003 = waiting
         .iter()
-        .filter_map(|x| x.as_str())
-        .collect();
-    assert!(waiting.contains(&"T-1003"), "{waiting:?}");
+        .find(|w| w["ticket"] == "T-1003")
+        .unwrap_or_else(|| panic!("{waiting:?}"));
+    let approval = t1003["approval"].as_str().unwrap().to_string();
+    assert!(approval.starts_with("A-"), "{approval}");
+    // Answering it lets the waiting turn finish in the daemon.
+    let ws = ["-w", dir.to_str().unwrap()];
+    let listed = desk.run(&[ws[0], ws[1], "approvals", "list"]);
+    assert!(listed.stdout.contains(&approval), "{listed:?}");
+    let approved = desk.run(&[ws[0], ws[1], "approvals", "approve", &approval]);
+    assert!(approved.stdout.contains("allowed by"), "{approved:?}");
+    let escalated = tinycode_tests::wait_until(std::time::Duration::from_secs(20), || {
+        let t = desk.run(&[ws[0], ws[1], "--json", "ticket", "show", "T-1003"]);
+        t.stdout.contains("\"escalateLevel\": 2")
+    });
+    assert!(escalated, "the approved turn went on and escalated T-1003");
     let pid = v["daemonPid"].as_u64().unwrap() as u32;
     assert!(tinycode_tests::alive(pid), "left running");
     // Running it again reuses the desk and triages nothing twice.

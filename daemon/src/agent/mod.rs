@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use crate::context;
 use crate::model::{Message, ModelEvent, ModelProvider, ModelRequest, StopReason, ToolCall, Usage};
-use crate::permissions::{Decision, RunPolicy, decide};
+use crate::permissions::{Decision, Rule, RunPolicy, decide, rule_for};
 use crate::tools::{ToolContext, ToolOutput, ToolRegistry};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,8 +60,9 @@ pub enum TurnEvent {
     },
     TextDelta(String),
     ThinkingDelta(String),
-    /// The complete assistant message of one step.
-    AssistantMessage(Message),
+    /// The complete assistant message of one step, with the usage the
+    /// provider reported for that step.
+    AssistantMessage(Message, Usage),
     ToolStarted(ToolCall),
     ToolFinished {
         call: ToolCall,
@@ -107,12 +108,24 @@ async fn interruptible<F: Future>(
     }
 }
 
+/// Settles a call whose rule says `ask`: a human through the approval
+/// broker (the session's approver), remembered rules, or the mode.
+pub trait Approver: Send + Sync {
+    fn settle<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        reason: &'a str,
+    ) -> futures::future::BoxFuture<'a, Decision>;
+}
+
 /// Everything a turn runs against.
 pub struct Turn<'a> {
     pub provider: &'a dyn ModelProvider,
     pub tools: &'a ToolRegistry,
     pub ctx: &'a ToolContext,
     pub config: &'a TurnConfig,
+    /// Who settles `ask`; without one, `config.policy` does.
+    pub approver: Option<&'a dyn Approver>,
 }
 
 impl Turn<'_> {
@@ -125,21 +138,48 @@ impl Turn<'_> {
         user_text: &str,
         observe: &mut (dyn FnMut(TurnEvent) + Send),
     ) -> TurnResult {
+        let user = vec![Message::User {
+            text: user_text.to_string(),
+        }];
+        self.resume(system, history, user, observe).await
+    }
+
+    /// Continue a turn from the messages it already has (its user message
+    /// first): calls of the last assistant message that have no result yet
+    /// run first — a turn interrupted while an approval was pending resumes
+    /// at that call — then the loop goes on. `TurnResult::messages` holds
+    /// `so_far` followed by what this run added.
+    pub async fn resume(
+        &self,
+        system: &str,
+        history: &[Message],
+        so_far: Vec<Message>,
+        observe: &mut (dyn FnMut(TurnEvent) + Send),
+    ) -> TurnResult {
         let deadline = self.config.timeout.map(|t| Instant::now() + t);
         let mut cancel = self.ctx.cancel.clone();
+        let pending = unanswered_calls(&so_far);
         let mut result = TurnResult {
             outcome: TurnOutcome::Completed,
-            steps: 0,
+            steps: so_far
+                .iter()
+                .filter(|m| matches!(m, Message::Assistant { .. }))
+                .count() as u32,
             tool_calls: 0,
             usage: Usage::default(),
-            messages: vec![Message::User {
-                text: user_text.to_string(),
-            }],
+            messages: so_far,
         };
         let end = |mut r: TurnResult, outcome| {
             r.outcome = outcome;
             r
         };
+        if !pending.is_empty()
+            && let Err(i) = self
+                .run_calls(&pending, &mut result, &mut cancel, deadline, observe)
+                .await
+        {
+            return end(result, interrupted(i));
+        }
         loop {
             if result.steps >= self.config.max_steps {
                 return end(result, TurnOutcome::MaxSteps);
@@ -155,6 +195,7 @@ impl Turn<'_> {
             let mut stream = self.provider.stream(request);
             let (mut text, mut thinking, mut calls) = (String::new(), Vec::new(), Vec::new());
             let mut stop = None;
+            let mut step_usage = Usage::default();
             loop {
                 let next = match interruptible(stream.next(), &mut cancel, deadline).await {
                     Ok(next) => next,
@@ -182,10 +223,8 @@ impl Turn<'_> {
                         ModelEvent::Thinking(block) => thinking.push(block),
                         ModelEvent::ToolCall(call) => calls.push(call),
                         ModelEvent::Usage(u) => {
-                            result.usage.input_tokens += u.input_tokens;
-                            result.usage.output_tokens += u.output_tokens;
-                            result.usage.cache_read_tokens += u.cache_read_tokens;
-                            result.usage.cache_write_tokens += u.cache_write_tokens;
+                            result.usage.add(&u);
+                            step_usage.add(&u);
                         }
                         ModelEvent::Stop(s) => stop = Some(s),
                     },
@@ -199,7 +238,7 @@ impl Turn<'_> {
                 thinking,
                 tool_calls: calls.clone(),
             };
-            observe(TurnEvent::AssistantMessage(assistant.clone()));
+            observe(TurnEvent::AssistantMessage(assistant.clone(), step_usage));
             result.messages.push(assistant);
             if calls.is_empty() {
                 if let Some(reason) = stop.filter(|s| *s != StopReason::EndTurn) {
@@ -207,33 +246,50 @@ impl Turn<'_> {
                 }
                 return end(result, TurnOutcome::Completed);
             }
-            for (i, call) in calls.iter().enumerate() {
-                observe(TurnEvent::ToolStarted(call.clone()));
-                result.tool_calls += 1;
-                let output = match interruptible(self.execute(call), &mut cancel, deadline).await {
-                    Ok(output) => output,
-                    Err(interrupt) => {
-                        // Every call of the assistant message gets a result,
-                        // so the transcript stays valid for the next turn.
-                        for c in &calls[i..] {
-                            result.messages.push(tool_result(
-                                c,
-                                &ToolOutput::error("not run: the turn was interrupted"),
-                            ));
-                        }
-                        return end(result, interrupted(interrupt));
-                    }
-                };
-                let (output, full_chars, artifact) = self.truncate(result.steps, call, output);
-                result.messages.push(tool_result(call, &output));
-                observe(TurnEvent::ToolFinished {
-                    call: call.clone(),
-                    output,
-                    full_chars,
-                    artifact,
-                });
+            if let Err(i) = self
+                .run_calls(&calls, &mut result, &mut cancel, deadline, observe)
+                .await
+            {
+                return end(result, interrupted(i));
             }
         }
+    }
+
+    /// Run the calls of one assistant message in order. On an interruption
+    /// every call left gets a result, so the transcript stays valid.
+    async fn run_calls(
+        &self,
+        calls: &[ToolCall],
+        result: &mut TurnResult,
+        cancel: &mut watch::Receiver<bool>,
+        deadline: Option<Instant>,
+        observe: &mut (dyn FnMut(TurnEvent) + Send),
+    ) -> Result<(), Interrupt> {
+        for (i, call) in calls.iter().enumerate() {
+            observe(TurnEvent::ToolStarted(call.clone()));
+            result.tool_calls += 1;
+            let output = match interruptible(self.execute(call), cancel, deadline).await {
+                Ok(output) => output,
+                Err(interrupt) => {
+                    for c in &calls[i..] {
+                        result.messages.push(tool_result(
+                            c,
+                            &ToolOutput::error("not run: the turn was interrupted"),
+                        ));
+                    }
+                    return Err(interrupt);
+                }
+            };
+            let (output, full_chars, artifact) = self.truncate(result.steps, call, output);
+            result.messages.push(tool_result(call, &output));
+            observe(TurnEvent::ToolFinished {
+                call: call.clone(),
+                output,
+                full_chars,
+                artifact,
+            });
+        }
+        Ok(())
     }
 
     /// Keep head and tail of a long result for the model; the full text
@@ -271,13 +327,39 @@ impl Turn<'_> {
                 call.name
             ));
         }
-        match decide(&call.name, &call.arguments, self.config.policy) {
+        let decision = match (rule_for(&call.name, &call.arguments), self.approver) {
+            (Rule::Ask(reason), Some(approver)) => approver.settle(call, &reason).await,
+            _ => decide(&call.name, &call.arguments, self.config.policy),
+        };
+        match decision {
             Decision::Allow => self.tools.call(&call.name, &call.arguments, self.ctx).await,
             Decision::Deny(reason) => {
                 ToolOutput::error(format!("{} was not run: {reason}", call.name))
             }
         }
     }
+}
+
+/// Calls of the last assistant message that have no result after it.
+fn unanswered_calls(messages: &[Message]) -> Vec<ToolCall> {
+    let Some(last) = messages
+        .iter()
+        .rposition(|m| matches!(m, Message::Assistant { .. }))
+    else {
+        return Vec::new();
+    };
+    let Message::Assistant { tool_calls, .. } = &messages[last] else {
+        return Vec::new();
+    };
+    tool_calls
+        .iter()
+        .filter(|c| {
+            !messages[last..]
+                .iter()
+                .any(|m| matches!(m, Message::ToolResult { call_id, .. } if *call_id == c.id))
+        })
+        .cloned()
+        .collect()
 }
 
 fn interrupted(i: Interrupt) -> TurnOutcome {

@@ -118,6 +118,7 @@ async fn run(
         tools: &env.tools,
         ctx: &env.ctx,
         config: &config,
+        approver: None,
     };
     let mut events = Vec::new();
     let result = turn.run("system", &[], text, &mut |e| events.push(e)).await;
@@ -400,6 +401,7 @@ mod offline_scenarios {
             tools: &env.tools,
             ctx: &env.ctx,
             config: &config,
+            approver: None,
         };
         let mut calls = Vec::new();
         let result = turn
@@ -507,6 +509,7 @@ mod offline_scenarios {
             tools: &env.tools,
             ctx: &env.ctx,
             config: &config,
+            approver: None,
         };
         let result = turn.run("", &[], "退款 时效 多久到账？", &mut |_| {}).await;
         let text = final_text(&result);

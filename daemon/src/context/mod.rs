@@ -1,7 +1,9 @@
 //! Context hygiene: tool results over the limit keep their head and tail
 //! around a `[… N characters truncated …]` marker (the caller stores the
 //! full text as an artifact); token estimates for text the provider has not
-//! counted (chars / 4).
+//! counted (chars / 4); compaction ([`compact`]).
+
+pub mod compact;
 
 /// Default `maxToolResultChars`.
 pub const DEFAULT_MAX_TOOL_RESULT_CHARS: usize = 12_000;

@@ -17,6 +17,8 @@ pub const API_VERSION: &str = "2023-06-01";
 const DEFAULT_MAX_TOKENS: u32 = 4096;
 
 pub struct AnthropicProvider {
+    /// `anthropic`, or the name of a config provider speaking this wire.
+    pub(crate) provider: String,
     pub(crate) model: String,
     pub(crate) base_url: String,
     pub(crate) api_key: String,
@@ -36,7 +38,7 @@ impl std::fmt::Debug for AnthropicProvider {
 
 impl ModelProvider for AnthropicProvider {
     fn name(&self) -> String {
-        format!("anthropic/{}", self.model)
+        format!("{}/{}", self.provider, self.model)
     }
 
     fn stream(&self, mut request: ModelRequest) -> ModelStream {

@@ -129,6 +129,15 @@ pub struct Usage {
     pub cache_write_tokens: u64,
 }
 
+impl Usage {
+    pub fn add(&mut self, u: &Usage) {
+        self.input_tokens += u.input_tokens;
+        self.output_tokens += u.output_tokens;
+        self.cache_read_tokens += u.cache_read_tokens;
+        self.cache_write_tokens += u.cache_write_tokens;
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StopReason {
     EndTurn,
@@ -190,7 +199,7 @@ pub enum ModelError {
     #[error("{provider} stream broke: {message}")]
     Stream { provider: String, message: String },
     #[error(
-        "unknown model {0:?}: use offline, openai/<model>, anthropic/<model>, ollama/<model>, vllm/<model> or openrouter/<model>"
+        "unknown model {0:?}: use offline, openai/<model>, anthropic/<model>, ollama/<model>, vllm/<model>, openrouter/<model> or <name>/<model> for a provider named in config `providers`"
     )]
     UnknownModel(String),
 }

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use super::{
     Message, ModelEvent, ModelProvider, ModelRequest, ModelStream, StopReason, ToolCall, Usage,
 };
-use crate::context::{estimate_tokens, parse_rfc3339};
+use crate::context::{compact, estimate_tokens, parse_rfc3339};
 
 /// Everything the offline model says starts with this.
 pub const MARK: &str = "[offline model]";
@@ -146,9 +146,13 @@ impl<'a> State<'a> {
 
 fn respond(req: &ModelRequest) -> Vec<ModelEvent> {
     let state = State::of(&req.messages);
-    let (text, call) = match ticket_id(state.user) {
-        Some(id) => triage_step(req, &state, &id),
-        None => question_step(&state),
+    let (text, call) = if req.system == compact::SUMMARY_SYSTEM {
+        (Some(compact::offline_summary(state.user)), None)
+    } else {
+        match ticket_id(state.user) {
+            Some(id) => triage_step(req, &state, &id),
+            None => question_step(&state),
+        }
     };
     let mut events = Vec::new();
     let output_chars = text.as_ref().map(|t| t.len()).unwrap_or(0)

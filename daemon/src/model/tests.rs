@@ -110,7 +110,7 @@ fn provider(kind: &str, base: &str) -> Arc<dyn ModelProvider> {
         "ANTHROPIC_API_KEY" => Some("ant-test-secret".into()),
         _ => None,
     };
-    match resolve(kind, &env, fast_retry()).unwrap() {
+    match resolve(kind, &[], &env, fast_retry()).unwrap() {
         ModelChoice::Remote(p) => p,
         ModelChoice::Offline => panic!("expected a remote provider"),
     }
@@ -493,29 +493,89 @@ fn tool_results_merge_into_one_user_turn_for_anthropic() {
 }
 
 #[test]
+fn config_providers_set_base_urls_and_key_variables() {
+    use super::catalog::{ProviderSpec, Wire};
+    let providers = [
+        ProviderSpec {
+            name: "local".into(),
+            wire: Wire::OpenAi,
+            base_url: Some("http://127.0.0.1:9/v1".into()),
+            api_key_env: None,
+        },
+        ProviderSpec {
+            name: "corp".into(),
+            wire: Wire::Anthropic,
+            base_url: Some("http://127.0.0.1:9".into()),
+            api_key_env: Some("CORP_KEY".into()),
+        },
+        ProviderSpec {
+            name: "openai".into(),
+            wire: Wire::OpenAi,
+            base_url: Some("http://proxy.internal/v1".into()),
+            api_key_env: Some("PROXY_KEY".into()),
+        },
+    ];
+    let none = |_: &str| None;
+    let local = resolve("local/qwen", &providers, &none, fast_retry())
+        .ok()
+        .unwrap();
+    assert_eq!(local.name(), "local/qwen");
+    let ModelChoice::Remote(p) = local else {
+        panic!()
+    };
+    assert!(format!("{p:?}").contains("http://127.0.0.1:9/v1"));
+    // A key variable named in config is required, and named in the error.
+    let err = resolve("corp/claude", &providers, &none, fast_retry())
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("CORP_KEY"), "{err}");
+    let corp_key = |k: &str| (k == "CORP_KEY").then(|| "k".to_string());
+    let corp = resolve("corp/claude", &providers, &corp_key, fast_retry())
+        .ok()
+        .unwrap();
+    assert_eq!(corp.name(), "corp/claude");
+    // Overriding a built-in: the config's base URL and key variable win.
+    let openai_key = |k: &str| (k == "OPENAI_API_KEY").then(|| "k".to_string());
+    let err = resolve("openai/gpt-4o", &providers, &openai_key, fast_retry())
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("PROXY_KEY"), "{err}");
+    let proxy_key = |k: &str| (k == "PROXY_KEY").then(|| "k".to_string());
+    let ModelChoice::Remote(p) = resolve("openai/gpt-4o", &providers, &proxy_key, fast_retry())
+        .ok()
+        .unwrap()
+    else {
+        panic!()
+    };
+    assert!(format!("{p:?}").contains("http://proxy.internal/v1"));
+}
+
+#[test]
 fn the_catalog_reads_keys_from_the_environment_only() {
     let none = |_: &str| None;
     assert!(matches!(
-        resolve("offline", &none, fast_retry()),
+        resolve("offline", &[], &none, fast_retry()),
         Ok(ModelChoice::Offline)
     ));
     assert!(matches!(
-        resolve("", &none, fast_retry()),
+        resolve("", &[], &none, fast_retry()),
         Ok(ModelChoice::Offline)
     ));
-    let err = resolve("openai/gpt-4o", &none, fast_retry()).err().unwrap();
+    let err = resolve("openai/gpt-4o", &[], &none, fast_retry())
+        .err()
+        .unwrap();
     assert_eq!(
         err.to_string(),
         "openai: no API key; set OPENAI_API_KEY in the daemon's environment"
     );
-    assert!(resolve("anthropic/claude", &none, fast_retry()).is_err());
+    assert!(resolve("anthropic/claude", &[], &none, fast_retry()).is_err());
     // Local servers need no key; the model name may contain slashes.
-    let ollama = resolve("ollama/qwen2.5:7b", &none, fast_retry())
+    let ollama = resolve("ollama/qwen2.5:7b", &[], &none, fast_retry())
         .ok()
         .unwrap();
     assert_eq!(ollama.name(), "ollama/qwen2.5:7b");
     let key = |k: &str| (k == "OPENROUTER_API_KEY").then(|| "or-secret".to_string());
-    let or = resolve("openrouter/anthropic/claude-3.5", &key, fast_retry())
+    let or = resolve("openrouter/anthropic/claude-3.5", &[], &key, fast_retry())
         .ok()
         .unwrap();
     assert_eq!(or.name(), "openrouter/anthropic/claude-3.5");
@@ -526,11 +586,11 @@ fn the_catalog_reads_keys_from_the_environment_only() {
         "{debug}"
     );
     assert!(matches!(
-        resolve("gemini/x", &none, fast_retry()),
+        resolve("gemini/x", &[], &none, fast_retry()),
         Err(ModelError::UnknownModel(_))
     ));
     assert!(matches!(
-        resolve("openai", &none, fast_retry()),
+        resolve("openai", &[], &none, fast_retry()),
         Err(ModelError::UnknownModel(_))
     ));
 }

@@ -30,27 +30,35 @@ impl Events for EventsService {
                 req.stream_prefix.len()
             )));
         }
-        let mut subscription = self.shared.store.subscribe(SubscriptionOptions {
-            from_sequence: req.from_sequence,
-            stream_prefix: req.stream_prefix,
-            follow: req.follow,
-        });
-        let mut stopping = self.shared.stopping.clone();
-        let stream = stream_from(move |tx| async move {
-            loop {
-                let next = tokio::select! {
-                    next = subscription.recv() => next,
-                    _ = stopping.wait_for(|s| *s) => None,
-                };
-                let Some(item) = next else { return };
-                let item = item
-                    .map(|event| Event::clone(&event))
-                    .map_err(IntoStatus::into_status);
-                if tx.send(item).await.is_err() {
-                    return;
-                }
-            }
-        });
-        Ok(Response::new(stream))
+        Ok(Response::new(subscribe(
+            &self.shared,
+            SubscriptionOptions {
+                from_sequence: req.from_sequence,
+                stream_prefix: req.stream_prefix,
+                follow: req.follow,
+            },
+        )))
     }
+}
+
+/// A catch-up subscription as a response stream that ends when the daemon
+/// stops (shared by `Events.Subscribe` and `Approvals.Watch`).
+pub(super) fn subscribe(shared: &Shared, options: SubscriptionOptions) -> ResponseStream<Event> {
+    let mut subscription = shared.store.subscribe(options);
+    let mut stopping = shared.stopping.clone();
+    stream_from(move |tx| async move {
+        loop {
+            let next = tokio::select! {
+                next = subscription.recv() => next,
+                _ = stopping.wait_for(|s| *s) => None,
+            };
+            let Some(item) = next else { return };
+            let item = item
+                .map(|event| Event::clone(&event))
+                .map_err(IntoStatus::into_status);
+            if tx.send(item).await.is_err() {
+                return;
+            }
+        }
+    })
 }

@@ -1,6 +1,7 @@
 //! The gRPC surface: tonic services, request validation, error mapping and
 //! the peer-credential check. No business logic lives here.
 
+mod approvals_svc;
 mod daemon_svc;
 mod events_svc;
 mod knowledge_svc;
@@ -15,6 +16,7 @@ use std::time::Instant;
 
 use tinycode_shared::paths::Layout;
 use tinycode_shared::proto::FILE_DESCRIPTOR_SET;
+use tinycode_shared::proto::approvals_server::ApprovalsServer;
 use tinycode_shared::proto::daemon_server::DaemonServer;
 use tinycode_shared::proto::events_server::EventsServer;
 use tinycode_shared::proto::knowledge_server::KnowledgeServer;
@@ -78,6 +80,9 @@ where
     health_reporter
         .set_serving::<SessionsServer<sessions_svc::SessionsService>>()
         .await;
+    health_reporter
+        .set_serving::<ApprovalsServer<approvals_svc::ApprovalsService>>()
+        .await;
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -105,6 +110,9 @@ where
             shared.clone(),
         )))
         .add_service(SessionsServer::new(sessions_svc::SessionsService::new(
+            shared.clone(),
+        )))
+        .add_service(ApprovalsServer::new(approvals_svc::ApprovalsService::new(
             shared,
         )))
         .serve_with_incoming_shutdown(incoming, stop)

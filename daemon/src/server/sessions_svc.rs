@@ -39,9 +39,12 @@ impl SessionsService {
             created_sequence: s.created_sequence,
             last_sequence: s.last_sequence,
             messages: s.message_count(),
-            turns: s.turns.len() as u64,
+            turns: s.next_turn() - 1,
             running: running != 0,
             queued: queued as u32,
+            context_tokens: s.context_tokens(),
+            compacted_before_turn: s.compacted_before,
+            pending_approvals: s.pending_approvals(),
         }
     }
 }
@@ -55,12 +58,13 @@ impl IntoStatus for SessionError {
                 Status::invalid_argument(message)
             }
             SessionError::Model { .. } => Status::failed_precondition(message),
+            SessionError::Approval(e) => e.into_status(),
             SessionError::Store(e) => e.into_status(),
         }
     }
 }
 
-fn client_ref<T>(request: &Request<T>) -> ClientRef {
+pub(super) fn client_ref<T>(request: &Request<T>) -> ClientRef {
     let peer = Peer::of(request);
     ClientRef {
         name: peer.client_name,
@@ -187,11 +191,23 @@ impl SessionsApi for SessionsService {
 
     async fn compact(
         &self,
-        _request: Request<CompactSessionRequest>,
+        request: Request<CompactSessionRequest>,
     ) -> Result<Response<CompactSessionResponse>, Status> {
-        Err(Status::unimplemented(
-            "session compaction is not built yet; long sessions keep their full history for now",
-        ))
+        let by = client_ref(&request);
+        let req = request.into_inner();
+        let c = self
+            .sessions()
+            .compact(&req.session_id, by)
+            .await
+            .map_err(IntoStatus::into_status)?;
+        Ok(Response::new(CompactSessionResponse {
+            compacted: c.compacted,
+            summarized_messages: c.summarized_messages,
+            tokens_before: c.tokens_before,
+            tokens_after: c.tokens_after,
+            first_kept_turn: c.first_kept_turn,
+            sequence: c.sequence,
+        }))
     }
 
     type AttachStream = ResponseStream<SessionUpdate>;

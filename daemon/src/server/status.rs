@@ -46,6 +46,19 @@ impl IntoStatus for DomainError {
     }
 }
 
+impl IntoStatus for crate::approvals::ApprovalError {
+    fn into_status(self) -> Status {
+        use crate::approvals::ApprovalError as E;
+        let message = self.to_string();
+        match self {
+            E::NotFound(_) | E::RuleNotFound(_) => Status::not_found(message),
+            E::AlreadyDecided { .. } | E::Cancelled { .. } => Status::failed_precondition(message),
+            E::NoDecision => Status::invalid_argument(message),
+            E::Store(e) => e.into_status(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,32 +6,126 @@ use std::sync::atomic::Ordering;
 
 use tinycode_shared::proto::event::Payload;
 use tinycode_shared::proto::{
-    AssistantMessageAdded, ModelUsage, ToolCallFinished, ToolCallRef, TurnCompleted,
-    TurnOutcome as Outcome, TurnStarted,
+    AssistantMessageAdded, ClientRef, ModelUsage, SessionCompacted, ToolCallFinished, ToolCallRef,
+    TurnCompleted, TurnOutcome as Outcome, TurnStarted,
 };
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
-use super::{Live, Sessions, session_stream};
+use super::approver::SessionApprover;
+use super::{Live, SessionError, Sessions, session_stream};
 use crate::agent::{Turn, TurnConfig, TurnEvent, TurnOutcome, prompt};
+use crate::context::compact;
 use crate::model::catalog::resolve;
-use crate::model::{Message, RetryPolicy, ToolCall};
+use crate::model::{Message, ModelProvider, RetryPolicy, ToolCall, Usage};
 use crate::permissions::RunPolicy;
 use crate::store::ExpectedVersion;
 use crate::tools::ToolContext;
+
+/// What a session's actor does, one at a time, in the order received.
+pub(crate) enum Job {
+    Turn(u64),
+    /// Continue a turn a restart interrupted while an approval was pending.
+    Resume(u64),
+    /// Summarise older turns now (the Compact RPC).
+    Compact {
+        by: ClientRef,
+        reply: oneshot::Sender<Result<Compacted, SessionError>>,
+    },
+}
 
 pub(super) async fn run(
     sessions: Arc<Sessions>,
     id: String,
     live: Arc<Live>,
-    mut jobs: mpsc::UnboundedReceiver<u64>,
+    mut jobs: mpsc::UnboundedReceiver<Job>,
 ) {
-    while let Some(turn) = jobs.recv().await {
-        live.queued.fetch_sub(1, Ordering::AcqRel);
-        live.cancel.send_replace(false);
-        live.running.store(turn, Ordering::Release);
-        run_turn(&sessions, &id, &live, turn).await;
-        live.running.store(0, Ordering::Release);
+    while let Some(job) = jobs.recv().await {
+        match job {
+            Job::Turn(turn) | Job::Resume(turn) => {
+                let resume = matches!(job, Job::Resume(_));
+                live.queued.fetch_sub(1, Ordering::AcqRel);
+                live.cancel.send_replace(false);
+                live.running.store(turn, Ordering::Release);
+                run_turn(&sessions, &id, &live, turn, resume).await;
+                live.running.store(0, Ordering::Release);
+            }
+            Job::Compact { by, reply } => {
+                let done = compact(&sessions, &id, &live, None, Some(by)).await;
+                let _ = reply.send(done);
+            }
+        }
     }
+}
+
+fn provider_for(sessions: &Sessions, model: &str) -> Result<Arc<dyn ModelProvider>, SessionError> {
+    resolve(
+        model,
+        &sessions.defaults.providers,
+        &|k| std::env::var(k).ok(),
+        RetryPolicy::default(),
+    )
+    .map(|c| c.provider())
+    .map_err(|e| SessionError::Model {
+        model: model.to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// Replace the turns before a user-message boundary with a summary. `turn`
+/// is the turn about to run (automatic compaction), `None` for a manual one
+/// between turns. Returns what was done (`compacted: false` when no turn
+/// is old enough).
+async fn compact(
+    sessions: &Sessions,
+    id: &str,
+    live: &Live,
+    turn: Option<u64>,
+    by: Option<ClientRef>,
+) -> Result<Compacted, SessionError> {
+    let state = sessions.get(id)?;
+    let limit = turn.unwrap_or_else(|| state.next_turn());
+    let keep = sessions.defaults.compaction.keep_recent_messages;
+    let Some(first_kept) = compact::cut_point(&state.turn_sizes(limit), limit, keep) else {
+        return Ok(Compacted::default());
+    };
+    let replaced = state.history_before(first_kept);
+    let provider = provider_for(sessions, &state.model)?;
+    let summary = compact::summarize(provider.as_ref(), &replaced)
+        .await
+        .map_err(|e| SessionError::Model {
+            model: state.model.clone(),
+            message: format!("compaction failed, the history was kept: {e}"),
+        })?;
+    let tokens_before = state.context_tokens();
+    let mut probe = state.clone();
+    let compacted = SessionCompacted {
+        summary,
+        first_kept_turn: first_kept,
+        summarized_messages: replaced.len() as u32,
+        tokens_before,
+        tokens_after: 0,
+        manual: by.is_some(),
+        by,
+    };
+    probe.apply(&tinycode_shared::proto::Event {
+        payload: Some(Payload::SessionCompacted(compacted.clone())),
+        ..Default::default()
+    });
+    let compacted = SessionCompacted {
+        tokens_after: probe.context_tokens(),
+        ..compacted
+    };
+    let report = Compacted {
+        compacted: true,
+        summarized_messages: compacted.summarized_messages,
+        tokens_before,
+        tokens_after: compacted.tokens_after,
+        first_kept_turn: first_kept,
+        sequence: 0,
+    };
+    let sequence = append(sessions, live, id, Payload::SessionCompacted(compacted)).await?;
+    tracing::info!(session = %id, first_kept, tokens_before, tokens_after = report.tokens_after, "compacted");
+    Ok(Compacted { sequence, ..report })
 }
 
 fn call_ref(c: &ToolCall) -> ToolCallRef {
@@ -56,6 +150,7 @@ fn payload(turn: u64, step: u32, message: &Message) -> Option<Payload> {
             tool_calls: tool_calls.iter().map(call_ref).collect(),
             step,
             turn,
+            usage: None,
         })),
         Message::ToolResult {
             call_id,
@@ -77,40 +172,74 @@ fn payload(turn: u64, step: u32, message: &Message) -> Option<Payload> {
     }
 }
 
+/// What a compaction did (the Compact RPC's answer).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Compacted {
+    pub compacted: bool,
+    pub summarized_messages: u32,
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+    pub first_kept_turn: u64,
+    pub sequence: u64,
+}
+
 /// What the turn's writer handles, in order.
-enum Write {
+pub(super) enum Write {
     Store(Box<Payload>),
+    /// Store, then say so (an approval request is durable before the wait).
+    StoreAck(Box<Payload>, oneshot::Sender<()>),
     Delta(&'static str, String),
 }
 
-async fn append(sessions: &Sessions, live: &Live, id: &str, p: Payload) {
-    let appended = sessions
+/// Store one event of the session, fold it and publish it; returns its
+/// sequence.
+async fn append(
+    sessions: &Sessions,
+    live: &Live,
+    id: &str,
+    p: Payload,
+) -> Result<u64, SessionError> {
+    let events = sessions
         .store
         .append(&session_stream(id), ExpectedVersion::Any, vec![p])
-        .await;
-    match appended {
-        Ok(events) => {
-            sessions.fold(id, &events);
-            live.publish(&events);
-        }
-        Err(e) => tracing::error!(session = %id, error = %e, "could not store a session event"),
-    }
+        .await
+        .inspect_err(
+            |e| tracing::error!(session = %id, error = %e, "could not store a session event"),
+        )?;
+    sessions.fold(id, &events);
+    live.publish(&events);
+    Ok(events.last().map_or(0, |e| e.sequence))
 }
 
-async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u64) {
-    append(
-        sessions,
-        live,
-        id,
-        Payload::TurnStarted(TurnStarted { turn }),
-    )
-    .await;
+async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u64, resume: bool) {
+    if !resume {
+        let _ = append(
+            sessions,
+            live,
+            id,
+            Payload::TurnStarted(TurnStarted { turn }),
+        )
+        .await;
+    }
     let Ok(state) = sessions.get(id) else { return };
-    let user = state
-        .turns
-        .get(&turn)
-        .map(|t| t.user.clone())
-        .unwrap_or_default();
+    let state = if !resume && state.context_tokens() > sessions.defaults.compaction.above_tokens {
+        match compact(sessions, id, live, Some(turn), None).await {
+            Ok(_) => sessions.get(id).unwrap_or(state),
+            Err(e) => {
+                tracing::warn!(session = %id, error = %e, "automatic compaction failed; the turn runs on the full history");
+                state
+            }
+        }
+    } else {
+        state
+    };
+    let record = state.turns.get(&turn).cloned().unwrap_or_default();
+    let so_far: Vec<Message> = std::iter::once(Message::User {
+        text: record.user.clone(),
+    })
+    .chain(if resume { record.messages } else { Vec::new() })
+    .collect();
+    let prior = so_far.len();
     let history = state.history_before(turn);
     let complete = |outcome: Outcome, error: String| {
         Payload::TurnCompleted(TurnCompleted {
@@ -120,18 +249,13 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
             ..TurnCompleted::default()
         })
     };
-    let choice = match resolve(
-        &state.model,
-        &|k| std::env::var(k).ok(),
-        RetryPolicy::default(),
-    ) {
-        Ok(c) => c,
+    let provider = match provider_for(sessions, &state.model) {
+        Ok(p) => p,
         Err(e) => {
-            append(sessions, live, id, complete(Outcome::Failed, e.to_string())).await;
+            let _ = append(sessions, live, id, complete(Outcome::Failed, e.to_string())).await;
             return;
         }
     };
-    let provider = choice.provider();
     let system = prompt::system_prompt(
         &sessions.workspace,
         &sessions.skills,
@@ -166,22 +290,37 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
         tokio::spawn(async move {
             while let Some(w) = rx.recv().await {
                 match w {
-                    Write::Store(p) => append(&sessions, &live, &id, *p).await,
+                    Write::Store(p) => {
+                        let _ = append(&sessions, &live, &id, *p).await;
+                    }
+                    Write::StoreAck(p, ack) => {
+                        let _ = append(&sessions, &live, &id, *p).await;
+                        let _ = ack.send(());
+                    }
                     Write::Delta(kind, text) => live.emit(turn, kind, &text),
                 }
             }
         })
+    };
+    let approver = SessionApprover {
+        sessions: Arc::clone(sessions),
+        session: id.to_string(),
+        turn,
+        mode: state.approve.clone(),
+        writer: tx.clone(),
+        timeout: sessions.defaults.approval_timeout,
     };
     let runner = Turn {
         provider: provider.as_ref(),
         tools: &sessions.tools,
         ctx: &ctx,
         config: &config,
+        approver: Some(&approver),
     };
     let mut step = 0u32;
     let mut stored = 0usize;
     let result = runner
-        .run(&system, &history, &user, &mut |event| match event {
+        .resume(&system, &history, so_far, &mut |event| match event {
             TurnEvent::StepStarted { step: s } => step = s,
             TurnEvent::TextDelta(t) => {
                 let _ = tx.send(Write::Delta("text", t));
@@ -189,9 +328,12 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
             TurnEvent::ThinkingDelta(t) => {
                 let _ = tx.send(Write::Delta("thinking", t));
             }
-            TurnEvent::AssistantMessage(m) => {
+            TurnEvent::AssistantMessage(m, usage) => {
                 stored += 1;
-                if let Some(p) = payload(turn, step, &m) {
+                if let Some(mut p) = payload(turn, step, &m) {
+                    if let Payload::AssistantMessageAdded(a) = &mut p {
+                        a.usage = Some(model_usage(&usage));
+                    }
                     let _ = tx.send(Write::Store(Box::new(p)));
                 }
             }
@@ -225,11 +367,26 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
         .await;
     // What an interruption left unreported: the partial answer and the
     // results of calls that never ran, so the transcript stays whole.
-    for message in result.messages.iter().skip(1 + stored) {
+    for message in result.messages.iter().skip(prior + stored) {
         if let Some(p) = payload(turn, step, message) {
             let _ = tx.send(Write::Store(Box::new(p)));
         }
     }
+    // Approvals the turn no longer waits for are recorded as cancelled.
+    let why = match &result.outcome {
+        TurnOutcome::Cancelled => "the turn was cancelled".to_string(),
+        TurnOutcome::TimedOut => "the turn timed out".to_string(),
+        TurnOutcome::Failed(e) => format!("the turn failed: {e}"),
+        _ => "the turn ended".to_string(),
+    };
+    for approval in sessions.approvals.pending_of_turn(id, turn) {
+        if let Ok(Some(e)) = sessions.approvals.cancel(&approval, &why).await
+            && let Some(p) = e.payload.clone()
+        {
+            let _ = tx.send(Write::Store(Box::new(p)));
+        }
+    }
+    drop(approver);
     drop(tx);
     let _ = writer.await;
     let (outcome, error) = match &result.outcome {
@@ -240,8 +397,7 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
         TurnOutcome::TimedOut => (Outcome::TimedOut, String::new()),
         TurnOutcome::Failed(e) => (Outcome::Failed, e.clone()),
     };
-    let u = result.usage;
-    append(
+    let _ = append(
         sessions,
         live,
         id,
@@ -250,14 +406,18 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
             outcome: outcome as i32,
             steps: result.steps,
             tool_calls: result.tool_calls,
-            usage: Some(ModelUsage {
-                input_tokens: u.input_tokens,
-                output_tokens: u.output_tokens,
-                cache_read_tokens: u.cache_read_tokens,
-                cache_write_tokens: u.cache_write_tokens,
-            }),
+            usage: Some(model_usage(&result.usage)),
             error,
         }),
     )
     .await;
+}
+
+fn model_usage(u: &Usage) -> ModelUsage {
+    ModelUsage {
+        input_tokens: u.input_tokens,
+        output_tokens: u.output_tokens,
+        cache_read_tokens: u.cache_read_tokens,
+        cache_write_tokens: u.cache_write_tokens,
+    }
 }

@@ -6,7 +6,11 @@
 //! never cancels a turn; `cancel` does.
 
 mod actor;
+mod approver;
 pub mod state;
+
+pub use actor::Compacted;
+use actor::Job;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -20,6 +24,7 @@ use tinycode_shared::proto::{
 };
 use tokio::sync::{broadcast, mpsc, watch};
 
+use crate::approvals::Approvals;
 use crate::domain::desk::Desk;
 use crate::domain::ids::sanitize_id;
 use crate::skills::SkillRegistry;
@@ -48,6 +53,8 @@ pub enum SessionError {
     #[error("cannot use model {model:?}: {message}")]
     Model { model: String, message: String },
     #[error(transparent)]
+    Approval(#[from] crate::approvals::ApprovalError),
+    #[error(transparent)]
     Store(#[from] StoreError),
 }
 
@@ -61,6 +68,14 @@ pub struct TurnDefaults {
     pub timeout: Option<Duration>,
     /// `<state>/artifacts`: full results of truncated tool calls, per session.
     pub artifact_root: Option<PathBuf>,
+    /// Config `providers`.
+    pub providers: Vec<crate::model::catalog::ProviderSpec>,
+    pub compaction: crate::config::Compaction,
+    /// `approvalTimeoutSeconds` (None: wait forever).
+    pub approval_timeout: Option<Duration>,
+    /// How sessions created without a mode settle `ask`: config
+    /// `permissionMode` (`ask`, or `auto`).
+    pub approve: String,
 }
 
 /// What attached clients receive live, in the one order every client sees.
@@ -75,7 +90,7 @@ pub enum LiveUpdate {
 /// The live side of a session: its actor's queue and what attached
 /// clients need while a turn runs.
 pub(crate) struct Live {
-    jobs: mpsc::UnboundedSender<u64>,
+    jobs: mpsc::UnboundedSender<Job>,
     cancel: watch::Sender<bool>,
     /// Turn running now (0: none) and turns waiting.
     running: AtomicU64,
@@ -125,6 +140,7 @@ pub struct Sessions {
     pub(crate) desk: Arc<Desk>,
     pub(crate) skills: Arc<SkillRegistry>,
     pub(crate) tools: ToolRegistry,
+    pub(crate) approvals: Arc<Approvals>,
     pub(crate) workspace: PathBuf,
     pub(crate) defaults: TurnDefaults,
     states: Mutex<HashMap<String, SessionState>>,
@@ -139,6 +155,7 @@ impl Sessions {
         store: EventStore,
         desk: Arc<Desk>,
         skills: Arc<SkillRegistry>,
+        approvals: Arc<Approvals>,
         workspace: PathBuf,
         defaults: TurnDefaults,
     ) -> Result<Arc<Self>, SessionError> {
@@ -158,16 +175,25 @@ impl Sessions {
             desk,
             skills,
             tools: ToolRegistry::standard(),
+            approvals,
             workspace,
             defaults,
             states: Mutex::new(HashMap::new()),
             live: Mutex::new(HashMap::new()),
             counter: AtomicU64::new(0),
         });
+        // Approval events a crash kept from reaching the session's copy.
+        sessions.reconcile_approvals(&mut states).await?;
         // Turns a previous run left unfinished are recorded as interrupted,
-        // and the projection folds that record like any other event.
+        // and the projection folds that record like any other event — except
+        // a turn waiting for an approval, which resumes at that call.
+        let mut resume = Vec::new();
         for (id, state) in states.iter_mut() {
             for turn in state.unfinished() {
+                if !sessions.approvals.pending_of_turn(id, turn).is_empty() {
+                    resume.push((id.clone(), turn));
+                    continue;
+                }
                 let events = sessions
                     .store
                     .append(
@@ -190,7 +216,97 @@ impl Sessions {
         }
         let folded = states;
         *lock(&sessions.states) = folded;
+        for (id, turn) in resume {
+            tracing::info!(session = %id, turn, "resuming a turn that waits for an approval");
+            let live = sessions.live_for(&id)?;
+            live.queued.fetch_add(1, Ordering::AcqRel);
+            let _ = live.jobs.send(Job::Resume(turn));
+        }
         Ok(sessions)
+    }
+
+    /// Copy into each session the approval events its stream lacks (the
+    /// approval stream is written first; a crash may fall in between).
+    async fn reconcile_approvals(
+        &self,
+        states: &mut HashMap<String, SessionState>,
+    ) -> Result<(), SessionError> {
+        for info in self.approvals.list(true, "") {
+            let Some(request) = info.request.clone() else {
+                continue;
+            };
+            let Some(state) = states.get_mut(&request.session_id) else {
+                continue;
+            };
+            let seen = state
+                .approvals
+                .get(&request.approval_id)
+                .copied()
+                .unwrap_or(0);
+            let mut missing = Vec::new();
+            if seen == 0 {
+                missing.push(Payload::ApprovalRequested(request.clone()));
+            }
+            if seen < 2 {
+                if let Some(d) = info.decision.clone() {
+                    missing.push(Payload::ApprovalDecided(d));
+                } else if info.state == tinycode_shared::proto::ApprovalState::Cancelled as i32 {
+                    missing.push(Payload::ApprovalCancelled(
+                        tinycode_shared::proto::ApprovalCancelled {
+                            approval_id: request.approval_id.clone(),
+                            session_id: request.session_id.clone(),
+                            reason: info.cancelled_reason.clone(),
+                        },
+                    ));
+                }
+            }
+            if missing.is_empty() {
+                continue;
+            }
+            let events = self
+                .store
+                .append(
+                    &session_stream(&request.session_id),
+                    ExpectedVersion::Any,
+                    missing,
+                )
+                .await?;
+            for e in &events {
+                state.apply(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Decide an approval (the first decision wins) and copy the decision
+    /// into the asking session, where every attached client sees it.
+    pub async fn decide(
+        self: &Arc<Self>,
+        approval: &str,
+        decision: tinycode_shared::proto::ApprovalDecision,
+        reason: &str,
+        workspace_wide: bool,
+        by: ClientRef,
+    ) -> Result<tinycode_shared::proto::ApprovalInfo, SessionError> {
+        let (info, events) = self
+            .approvals
+            .decide(approval, decision, reason, workspace_wide, by)
+            .await?;
+        for e in events {
+            if let Some(p @ Payload::ApprovalDecided(_)) = e.payload.clone() {
+                let session = info
+                    .request
+                    .as_ref()
+                    .map(|r| r.session_id.clone())
+                    .unwrap_or_default();
+                self.record(&session, vec![p]).await?;
+            }
+        }
+        Ok(info)
+    }
+
+    pub fn approvals(&self) -> &Arc<Approvals> {
+        &self.approvals
     }
 
     fn new_id(&self) -> String {
@@ -210,12 +326,14 @@ impl Sessions {
         by: ClientRef,
     ) -> Result<SessionState, SessionError> {
         let approve = match approve {
-            "" | "deny" => "deny",
+            "" => self.defaults.approve.as_str(),
+            "ask" => "ask",
+            "deny" => "deny",
             "auto" => "auto",
             other => {
                 return Err(SessionError::Invalid {
                     field: "approve",
-                    problem: format!("must be auto or deny, got {other:?}"),
+                    problem: format!("must be ask, auto or deny, got {other:?}"),
                 });
             }
         };
@@ -227,6 +345,7 @@ impl Sessions {
         // Fail now, not at the first turn, when the model cannot be used.
         crate::model::catalog::resolve(
             &model,
+            &self.defaults.providers,
             &|k| std::env::var(k).ok(),
             crate::model::RetryPolicy::default(),
         )
@@ -462,12 +581,33 @@ impl Sessions {
         let queued =
             live.running.load(Ordering::Acquire) != 0 || live.queued.load(Ordering::Acquire) > 0;
         live.queued.fetch_add(1, Ordering::AcqRel);
-        let _ = live.jobs.send(turn);
+        let _ = live.jobs.send(Job::Turn(turn));
         Ok((
             events.first().map(|e| e.sequence).unwrap_or(0),
             turn,
             queued,
         ))
+    }
+
+    /// Summarise the older turns now, behind a running turn if there is one.
+    pub async fn compact(
+        self: &Arc<Self>,
+        raw: &str,
+        by: ClientRef,
+    ) -> Result<Compacted, SessionError> {
+        let id = self.get(raw)?.id;
+        let live = self.live_for(&id)?;
+        let (reply, done) = tokio::sync::oneshot::channel();
+        live.jobs
+            .send(Job::Compact { by, reply })
+            .map_err(|_| SessionError::Invalid {
+                field: "session_id",
+                problem: "names a session whose worker stopped".into(),
+            })?;
+        done.await.map_err(|_| SessionError::Invalid {
+            field: "session_id",
+            problem: "names a session whose worker stopped".into(),
+        })?
     }
 
     /// Cancel the running turn; `false` when none runs.

@@ -7,6 +7,7 @@ use tinycode_shared::proto::{ClientRef, Event, TurnStarted};
 use super::*;
 use crate::config::Config;
 use crate::domain::desk::tests::fixture_copy;
+use crate::model::Message;
 
 fn me() -> ClientRef {
     ClientRef {
@@ -23,15 +24,26 @@ fn defaults() -> TurnDefaults {
         max_tool_result_chars: 12_000,
         timeout: None,
         artifact_root: None,
+        providers: Vec::new(),
+        compaction: crate::config::Compaction::default(),
+        approval_timeout: None,
+        approve: "ask".into(),
     }
 }
 
 async fn open(ws: &std::path::Path, store: &EventStore) -> Arc<Sessions> {
+    open_with(ws, store, defaults()).await
+}
+
+async fn open_with(ws: &std::path::Path, store: &EventStore, d: TurnDefaults) -> Arc<Sessions> {
     let (desk, _) = Desk::open(store.clone(), ws, &Config::load(ws).unwrap())
         .await
         .unwrap();
     let skills = Arc::new(SkillRegistry::discover(ws).0);
-    Sessions::open(store.clone(), desk, skills, ws.to_path_buf(), defaults())
+    let approvals = crate::approvals::Approvals::open(store.clone())
+        .await
+        .unwrap();
+    Sessions::open(store.clone(), desk, skills, approvals, ws.to_path_buf(), d)
         .await
         .unwrap()
 }
@@ -275,5 +287,135 @@ async fn sessions_can_be_renamed_forked_and_deleted() {
     assert!(
         matches!(reopened.get(&s.id), Err(SessionError::Deleted(_))),
         "deletion survives restart"
+    );
+}
+
+#[tokio::test]
+async fn compaction_summarises_old_turns_at_a_user_boundary_and_survives_restart() {
+    let (tmp, ws) = fixture_copy();
+    let store = EventStore::open(&tmp.path().join("db")).unwrap();
+    let mut d = defaults();
+    d.compaction = crate::config::Compaction {
+        above_tokens: 300,
+        keep_recent_messages: 2,
+    };
+    let sessions = open_with(&ws, &store, d.clone()).await;
+    let s = sessions.create("", "offline", "deny", me()).await.unwrap();
+    for (n, text) in [
+        (1, "what is the refund policy?"),
+        (2, "triage T-1002"),
+        (3, "how long do refunds take?"),
+    ] {
+        sessions.send(&s.id, text, me()).await.unwrap();
+        until_done(&store, &s.id, n).await;
+    }
+    let total = sessions.get(&s.id).unwrap().message_count();
+    let events = sessions.stored(&s.id, 1, u64::MAX).unwrap();
+    let auto: Vec<_> = events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            Some(Payload::SessionCompacted(c)) => Some(c.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(auto.len(), 1, "compacted once, before turn 3");
+    assert_eq!(
+        auto[0].first_kept_turn, 2,
+        "cut at the user message of turn 2"
+    );
+    assert!(!auto[0].manual);
+    assert_eq!(
+        auto[0].summarized_messages, 4,
+        "turn 1: question, search, result, answer"
+    );
+    assert!(
+        auto[0]
+            .summary
+            .contains("user asked: what is the refund policy?"),
+        "{}",
+        auto[0].summary
+    );
+    assert!(auto[0].tokens_after < auto[0].tokens_before);
+    let state = sessions.get(&s.id).unwrap();
+    assert_eq!(state.turns.keys().copied().collect::<Vec<_>>(), [2, 3]);
+    let Message::User { text } = &state.history_before(3)[0] else {
+        panic!("the summary leads the history")
+    };
+    assert!(text.starts_with("<conversation-summary>\n"), "{text}");
+
+    // Manual compaction keeps the newest turn and summarises the summary too.
+    let c = sessions.compact(&s.id, me()).await.unwrap();
+    assert!(c.compacted);
+    assert_eq!(c.first_kept_turn, 3);
+    assert_eq!(
+        c.summarized_messages,
+        1 + 14,
+        "the old summary and turn 2 (user, 7 steps, 6 results)"
+    );
+    assert!(c.tokens_after < c.tokens_before, "{c:?}");
+    let after = sessions.get(&s.id).unwrap();
+    assert_eq!(
+        after.message_count(),
+        total,
+        "counts include summarised messages"
+    );
+    assert_eq!(after.next_turn(), 4);
+
+    // A restart loads from the last boundary; the log keeps everything.
+    drop(sessions);
+    let reopened = open_with(&ws, &store, d).await;
+    let state = reopened.get(&s.id).unwrap();
+    assert_eq!(state.compacted_before, 3);
+    assert_eq!(state.turns.keys().copied().collect::<Vec<_>>(), [3]);
+    assert_eq!(state.summary, after.summary);
+    assert_eq!(state.context_tokens(), after.context_tokens());
+    let users = reopened
+        .stored(&s.id, 1, u64::MAX)
+        .unwrap()
+        .iter()
+        .filter(|e| matches!(e.payload, Some(Payload::UserMessageAdded(_))))
+        .count();
+    assert_eq!(users, 3, "the full history stays in the log");
+    // Nothing left to summarise when only the newest turn is held.
+    assert!(!reopened.compact(&s.id, me()).await.unwrap().compacted);
+}
+
+#[tokio::test]
+async fn context_tokens_use_reported_usage_then_estimate_what_came_after() {
+    let mut state = SessionState::default();
+    let event = |payload| Event {
+        payload: Some(payload),
+        ..Default::default()
+    };
+    state.apply(&event(Payload::UserMessageAdded(UserMessageAdded {
+        text: "x".repeat(400),
+        from: None,
+        turn: 1,
+    })));
+    assert_eq!(state.context_tokens(), 100, "chars/4 before any usage");
+    state.apply(&event(Payload::AssistantMessageAdded(
+        tinycode_shared::proto::AssistantMessageAdded {
+            text: "ok".into(),
+            turn: 1,
+            usage: Some(tinycode_shared::proto::ModelUsage {
+                input_tokens: 1_000,
+                output_tokens: 20,
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    )));
+    assert_eq!(state.context_tokens(), 1_020, "the provider's count wins");
+    state.apply(&event(Payload::ToolCallFinished(
+        tinycode_shared::proto::ToolCallFinished {
+            content: "y".repeat(41),
+            turn: 1,
+            ..Default::default()
+        },
+    )));
+    assert_eq!(
+        state.context_tokens(),
+        1_031,
+        "plus chars/4 of what followed"
     );
 }

@@ -2,13 +2,18 @@
 //! an unknown key or a bad value stops the daemon with a message naming it.
 //! A missing file means the defaults.
 
+mod sections;
+
 use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use crate::model::catalog::ProviderSpec;
+
 pub const CONFIG_FILE: &str = ".tinycode/config.json";
 pub const DEFAULT_MAX_STEPS: u32 = 12;
-const KEYS: [&str; 7] = [
+const KEYS: [&str; 11] = [
     "knowledgeDir",
     "ticketsDir",
     "queues",
@@ -16,6 +21,10 @@ const KEYS: [&str; 7] = [
     "permissionMode",
     "model",
     "maxToolResultChars",
+    "providers",
+    "context",
+    "approvalTimeoutSeconds",
+    "autoTriage",
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +47,51 @@ pub struct Config {
     /// `provider/model`; empty means offline (unless $TINYCODE_MODEL).
     pub model: String,
     pub max_tool_result_chars: usize,
+    /// Custom base URLs and key variables (`providers`).
+    pub providers: Vec<ProviderSpec>,
+    /// `context.compactAboveTokens` / `context.keepRecentMessages`.
+    pub compaction: Compaction,
+    /// How long an approval waits for a human before it counts as denied;
+    /// `None` (the default) waits forever.
+    pub approval_timeout: Option<Duration>,
+    pub auto_triage: AutoTriage,
+}
+
+/// When and how much of a session's history is summarised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Compaction {
+    pub above_tokens: u64,
+    pub keep_recent_messages: usize,
+}
+
+impl Default for Compaction {
+    fn default() -> Self {
+        Self {
+            above_tokens: 100_000,
+            keep_recent_messages: 8,
+        }
+    }
+}
+
+/// The background triage worker (`autoTriage`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AutoTriage {
+    pub enabled: bool,
+    pub concurrency: usize,
+    /// The message each triage session starts with; `{id}` is the ticket id.
+    pub prompt: String,
+}
+
+pub const DEFAULT_TRIAGE_PROMPT: &str = "Triage ticket {id}: read it, search the knowledge base, classify it, escalate it if the escalation rules say so, route it to a queue, and summarise what you did.";
+
+impl Default for AutoTriage {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            concurrency: 2,
+            prompt: DEFAULT_TRIAGE_PROMPT.into(),
+        }
+    }
 }
 
 impl Default for Config {
@@ -50,6 +104,10 @@ impl Default for Config {
             permission_mode: PermissionMode::Ask,
             model: String::new(),
             max_tool_result_chars: crate::context::DEFAULT_MAX_TOOL_RESULT_CHARS,
+            providers: Vec::new(),
+            compaction: Compaction::default(),
+            approval_timeout: None,
+            auto_triage: AutoTriage::default(),
         }
     }
 }
@@ -172,6 +230,28 @@ impl Config {
                 }
             };
         }
+        if let Some(v) = obj.get("providers") {
+            config.providers = sections::providers(v).map_err(|p| bad("providers", p))?;
+        }
+        if let Some(v) = obj.get("context") {
+            config.compaction = sections::compaction(v).map_err(|p| bad("context", p))?;
+        }
+        if let Some(v) = obj.get("approvalTimeoutSeconds") {
+            config.approval_timeout = Some(
+                v.as_u64()
+                    .filter(|n| (1..=7 * 24 * 3600).contains(n))
+                    .map(Duration::from_secs)
+                    .ok_or_else(|| {
+                        bad(
+                            "approvalTimeoutSeconds",
+                            format!("must be a whole number of seconds from 1 to 604800, got {v}"),
+                        )
+                    })?,
+            );
+        }
+        if let Some(v) = obj.get("autoTriage") {
+            config.auto_triage = sections::auto_triage(v).map_err(|p| bad("autoTriage", p))?;
+        }
         Ok(config)
     }
 }
@@ -201,61 +281,4 @@ fn inside_workspace(dir: &str) -> Result<PathBuf, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse(text: &str) -> Result<Config, ConfigError> {
-        Config::parse(Path::new("c.json"), text)
-    }
-
-    #[test]
-    fn the_fixture_config_loads() {
-        let ws = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../shared/fixtures/tinycode-support-desk");
-        let c = Config::load(&ws).unwrap();
-        assert_eq!(c.queues, ["售后组", "物流组", "技术支持"]);
-        assert_eq!(c.max_steps_per_turn, 12);
-        assert_eq!(c.permission_mode, PermissionMode::Ask);
-        assert_eq!(c.tickets_dir, PathBuf::from("tickets"));
-    }
-
-    #[test]
-    fn missing_file_means_defaults() {
-        let tmp = tempfile::tempdir().unwrap();
-        assert_eq!(Config::load(tmp.path()).unwrap(), Config::default());
-    }
-
-    #[test]
-    fn bad_values_and_unknown_keys_are_named() {
-        let cases = [
-            (r#"{"colour": 1}"#, "unknown key `colour`"),
-            (
-                r#"{"maxStepsPerTurn": 0}"#,
-                "`maxStepsPerTurn` must be a whole number from 1 to 200",
-            ),
-            (r#"{"maxStepsPerTurn": "12"}"#, "`maxStepsPerTurn`"),
-            (
-                r#"{"permissionMode": "yolo"}"#,
-                "`permissionMode` must be \"ask\" or \"auto\"",
-            ),
-            (r#"{"queues": "售后组"}"#, "`queues` must be a list"),
-            (r#"{"queues": ["a", "a"]}"#, "lists \"a\" twice"),
-            (r#"{"queues": [""]}"#, "`queues` must hold non-empty names"),
-            (
-                r#"{"ticketsDir": "../elsewhere"}"#,
-                "`ticketsDir` must be a relative path inside the workspace",
-            ),
-            (
-                r#"{"knowledgeDir": "/etc"}"#,
-                "`knowledgeDir` must be a relative path",
-            ),
-            ("[1]", "the top level must be an object"),
-            ("{", "not valid JSON"),
-        ];
-        for (text, expected) in cases {
-            let err = parse(text).unwrap_err().to_string();
-            assert!(err.contains(expected), "{text}: {err}");
-            assert!(err.starts_with("c.json"), "names the file: {err}");
-        }
-    }
-}
+mod tests;

@@ -1,0 +1,288 @@
+//! `tinycode approvals …`: the inbox of tool calls waiting for a human,
+//! across sessions. Deciding here resumes the waiting turn in the daemon.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::Subcommand;
+use tinycode_shared::proto::approvals_client::ApprovalsClient;
+use tinycode_shared::proto::{
+    ApprovalDecision, ApprovalInfo, ApprovalState, DecideApprovalRequest, GetApprovalRequest,
+    ListApprovalsRequest, ListRulesRequest, RevokeRuleRequest, WatchApprovalsRequest,
+};
+use tinycode_shared::render;
+
+use crate::{Ctx, output};
+
+#[derive(Subcommand, Debug)]
+pub enum ApprovalsAction {
+    /// Approvals waiting for a human (--all: decided and cancelled too).
+    List {
+        #[arg(long)]
+        all: bool,
+        #[arg(long)]
+        session: Option<String>,
+    },
+    /// One approval: the call, the reason, and a knowledge edit's diff.
+    Show { id: String },
+    /// Allow the call once (--always: remember for this tool).
+    Approve {
+        id: String,
+        /// Remember "always allow" for this tool (never for knowledge edits).
+        #[arg(long)]
+        always: bool,
+        /// With --always: for every session, not only this one.
+        #[arg(long, requires = "always")]
+        all_sessions: bool,
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
+    /// Refuse the call; the reason is given to the model.
+    Deny {
+        id: String,
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
+    /// Follow approval events live (Ctrl+C stops).
+    Watch {
+        /// Replay from this sequence first (default: only new events).
+        #[arg(long)]
+        from: Option<u64>,
+    },
+    /// Remembered "always allow" rules.
+    Rules {
+        #[arg(long)]
+        session: Option<String>,
+    },
+    /// Forget a remembered rule.
+    Revoke { rule_id: String },
+}
+
+fn state_name(state: i32) -> &'static str {
+    match ApprovalState::try_from(state).unwrap_or_default() {
+        ApprovalState::Pending => "pending",
+        ApprovalState::Allowed => "allowed",
+        ApprovalState::Denied => "denied",
+        ApprovalState::Cancelled => "cancelled",
+        ApprovalState::Unspecified => "?",
+    }
+}
+
+fn json(info: &ApprovalInfo) -> serde_json::Value {
+    render::message_json("tinycode.v1.ApprovalInfo", info)
+}
+
+/// The line that tells a person how to answer an approval.
+pub fn how_to_answer(id: &str) -> String {
+    render::how_to_answer(id)
+}
+
+/// A unified diff, coloured on a terminal.
+fn print_diff(diff: &str) {
+    let colour = std::io::stdout().is_terminal();
+    for line in diff.lines() {
+        let code = match line.chars().next() {
+            _ if !colour => "",
+            Some('+') if !line.starts_with("+++") => "\x1b[32m",
+            Some('-') if !line.starts_with("---") => "\x1b[31m",
+            Some('@') => "\x1b[36m",
+            _ => "",
+        };
+        if code.is_empty() {
+            println!("{line}");
+        } else {
+            println!("{code}{line}\x1b[0m");
+        }
+    }
+}
+
+fn show(info: &ApprovalInfo) {
+    let r = info.request.clone().unwrap_or_default();
+    let call = r.call.clone().unwrap_or_default();
+    println!("{}  {}", r.approval_id, state_name(info.state));
+    println!("session  {} (turn {})", r.session_id, r.turn);
+    println!("tool     {}", call.name);
+    println!("args     {}", call.arguments_json);
+    println!("why      {}", r.reason);
+    if !r.article_id.is_empty() {
+        println!("article  {}", r.article_id);
+        println!("rationale {}", r.rationale);
+        println!("before   {}", r.before_text);
+        println!("after    {}", r.after_text);
+        println!("diff     +{} −{}", r.added, r.removed);
+        print_diff(&r.diff);
+    }
+    if let Some(d) = &info.decision {
+        println!("{}", render::approval_decided_line(d));
+    } else if !info.cancelled_reason.is_empty() {
+        println!("cancelled: {}", info.cancelled_reason);
+    } else {
+        println!("{}", how_to_answer(&r.approval_id));
+    }
+}
+
+pub async fn run(ctx: &Ctx, action: ApprovalsAction) -> anyhow::Result<ExitCode> {
+    let mut client = ApprovalsClient::new(ctx.connect().await?);
+    match action {
+        ApprovalsAction::List { all, session } => {
+            let list = client
+                .list(ListApprovalsRequest {
+                    all,
+                    session_id: session.unwrap_or_default(),
+                })
+                .await?
+                .into_inner()
+                .approvals;
+            if ctx.json {
+                output::json_pretty(&serde_json::Value::Array(list.iter().map(json).collect()));
+                return Ok(ExitCode::SUCCESS);
+            }
+            if list.is_empty() {
+                println!("no approvals waiting");
+                return Ok(ExitCode::SUCCESS);
+            }
+            let rows: Vec<Vec<String>> = list
+                .iter()
+                .map(|a| {
+                    let r = a.request.clone().unwrap_or_default();
+                    let call = r.call.unwrap_or_default();
+                    vec![
+                        r.approval_id,
+                        state_name(a.state).into(),
+                        r.session_id,
+                        call.name,
+                        output::clip(&call.arguments_json, 50),
+                    ]
+                })
+                .collect();
+            print!(
+                "{}",
+                output::table(&["ID", "STATE", "SESSION", "TOOL", "ARGUMENTS"], &rows)
+            );
+        }
+        ApprovalsAction::Show { id } => {
+            let info = client
+                .get(GetApprovalRequest { approval_id: id })
+                .await?
+                .into_inner();
+            if ctx.json {
+                output::json_pretty(&json(&info));
+            } else {
+                show(&info);
+            }
+        }
+        ApprovalsAction::Approve {
+            id,
+            always,
+            all_sessions,
+            reason,
+        } => {
+            let decision = if always {
+                ApprovalDecision::AlwaysAllow
+            } else {
+                ApprovalDecision::AllowOnce
+            };
+            decide(ctx, &mut client, id, decision, reason, all_sessions).await?;
+        }
+        ApprovalsAction::Deny { id, reason } => {
+            decide(ctx, &mut client, id, ApprovalDecision::Deny, reason, false).await?;
+        }
+        ApprovalsAction::Watch { from } => {
+            // Without --from: only what happens from now on.
+            let from_sequence = match from {
+                Some(n) => n,
+                None => crate::events_cmd::head(ctx).await? + 1,
+            };
+            let mut events = client
+                .watch(WatchApprovalsRequest { from_sequence })
+                .await?
+                .into_inner();
+            while let Some(e) = events.message().await? {
+                if ctx.json {
+                    output::json_line(&render::message_json("tinycode.v1.Event", &e));
+                    continue;
+                }
+                if let Some(line) = e.payload.as_ref().and_then(render::session_line) {
+                    println!("{line}");
+                }
+            }
+        }
+        ApprovalsAction::Rules { session } => {
+            let rules = client
+                .list_rules(ListRulesRequest {
+                    session_id: session.unwrap_or_default(),
+                })
+                .await?
+                .into_inner()
+                .rules;
+            if ctx.json {
+                output::json_pretty(&serde_json::Value::Array(
+                    rules
+                        .iter()
+                        .map(|r| render::message_json("tinycode.v1.PermissionRule", r))
+                        .collect(),
+                ));
+            } else if rules.is_empty() {
+                println!("no remembered rules");
+            } else {
+                let rows: Vec<Vec<String>> = rules
+                    .iter()
+                    .map(|r| {
+                        vec![
+                            r.rule_id.clone(),
+                            r.tool.clone(),
+                            if r.session_id.is_empty() {
+                                "every session".into()
+                            } else {
+                                r.session_id.clone()
+                            },
+                            r.from_approval.clone(),
+                        ]
+                    })
+                    .collect();
+                print!(
+                    "{}",
+                    output::table(&["RULE", "TOOL", "SCOPE", "FROM"], &rows)
+                );
+            }
+        }
+        ApprovalsAction::Revoke { rule_id } => {
+            client
+                .revoke_rule(RevokeRuleRequest {
+                    rule_id: rule_id.clone(),
+                })
+                .await?;
+            if ctx.json {
+                output::json_pretty(&serde_json::json!({ "revoked": rule_id }));
+            } else {
+                println!("revoked {rule_id}");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn decide(
+    ctx: &Ctx,
+    client: &mut ApprovalsClient<tinycode_shared::client::DaemonChannel>,
+    id: String,
+    decision: ApprovalDecision,
+    reason: String,
+    workspace_wide: bool,
+) -> anyhow::Result<()> {
+    let info = client
+        .decide(DecideApprovalRequest {
+            approval_id: id,
+            decision: decision as i32,
+            reason,
+            workspace_wide,
+        })
+        .await?
+        .into_inner();
+    if ctx.json {
+        output::json_pretty(&json(&info));
+    } else if let Some(d) = &info.decision {
+        println!("{}", render::approval_decided_line(d));
+    }
+    Ok(())
+}

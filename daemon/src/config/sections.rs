@@ -1,0 +1,141 @@
+//! The nested sections of the config file: `providers`, `context`,
+//! `autoTriage`. Each returns a problem sentence naming the bad sub-key; the
+//! caller adds the file and the section.
+
+use serde_json::{Map, Value};
+
+use super::{AutoTriage, Compaction};
+use crate::model::catalog::{ProviderSpec, Wire};
+
+fn object<'a>(v: &'a Value, what: &str) -> Result<&'a Map<String, Value>, String> {
+    v.as_object()
+        .ok_or_else(|| format!("{what} must be an object, got {v}"))
+}
+
+fn known_keys(obj: &Map<String, Value>, known: &[&str], at: &str) -> Result<(), String> {
+    match obj.keys().find(|k| !known.contains(&k.as_str())) {
+        Some(k) => Err(format!(
+            "{at}has an unknown key `{k}` (known: {})",
+            known.join(", ")
+        )),
+        None => Ok(()),
+    }
+}
+
+fn text(obj: &Map<String, Value>, key: &str, at: &str) -> Result<Option<String>, String> {
+    match obj.get(key) {
+        None => Ok(None),
+        Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.trim().to_string())),
+        Some(other) => Err(format!(
+            "{at}`{key}` must be a non-empty string, got {other}"
+        )),
+    }
+}
+
+fn number(
+    obj: &Map<String, Value>,
+    key: &str,
+    range: std::ops::RangeInclusive<u64>,
+) -> Result<Option<u64>, String> {
+    match obj.get(key) {
+        None => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .filter(|n| range.contains(n))
+            .map(Some)
+            .ok_or_else(|| {
+                format!(
+                    "`{key}` must be a whole number from {} to {}, got {v}",
+                    range.start(),
+                    range.end()
+                )
+            }),
+    }
+}
+
+/// `"providers": {"local": {"type": "openai", "baseUrl": "…", "apiKeyEnv": "…"}}`
+pub fn providers(v: &Value) -> Result<Vec<ProviderSpec>, String> {
+    let mut out = Vec::new();
+    for (name, spec) in object(v, "the section")? {
+        let at = format!("provider {name:?}: ");
+        if name.is_empty() || name.contains('/') || name == "offline" {
+            return Err(format!(
+                "{at}a provider name must be non-empty, contain no `/` and not be `offline`"
+            ));
+        }
+        let spec = object(spec, &at)?;
+        known_keys(spec, &["type", "baseUrl", "apiKeyEnv"], &at)?;
+        let wire = match text(spec, "type", &at)?.as_deref() {
+            Some("openai") => Wire::OpenAi,
+            Some("anthropic") => Wire::Anthropic,
+            None if matches!(name.as_str(), "anthropic") => Wire::Anthropic,
+            None if matches!(name.as_str(), "openai" | "openrouter" | "ollama" | "vllm") => {
+                Wire::OpenAi
+            }
+            other => {
+                return Err(format!(
+                    "{at}`type` must be \"openai\" or \"anthropic\", got {other:?}"
+                ));
+            }
+        };
+        let base_url = text(spec, "baseUrl", &at)?;
+        if let Some(url) = &base_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err(format!(
+                "{at}`baseUrl` must start with http:// or https://, got {url:?}"
+            ));
+        }
+        let api_key_env = text(spec, "apiKeyEnv", &at)?;
+        if let Some(var) = &api_key_env
+            && !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            return Err(format!(
+                "{at}`apiKeyEnv` names an environment variable (the key itself never goes in the config), got {var:?}"
+            ));
+        }
+        out.push(ProviderSpec {
+            name: name.clone(),
+            wire,
+            base_url,
+            api_key_env,
+        });
+    }
+    Ok(out)
+}
+
+/// `"context": {"compactAboveTokens": 100000, "keepRecentMessages": 8}`
+pub fn compaction(v: &Value) -> Result<Compaction, String> {
+    let obj = object(v, "the section")?;
+    known_keys(obj, &["compactAboveTokens", "keepRecentMessages"], "")?;
+    let mut c = Compaction::default();
+    if let Some(n) = number(obj, "compactAboveTokens", 1_000..=10_000_000)? {
+        c.above_tokens = n;
+    }
+    if let Some(n) = number(obj, "keepRecentMessages", 0..=1_000)? {
+        c.keep_recent_messages = n as usize;
+    }
+    Ok(c)
+}
+
+/// `"autoTriage": {"enabled": true, "concurrency": 2, "prompt": "…{id}…"}`
+pub fn auto_triage(v: &Value) -> Result<AutoTriage, String> {
+    let obj = object(v, "the section")?;
+    known_keys(obj, &["enabled", "concurrency", "prompt"], "")?;
+    let mut t = AutoTriage::default();
+    match obj.get("enabled") {
+        None => {}
+        Some(Value::Bool(b)) => t.enabled = *b,
+        Some(other) => return Err(format!("`enabled` must be true or false, got {other}")),
+    }
+    if let Some(n) = number(obj, "concurrency", 1..=64)? {
+        t.concurrency = n as usize;
+    }
+    if let Some(prompt) = text(obj, "prompt", "")? {
+        if !prompt.contains("{id}") {
+            return Err("`prompt` must contain {id}, where the ticket id goes".into());
+        }
+        t.prompt = prompt;
+    }
+    Ok(t)
+}

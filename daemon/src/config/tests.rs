@@ -1,0 +1,123 @@
+use super::*;
+
+fn parse(text: &str) -> Result<Config, ConfigError> {
+    Config::parse(Path::new("c.json"), text)
+}
+
+#[test]
+fn the_fixture_config_loads() {
+    let ws =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/tinycode-support-desk");
+    let c = Config::load(&ws).unwrap();
+    assert_eq!(c.queues, ["售后组", "物流组", "技术支持"]);
+    assert_eq!(c.max_steps_per_turn, 12);
+    assert_eq!(c.permission_mode, PermissionMode::Ask);
+    assert_eq!(c.tickets_dir, PathBuf::from("tickets"));
+}
+
+#[test]
+fn missing_file_means_defaults() {
+    let tmp = tempfile::tempdir().unwrap();
+    assert_eq!(Config::load(tmp.path()).unwrap(), Config::default());
+}
+
+#[test]
+fn bad_values_and_unknown_keys_are_named() {
+    let cases = [
+        (r#"{"colour": 1}"#, "unknown key `colour`"),
+        (
+            r#"{"maxStepsPerTurn": 0}"#,
+            "`maxStepsPerTurn` must be a whole number from 1 to 200",
+        ),
+        (r#"{"maxStepsPerTurn": "12"}"#, "`maxStepsPerTurn`"),
+        (
+            r#"{"permissionMode": "yolo"}"#,
+            "`permissionMode` must be \"ask\" or \"auto\"",
+        ),
+        (r#"{"queues": "售后组"}"#, "`queues` must be a list"),
+        (r#"{"queues": ["a", "a"]}"#, "lists \"a\" twice"),
+        (r#"{"queues": [""]}"#, "`queues` must hold non-empty names"),
+        (
+            r#"{"ticketsDir": "../elsewhere"}"#,
+            "`ticketsDir` must be a relative path inside the workspace",
+        ),
+        (
+            r#"{"knowledgeDir": "/etc"}"#,
+            "`knowledgeDir` must be a relative path",
+        ),
+        ("[1]", "the top level must be an object"),
+        ("{", "not valid JSON"),
+    ];
+    for (text, expected) in cases {
+        let err = parse(text).unwrap_err().to_string();
+        assert!(err.contains(expected), "{text}: {err}");
+        assert!(err.starts_with("c.json"), "names the file: {err}");
+    }
+}
+
+#[test]
+fn nested_sections_parse_and_name_their_bad_keys() {
+    let c = parse(
+        r#"{"providers": {"local": {"type": "openai", "baseUrl": "http://127.0.0.1:8080/v1"},
+                          "anthropic": {"apiKeyEnv": "WORK_ANTHROPIC_KEY"}},
+            "context": {"compactAboveTokens": 5000, "keepRecentMessages": 4},
+            "approvalTimeoutSeconds": 600,
+            "autoTriage": {"enabled": true, "concurrency": 3}}"#,
+    )
+    .unwrap();
+    assert_eq!(c.providers.len(), 2);
+    let local = c.providers.iter().find(|p| p.name == "local").unwrap();
+    assert_eq!(local.base_url.as_deref(), Some("http://127.0.0.1:8080/v1"));
+    let anthropic = c.providers.iter().find(|p| p.name == "anthropic").unwrap();
+    assert_eq!(anthropic.wire, crate::model::catalog::Wire::Anthropic);
+    assert_eq!(anthropic.api_key_env.as_deref(), Some("WORK_ANTHROPIC_KEY"));
+    assert_eq!(c.compaction.above_tokens, 5000);
+    assert_eq!(c.compaction.keep_recent_messages, 4);
+    assert_eq!(
+        c.approval_timeout,
+        Some(std::time::Duration::from_secs(600))
+    );
+    assert!(c.auto_triage.enabled);
+    assert_eq!(c.auto_triage.concurrency, 3);
+    assert!(c.auto_triage.prompt.contains("{id}"));
+
+    let cases = [
+        (
+            r#"{"providers": {"x": {"baseUrl": "http://a"}}}"#,
+            "`type` must be",
+        ),
+        (
+            r#"{"providers": {"x": {"type": "openai", "apiKey": "sk-1"}}}"#,
+            "unknown key `apiKey`",
+        ),
+        (
+            r#"{"providers": {"x": {"type": "openai", "apiKeyEnv": "sk-live-123"}}}"#,
+            "the key itself never goes in the config",
+        ),
+        (
+            r#"{"providers": {"x": {"type": "openai", "baseUrl": "localhost"}}}"#,
+            "must start with http://",
+        ),
+        (
+            r#"{"context": {"compactAboveTokens": 10}}"#,
+            "`context` `compactAboveTokens` must be a whole number",
+        ),
+        (r#"{"context": {"keep": 1}}"#, "unknown key `keep`"),
+        (
+            r#"{"approvalTimeoutSeconds": 0}"#,
+            "`approvalTimeoutSeconds` must be",
+        ),
+        (
+            r#"{"autoTriage": {"enabled": "yes"}}"#,
+            "`enabled` must be true or false",
+        ),
+        (
+            r#"{"autoTriage": {"prompt": "triage it"}}"#,
+            "must contain {id}",
+        ),
+    ];
+    for (text, expected) in cases {
+        let err = parse(text).unwrap_err().to_string();
+        assert!(err.contains(expected), "{text}: {err}");
+    }
+}

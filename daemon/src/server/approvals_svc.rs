@@ -1,0 +1,118 @@
+use std::sync::Arc;
+
+use tinycode_shared::proto::approvals_server::Approvals as ApprovalsApi;
+use tinycode_shared::proto::{
+    ApprovalDecision, ApprovalInfo, DecideApprovalRequest, Event, GetApprovalRequest,
+    ListApprovalsRequest, ListApprovalsResponse, ListRulesRequest, ListRulesResponse,
+    RevokeRuleRequest, RevokeRuleResponse, WatchApprovalsRequest,
+};
+use tonic::{Request, Response, Status};
+
+use super::sessions_svc::client_ref;
+use super::validate;
+use super::{IntoStatus, ResponseStream, Shared};
+use crate::approvals::Approvals;
+use crate::store::SubscriptionOptions;
+
+pub struct ApprovalsService {
+    shared: Shared,
+}
+
+impl ApprovalsService {
+    pub fn new(shared: Shared) -> Self {
+        Self { shared }
+    }
+
+    fn approvals(&self) -> &Arc<Approvals> {
+        self.shared.sessions.approvals()
+    }
+}
+
+#[tonic::async_trait]
+impl ApprovalsApi for ApprovalsService {
+    async fn list(
+        &self,
+        request: Request<ListApprovalsRequest>,
+    ) -> Result<Response<ListApprovalsResponse>, Status> {
+        let req = request.into_inner();
+        validate::max_len("session_id", &req.session_id, 200)?;
+        Ok(Response::new(ListApprovalsResponse {
+            approvals: self.approvals().list(req.all, req.session_id.trim()),
+        }))
+    }
+
+    async fn get(
+        &self,
+        request: Request<GetApprovalRequest>,
+    ) -> Result<Response<ApprovalInfo>, Status> {
+        let req = request.into_inner();
+        validate::max_len("approval_id", &req.approval_id, 200)?;
+        self.approvals()
+            .get(&req.approval_id)
+            .map(Response::new)
+            .map_err(IntoStatus::into_status)
+    }
+
+    async fn decide(
+        &self,
+        request: Request<DecideApprovalRequest>,
+    ) -> Result<Response<ApprovalInfo>, Status> {
+        let by = client_ref(&request);
+        let req = request.into_inner();
+        validate::max_len("approval_id", &req.approval_id, 200)?;
+        validate::max_len("reason", &req.reason, 2000)?;
+        let decision = ApprovalDecision::try_from(req.decision).unwrap_or_default();
+        self.shared
+            .sessions
+            .decide(
+                &req.approval_id,
+                decision,
+                &req.reason,
+                req.workspace_wide,
+                by,
+            )
+            .await
+            .map(Response::new)
+            .map_err(IntoStatus::into_status)
+    }
+
+    type WatchStream = ResponseStream<Event>;
+
+    async fn watch(
+        &self,
+        request: Request<WatchApprovalsRequest>,
+    ) -> Result<Response<Self::WatchStream>, Status> {
+        let req = request.into_inner();
+        Ok(Response::new(super::events_svc::subscribe(
+            &self.shared,
+            SubscriptionOptions {
+                from_sequence: req.from_sequence,
+                stream_prefix: "approval-".into(),
+                follow: true,
+            },
+        )))
+    }
+
+    async fn list_rules(
+        &self,
+        request: Request<ListRulesRequest>,
+    ) -> Result<Response<ListRulesResponse>, Status> {
+        let req = request.into_inner();
+        Ok(Response::new(ListRulesResponse {
+            rules: self.approvals().rules(req.session_id.trim()),
+        }))
+    }
+
+    async fn revoke_rule(
+        &self,
+        request: Request<RevokeRuleRequest>,
+    ) -> Result<Response<RevokeRuleResponse>, Status> {
+        let by = client_ref(&request);
+        let req = request.into_inner();
+        self.approvals()
+            .revoke(req.rule_id.trim(), by)
+            .await
+            .map_err(IntoStatus::into_status)?;
+        Ok(Response::new(RevokeRuleResponse {}))
+    }
+}

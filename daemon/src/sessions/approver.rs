@@ -1,0 +1,173 @@
+//! How a session's turn settles an `ask`: remembered "always allow" rules,
+//! then the session's mode (`auto` allows, `deny` refuses without asking),
+//! then a durable approval that any client may decide. The request is
+//! stored (and copied into the session) before the turn waits; a resumed
+//! turn finds the approval its call already asked for instead of asking
+//! again.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+use tinycode_shared::proto::event::Payload;
+use tinycode_shared::proto::{ApprovalDecision, ApprovalRequested, ClientRef, ToolCallRef};
+use tokio::sync::{mpsc, oneshot};
+
+use super::Sessions;
+use super::actor::Write;
+use crate::agent::Approver;
+use crate::approvals::Verdict;
+use crate::model::ToolCall;
+use crate::permissions::{Decision, RunPolicy, decide};
+
+pub(super) struct SessionApprover {
+    pub sessions: Arc<Sessions>,
+    pub session: String,
+    pub turn: u64,
+    /// `ask`, `auto` or `deny`.
+    pub mode: String,
+    pub writer: mpsc::UnboundedSender<Write>,
+    pub timeout: Option<Duration>,
+}
+
+/// Who decides when nobody did within `approvalTimeoutSeconds`.
+fn timeout_client() -> ClientRef {
+    ClientRef {
+        name: "tinycoded (approvalTimeoutSeconds)".into(),
+        uid: 0,
+        pid: 0,
+    }
+}
+
+impl SessionApprover {
+    /// The stored request: the call, the rule's reason and, for knowledge
+    /// edits, the same diff the edit would apply.
+    fn request(&self, call: &ToolCall, reason: &str) -> Result<ApprovalRequested, String> {
+        let mut request = ApprovalRequested {
+            session_id: self.session.clone(),
+            turn: self.turn,
+            call: Some(ToolCallRef {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                arguments_json: call.raw_arguments.clone(),
+            }),
+            reason: reason.to_string(),
+            ..ApprovalRequested::default()
+        };
+        if call.name == "propose_knowledge_edit" {
+            let arg = |k: &str| {
+                call.arguments
+                    .get(k)
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string()
+            };
+            let plan = self
+                .sessions
+                .desk
+                .preview_article_edit(&arg("article_id"), &arg("old_text"), &arg("new_text"))
+                .map_err(|e| e.to_string())?;
+            request.article_id = arg("article_id");
+            request.rationale = arg("rationale");
+            request.before_text = arg("old_text");
+            request.after_text = arg("new_text");
+            request.diff = plan.diff;
+            request.added = plan.added;
+            request.removed = plan.removed;
+        }
+        Ok(request)
+    }
+
+    /// Store the request copy in the session through the turn's writer, so
+    /// it lands after the assistant message that made the call.
+    async fn copy_to_session(&self, payload: Payload) {
+        let (ack, stored) = oneshot::channel();
+        if self
+            .writer
+            .send(Write::StoreAck(Box::new(payload), ack))
+            .is_ok()
+        {
+            let _ = stored.await;
+        }
+    }
+
+    async fn ask(&self, call: &ToolCall, reason: &str) -> Decision {
+        let approvals = &self.sessions.approvals;
+        let id = match approvals.for_call(&self.session, self.turn, &call.id) {
+            Some(existing) => existing.request.unwrap_or_default().approval_id,
+            None => {
+                let request = match self.request(call, reason) {
+                    Ok(r) => r,
+                    Err(problem) => return Decision::Deny(problem),
+                };
+                let event = match approvals.request(request).await {
+                    Ok(e) => e,
+                    Err(e) => {
+                        return Decision::Deny(format!("the approval could not be recorded: {e}"));
+                    }
+                };
+                let Some(Payload::ApprovalRequested(r)) = event.payload.clone() else {
+                    return Decision::Deny("the approval could not be recorded".into());
+                };
+                let id = r.approval_id.clone();
+                self.copy_to_session(Payload::ApprovalRequested(r)).await;
+                tracing::info!(session = %self.session, approval = %id, tool = %call.name, "waiting for approval");
+                id
+            }
+        };
+        let verdict = match self.timeout {
+            None => approvals.wait(&id).await,
+            Some(limit) => match tokio::time::timeout(limit, approvals.wait(&id)).await {
+                Ok(v) => v,
+                Err(_) => {
+                    let reason = format!("nobody decided within {} s", limit.as_secs());
+                    let decided = self
+                        .sessions
+                        .decide(
+                            &id,
+                            ApprovalDecision::Deny,
+                            &reason,
+                            false,
+                            timeout_client(),
+                        )
+                        .await;
+                    match decided {
+                        // Someone decided at the last moment: theirs counts.
+                        Err(_) => approvals.wait(&id).await,
+                        Ok(_) => Ok(Verdict::Denied(reason)),
+                    }
+                }
+            },
+        };
+        match verdict {
+            Ok(Verdict::Allowed) => Decision::Allow,
+            Ok(Verdict::Denied(why)) => Decision::Deny(format!(
+                "not approved ({id}): {why}; continue without this action"
+            )),
+            Ok(Verdict::Cancelled(why)) => {
+                Decision::Deny(format!("approval {id} was cancelled: {why}"))
+            }
+            Err(e) => Decision::Deny(e.to_string()),
+        }
+    }
+}
+
+impl Approver for SessionApprover {
+    fn settle<'a>(&'a self, call: &'a ToolCall, reason: &'a str) -> BoxFuture<'a, Decision> {
+        Box::pin(async move {
+            if self
+                .sessions
+                .approvals
+                .remembered(&self.session, &call.name)
+            {
+                return Decision::Allow;
+            }
+            match self.mode.as_str() {
+                "auto" => decide(&call.name, &call.arguments, RunPolicy::Auto),
+                "deny" => decide(&call.name, &call.arguments, RunPolicy::Deny),
+                _ => self.ask(call, reason).await,
+            }
+        })
+    }
+}
