@@ -320,3 +320,34 @@ fn t1002_takes_the_allow_level_path_with_no_approval_asked() {
         (Some("物流"), Some("物流组"), Some(1))
     );
 }
+
+#[test]
+fn a_message_sent_while_a_turn_runs_is_queued_says_so_and_runs_next() {
+    // 200 chunks 30 ms apart: the first turn runs for about 6 s.
+    let mock = MockLlm::start(
+        vec![long_text(), text("second answer")],
+        Duration::from_millis(30),
+    );
+    let desk = desk_with(&mock);
+    let id = desk.ok(&["session", "new"]);
+    let id = id.split_whitespace().next().unwrap().to_string();
+    assert_eq!(desk.ok(&["session", "send", &id, "first"]).trim(), "turn 1");
+    assert!(wait_until(Duration::from_secs(20), || desk
+        .json(&["session", "list"])["sessions"][0]["running"]
+        == true));
+    assert_eq!(
+        desk.ok(&["session", "send", &id, "second"]).trim(),
+        "turn 2 (queued)"
+    );
+    let info = desk.json(&["session", "list"])["sessions"][0].clone();
+    assert_eq!(info["queued"], 1, "{info}");
+    let done = wait_until(Duration::from_secs(30), || {
+        desk.ok(&["session", "show", &id])
+            .contains("— turn 2 completed")
+    });
+    assert!(done);
+    let shown = desk.ok(&["session", "show", &id]);
+    let first = shown.find("— turn 1 completed").unwrap();
+    let second = shown.find("second answer").unwrap();
+    assert!(first < second, "turns ran in order: {shown}");
+}

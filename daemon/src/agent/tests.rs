@@ -328,6 +328,87 @@ async fn cancel_during_a_stream_is_distinct_from_a_timeout() {
     assert_eq!(result.outcome, TurnOutcome::TimedOut);
 }
 
+/// A tool that takes a long time (a slow external system).
+struct Slow;
+
+impl crate::tools::Tool for Slow {
+    fn name(&self) -> &str {
+        "slow_lookup"
+    }
+    fn description(&self) -> &str {
+        "takes ten seconds"
+    }
+    fn parameters(&self) -> serde_json::Value {
+        json!({"type": "object", "properties": {}})
+    }
+    fn execute<'a>(
+        &'a self,
+        _args: &'a serde_json::Value,
+        _ctx: &'a ToolContext,
+    ) -> futures::future::BoxFuture<'a, Result<ToolOutput, crate::tools::ToolError>> {
+        Box::pin(async {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            Ok(ToolOutput::ok("done", serde_json::Value::Null))
+        })
+    }
+}
+
+#[tokio::test]
+async fn cancel_during_a_tool_ends_the_turn_and_answers_every_call() {
+    let mut env = env().await;
+    env.tools.register(Arc::new(Slow));
+    let model = Scripted::new(vec![
+        Step(
+            vec![
+                call("a", "slow_lookup", json!({})),
+                call("b", "get_ticket", json!({"ticket_id": "T-1001"})),
+            ],
+            false,
+        ),
+        say("never reached"),
+    ]);
+    let cancel = env.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        cancel.send_replace(true);
+    });
+    let auto = TurnConfig {
+        policy: RunPolicy::Auto,
+        ..TurnConfig::default()
+    };
+    let started = std::time::Instant::now();
+    let (result, events) = run(&env, &model, auto, "go").await;
+    assert_eq!(result.outcome, TurnOutcome::Cancelled);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "did not wait for the tool"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, TurnEvent::ToolStarted(c) if c.name == "slow_lookup"))
+    );
+    let results: Vec<_> = result
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::ToolResult {
+                call_id,
+                content,
+                is_error,
+                ..
+            } => Some((call_id.clone(), content.clone(), *is_error)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 2, "both calls answered: {results:?}");
+    assert!(
+        results
+            .iter()
+            .all(|(_, c, e)| *e && c.contains("interrupted"))
+    );
+}
+
 #[tokio::test]
 async fn long_tool_results_are_truncated_for_the_model() {
     let env = env().await;

@@ -21,12 +21,6 @@ fn number(id: &str, prefix: &str) -> u64 {
 }
 
 impl Inner {
-    pub(super) fn apply_all(&mut self, events: &[Event]) {
-        for e in events {
-            self.apply(e);
-        }
-    }
-
     pub(super) fn apply(&mut self, e: &Event) {
         let Some(payload) = &e.payload else { return };
         match payload {

@@ -231,10 +231,10 @@ impl Approvals {
         let mut events = match appended {
             Ok(events) => events,
             Err(StoreError::Conflict { .. }) => {
-                // Someone else decided first: read who from the log (their
-                // fold may not have run yet) and say so.
-                let theirs = self.store.read_stream(&approval_stream(id), 2, 1)?;
-                lock(&self.inner).apply_all(&theirs);
+                // Someone else decided first, in the same commit batch: wait
+                // for their decision to be folded, then say who it was.
+                let _ =
+                    tokio::time::timeout(std::time::Duration::from_secs(5), self.wait(id)).await;
                 self.refuse_if_settled(&self.get(id)?)?;
                 return Err(ApprovalError::NotFound(id.to_string()));
             }

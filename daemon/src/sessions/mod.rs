@@ -696,4 +696,6 @@ impl Sessions {
 }
 
 #[cfg(test)]
+mod approval_tests;
+#[cfg(test)]
 mod tests;

@@ -9,7 +9,7 @@ use crate::config::Config;
 use crate::domain::desk::tests::fixture_copy;
 use crate::model::Message;
 
-fn me() -> ClientRef {
+pub(super) fn me() -> ClientRef {
     ClientRef {
         name: "tests".into(),
         uid: 0,
@@ -17,7 +17,7 @@ fn me() -> ClientRef {
     }
 }
 
-fn defaults() -> TurnDefaults {
+pub(super) fn defaults() -> TurnDefaults {
     TurnDefaults {
         model: "offline".into(),
         max_steps: 12,
@@ -35,7 +35,11 @@ async fn open(ws: &std::path::Path, store: &EventStore) -> Arc<Sessions> {
     open_with(ws, store, defaults()).await
 }
 
-async fn open_with(ws: &std::path::Path, store: &EventStore, d: TurnDefaults) -> Arc<Sessions> {
+pub(super) async fn open_with(
+    ws: &std::path::Path,
+    store: &EventStore,
+    d: TurnDefaults,
+) -> Arc<Sessions> {
     let (desk, _) = Desk::open(store.clone(), ws, &Config::load(ws).unwrap())
         .await
         .unwrap();
@@ -49,7 +53,7 @@ async fn open_with(ws: &std::path::Path, store: &EventStore, d: TurnDefaults) ->
 }
 
 /// Stored events of the session until turn `turn` completes.
-async fn until_done(store: &EventStore, id: &str, turn: u64) -> Vec<Arc<Event>> {
+pub(super) async fn until_done(store: &EventStore, id: &str, turn: u64) -> Vec<Arc<Event>> {
     let mut sub = store.subscribe(SubscriptionOptions {
         from_sequence: 1,
         stream_prefix: session_stream(id),
@@ -76,7 +80,11 @@ async fn an_offline_turn_runs_in_the_session_and_is_stored() {
     let store = EventStore::open(&tmp.path().join("db")).unwrap();
     let sessions = open(&ws, &store).await;
     let s = sessions.create("T-1001", "", "", me()).await.unwrap();
-    assert_eq!((s.model.as_str(), s.approve.as_str()), ("offline", "deny"));
+    assert_eq!(
+        (s.model.as_str(), s.approve.as_str()),
+        ("offline", "ask"),
+        "the configured permissionMode"
+    );
     let (_, turn, queued) = sessions.send(&s.id, "triage T-1001", me()).await.unwrap();
     assert_eq!((turn, queued), (1, false));
     let events = until_done(&store, &s.id, 1).await;
@@ -171,7 +179,7 @@ async fn bad_requests_are_refused_with_a_reason() {
         .await
         .unwrap_err()
         .to_string();
-    assert!(err.contains("`approve` must be auto or deny"), "{err}");
+    assert!(err.contains("`approve` must be ask, auto or deny"), "{err}");
     let s = sessions.create("", "", "", me()).await.unwrap();
     assert!(sessions.send(&s.id, "  ", me()).await.is_err());
 }

@@ -1,0 +1,232 @@
+//! Durable approvals end to end: the real daemon, the real CLI in several
+//! processes, the offline model and the scripted OpenAI-compatible mock.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use serde_json::json;
+use tinycode_tests::mock_llm::{MockLlm, text, tool};
+use tinycode_tests::{Desk, LineReader, kill, wait_until};
+
+/// The id of the first pending approval, once there is one.
+fn first_pending(desk: &Desk) -> String {
+    let mut id = String::new();
+    let found = wait_until(Duration::from_secs(20), || {
+        let list = desk.json(&["approvals", "list"]);
+        match list[0]["request"]["approvalId"].as_str() {
+            Some(a) => {
+                id = a.to_string();
+                true
+            }
+            None => false,
+        }
+    });
+    assert!(found, "no approval was requested");
+    id
+}
+
+#[test]
+fn run_shows_the_pending_approval_and_a_second_cli_process_answers_it() {
+    let desk = Desk::fixture();
+    let mut run = LineReader::spawn({
+        let mut cmd = desk.cli();
+        cmd.args(["run", "--approve", "ask", "triage T-1003"]);
+        cmd
+    });
+    let lines = run.until(Duration::from_secs(30), |seen| {
+        seen.iter().any(|l| l.contains("approvals approve A-"))
+    });
+    let ask = lines.iter().find(|l| l.starts_with("⏸ ")).unwrap().clone();
+    assert!(
+        ask.contains("escalate_ticket T-1003 needs approval"),
+        "{ask}"
+    );
+    let id = first_pending(&desk);
+    let shown = desk.ok(&["approvals", "show", &id]);
+    assert!(shown.contains("tool     escalate_ticket"), "{shown}");
+    assert!(
+        shown.contains("\"level\":2") || shown.contains("\"level\": 2"),
+        "{shown}"
+    );
+    let approved = desk.ok(&["approvals", "approve", &id]);
+    assert!(
+        approved.contains(&format!("✓ {id} allowed by tinycode")),
+        "{approved}"
+    );
+    let lines = run.until(Duration::from_secs(30), |seen| {
+        seen.iter().any(|l| l.contains("— turn 1 "))
+    });
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(&format!("✓ {id} allowed by"))),
+        "the attached run saw the decision: {lines:#?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("● escalate_ticket T-1003 → ✓ L2 → escalated")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("— turn 1 completed")),
+        "{lines:#?}"
+    );
+    assert!(run.child.wait().unwrap().success());
+    let ticket = desk.ticket_file("T-1003");
+    assert_eq!(ticket["escalateLevel"], 2);
+    // Read and classify never asked: exactly one approval was recorded.
+    assert_eq!(
+        desk.json(&["approvals", "list", "--all"])
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    let late = desk.run(&["approvals", "deny", &id]);
+    assert_eq!(late.code, 1);
+    assert!(
+        late.stderr
+            .contains(&format!("approval {id} was already allowed by tinycode")),
+        "{}",
+        late.stderr
+    );
+}
+
+#[test]
+fn sigkill_while_waiting_then_restart_and_approve_completes_the_turn_once() {
+    let desk = Desk::fixture();
+    let session = desk
+        .ok(&["session", "new", "--approve", "ask"])
+        .trim()
+        .to_string();
+    let session = session.split_whitespace().next().unwrap().to_string();
+    desk.ok(&["session", "send", &session, "triage T-1003"]);
+    let id = first_pending(&desk);
+    let pid = desk.daemon_pid().unwrap();
+    kill(pid, "KILL");
+    assert!(wait_until(Duration::from_secs(10), || {
+        !tinycode_tests::alive(pid)
+    }));
+
+    // Restarted (auto-start): the approval is still pending and listed.
+    let list = desk.json(&["approvals", "list"]);
+    assert_eq!(list[0]["request"]["approvalId"], id.as_str(), "{list}");
+    assert_ne!(desk.daemon_pid(), Some(pid));
+    desk.ok(&["approvals", "approve", &id]);
+    let done = wait_until(Duration::from_secs(30), || {
+        desk.ok(&["session", "show", &session])
+            .contains("— turn 1 completed")
+    });
+    assert!(done, "{}", desk.ok(&["session", "show", &session]));
+    let shown = desk.ok(&["session", "show", &session]);
+    assert_eq!(
+        shown.matches("● escalate_ticket").count(),
+        1,
+        "the approved call ran once: {shown}"
+    );
+    assert_eq!(shown.matches("needs approval").count(), 1, "{shown}");
+    assert!(!shown.contains("interrupted"), "{shown}");
+    let escalations = desk
+        .events(&["--stream", "ticket-T-1003"])
+        .iter()
+        .filter(|e| e["ticketEscalated"].is_object())
+        .count();
+    assert_eq!(escalations, 1);
+    assert_eq!(desk.ticket_file("T-1003")["escalateLevel"], 2);
+}
+
+#[test]
+fn a_knowledge_edit_approval_carries_the_diff_the_edit_then_applies() {
+    let mock = MockLlm::start(
+        vec![
+            tool(
+                "propose_knowledge_edit",
+                json!({"article_id": "refund-policy", "old_text": "款项在 7 个工作日内退回", "new_text": "款项在 5 个工作日内退回", "rationale": "财务已将退款周期缩短为 5 个工作日"}),
+            ),
+            text("已更新退款时效。"),
+        ],
+        Duration::ZERO,
+    );
+    let desk = Desk::fixture()
+        .with_env("OPENAI_BASE_URL", &mock.base_url)
+        .with_env("OPENAI_API_KEY", "sk-test")
+        .with_env("TINYCODE_MODEL", "openai/gpt-test");
+    let mut run = LineReader::spawn({
+        let mut cmd = desk.cli();
+        cmd.args(["run", "--approve", "ask", "update the refund time"]);
+        cmd
+    });
+    run.until(Duration::from_secs(30), |seen| {
+        seen.iter().any(|l| l.contains("approvals approve A-"))
+    });
+    let id = first_pending(&desk);
+    let info = desk.json(&["approvals", "show", &id]);
+    let request = &info["request"];
+    assert_eq!(request["articleId"], "refund-policy");
+    assert_eq!(request["rationale"], "财务已将退款周期缩短为 5 个工作日");
+    assert_eq!(request["beforeText"], "款项在 7 个工作日内退回");
+    assert_eq!(request["afterText"], "款项在 5 个工作日内退回");
+    assert_eq!(
+        (request["added"].as_u64(), request["removed"].as_u64()),
+        (Some(1), Some(1))
+    );
+    let diff = request["diff"].as_str().unwrap().to_string();
+    assert!(diff.contains("+") && diff.contains("5 个工作日"), "{diff}");
+    // "Always" is never remembered for knowledge edits.
+    let decided = desk.json(&["approvals", "approve", &id, "--always"]);
+    assert_eq!(
+        decided["decision"]["remembered"],
+        serde_json::Value::Null,
+        "{decided}"
+    );
+    run.until(Duration::from_secs(30), |seen| {
+        seen.iter().any(|l| l.contains("— turn 1 completed"))
+    });
+    assert!(
+        desk.json(&["approvals", "rules"])
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    let edited = desk
+        .events(&["--stream", "kb-refund-policy"])
+        .into_iter()
+        .find(|e| e["knowledgeEdited"].is_object())
+        .unwrap();
+    assert_eq!(
+        edited["knowledgeEdited"]["diff"].as_str().unwrap(),
+        diff,
+        "same diff"
+    );
+    assert!(
+        desk.read("knowledge/refund-policy.md")
+            .contains("款项在 5 个工作日内退回")
+    );
+}
+
+#[test]
+fn cancel_while_waiting_records_the_approval_as_cancelled() {
+    let desk = Desk::fixture();
+    let session = desk.ok(&["session", "new", "--approve", "ask"]);
+    let session = session.split_whitespace().next().unwrap().to_string();
+    desk.ok(&["session", "send", &session, "triage T-1003"]);
+    let id = first_pending(&desk);
+    desk.ok(&["session", "cancel", &session]);
+    let cancelled = wait_until(Duration::from_secs(20), || {
+        desk.ok(&["session", "show", &session])
+            .contains("— turn 1 cancelled")
+    });
+    assert!(cancelled);
+    let info = desk.json(&["approvals", "show", &id]);
+    assert_eq!(info["state"], "APPROVAL_STATE_CANCELLED", "{info}");
+    assert!(
+        desk.ok(&["session", "show", &session])
+            .contains(&format!("– {id} cancelled"))
+    );
+    let late = desk.run(&["approvals", "approve", &id]);
+    assert!(
+        late.code != 0 && late.stderr.contains("was cancelled"),
+        "{late:?}"
+    );
+}
