@@ -68,7 +68,7 @@ async fn t1003_asks_once_and_a_second_client_approves() {
     assert!(request.reason.contains("level 2"), "{}", request.reason);
     assert_eq!(
         sessions.get(&s.id).unwrap().pending_approvals(),
-        [approval.clone()]
+        std::slice::from_ref(&approval)
     );
 
     let decided = sessions
@@ -245,7 +245,7 @@ async fn a_turn_stopped_while_waiting_resumes_after_restart_and_runs_the_call_on
     let reopened = open_with(&ws, &store, defaults()).await;
     let state = reopened.get(&s.id).unwrap();
     assert!(state.turns[&1].outcome.is_none(), "not marked interrupted");
-    assert_eq!(state.pending_approvals(), [approval.clone()]);
+    assert_eq!(state.pending_approvals(), std::slice::from_ref(&approval));
     assert_eq!(reopened.approvals.list(false, "").len(), 1, "still listed");
     reopened
         .decide(
