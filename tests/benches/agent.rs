@@ -21,6 +21,14 @@ use tinycode_tests::mock_llm::{MockLlm, text, tool};
 
 const PROMPTS: usize = 100;
 
+/// `BENCH_PROMPTS=n` runs a longer or shorter session.
+fn prompts() -> usize {
+    std::env::var("BENCH_PROMPTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(PROMPTS)
+}
+
 fn kib(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
@@ -33,7 +41,7 @@ fn kib(pid: u32, field: &str) -> u64 {
 
 fn main() {
     tinycode_tests::bin_dir();
-    let script = (0..PROMPTS)
+    let script = (0..prompts())
         .flat_map(|_| {
             [
                 tool("get_ticket", json!({"ticket_id": "T-1001"})),
@@ -49,6 +57,7 @@ fn main() {
     desk.ok(&["daemon", "start"]);
     let pid = desk.daemon_pid().unwrap();
     let rss_start = kib(pid, "VmRSS:");
+    dump(pid);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -71,8 +80,8 @@ fn main() {
             .await
             .unwrap()
             .into_inner();
-        let mut times = Vec::with_capacity(PROMPTS);
-        for i in 0..PROMPTS {
+        let mut times = Vec::with_capacity(prompts());
+        for i in 0..prompts() {
             let start = Instant::now();
             let sent = client
                 .send_message(SendMessageRequest {
@@ -136,14 +145,16 @@ fn main() {
     });
     let rss = kib(pid, "VmRSS:");
     let peak = kib(pid, "VmHWM:");
+    dump(pid);
     times.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     println!(
-        "agent harness: {PROMPTS} prompts in one session (1 tool call + final text each, zero-latency mock): \
+        "agent harness: {} prompts in one session (1 tool call + final text each, zero-latency mock): \
          median {:.2} ms, p90 {:.2} ms, max {:.2} ms per prompt (target median <= 5 ms)",
-        ms(times[PROMPTS / 2]),
-        ms(times[PROMPTS * 9 / 10]),
-        ms(times[PROMPTS - 1])
+        times.len(),
+        ms(times[times.len() / 2]),
+        ms(times[times.len() * 9 / 10]),
+        ms(times[times.len() - 1])
     );
     println!(
         "daemon RSS: {:.1} MiB at start, {:.1} MiB after, peak {:.1} MiB (target <= 22 MiB)",
@@ -151,6 +162,38 @@ fn main() {
         rss as f64 / 1024.0,
         peak as f64 / 1024.0
     );
-    assert_eq!(mock.requests().len(), PROMPTS * 2);
+    assert_eq!(mock.requests().len(), prompts() * 2);
+    let sizes = mock.request_sizes();
+    println!(
+        "request bodies: first {} KiB, last {} KiB (the whole history goes to the model each step)",
+        sizes.first().copied().unwrap_or(0) / 1024,
+        sizes.last().copied().unwrap_or(0) / 1024
+    );
     desk.stop();
+}
+
+fn dump(pid: u32) {
+    if std::env::var("BENCH_SMAPS").is_err() {
+        return;
+    }
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap();
+    let mut cur = String::new();
+    let mut rows = Vec::new();
+    for l in smaps.lines() {
+        if !l.starts_with(char::is_uppercase) {
+            cur = l.to_string();
+        }
+        if let Some(v) = l.strip_prefix("Size:") {
+            cur = format!("{cur} size {}", v.trim());
+        }
+        if let Some(v) = l.strip_prefix("Rss:") {
+            let kb: u64 = v.trim().trim_end_matches(" kB").trim().parse().unwrap_or(0);
+            rows.push((kb, cur.clone()));
+        }
+    }
+    rows.sort();
+    for r in rows.iter().rev().take(8) {
+        eprintln!("{:>8} kB {}", r.0, r.1);
+    }
+    eprintln!("----");
 }

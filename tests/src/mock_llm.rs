@@ -37,14 +37,14 @@ pub fn text(t: &str) -> Reply {
 #[derive(Clone)]
 struct Script {
     replies: Arc<Mutex<VecDeque<Reply>>>,
-    requests: Arc<Mutex<Vec<Value>>>,
+    requests: Arc<Mutex<Vec<Bytes>>>,
     chunk_delay: Duration,
 }
 
 /// The running mock; stops with the test process.
 pub struct MockLlm {
     pub base_url: String,
-    requests: Arc<Mutex<Vec<Value>>>,
+    requests: Arc<Mutex<Vec<Bytes>>>,
 }
 
 impl MockLlm {
@@ -81,8 +81,25 @@ impl MockLlm {
     }
 
     /// Every request body received so far.
+    /// Byte sizes of the request bodies received so far.
+    pub fn request_sizes(&self) -> Vec<usize> {
+        self.requests
+            .lock()
+            .expect("lock")
+            .iter()
+            .map(Bytes::len)
+            .collect()
+    }
+
     pub fn requests(&self) -> Vec<Value> {
-        self.requests.lock().expect("lock").clone()
+        // Parsed on demand: the server only keeps the bytes, so a benchmark
+        // does not time the mock parsing ever-longer histories.
+        self.requests
+            .lock()
+            .expect("lock")
+            .iter()
+            .map(|b| serde_json::from_slice(b).unwrap_or(Value::Null))
+            .collect()
     }
 }
 
@@ -126,8 +143,7 @@ fn frames(reply: &Reply) -> Vec<String> {
 }
 
 async fn handle(State(script): State<Script>, body: Bytes) -> Response {
-    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    script.requests.lock().expect("lock").push(request);
+    script.requests.lock().expect("lock").push(body);
     let reply = script
         .replies
         .lock()

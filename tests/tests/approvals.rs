@@ -42,6 +42,15 @@ fn run_shows_the_pending_approval_and_a_second_cli_process_answers_it() {
         "{ask}"
     );
     let id = first_pending(&desk);
+    let mut watch = LineReader::spawn({
+        let mut cmd = desk.cli();
+        cmd.args(["approvals", "watch", "--from", "1"]);
+        cmd
+    });
+    watch.until(Duration::from_secs(20), |seen| {
+        seen.iter()
+            .any(|l| l.starts_with(&format!("⏸ {id} escalate_ticket")))
+    });
     let shown = desk.ok(&["approvals", "show", &id]);
     assert!(shown.contains("tool     escalate_ticket"), "{shown}");
     assert!(
@@ -73,6 +82,10 @@ fn run_shows_the_pending_approval_and_a_second_cli_process_answers_it() {
         "{lines:#?}"
     );
     assert!(run.child.wait().unwrap().success());
+    watch.until(Duration::from_secs(20), |seen| {
+        seen.iter()
+            .any(|l| l.starts_with(&format!("✓ {id} allowed by tinycode")))
+    });
     let ticket = desk.ticket_file("T-1003");
     assert_eq!(ticket["escalateLevel"], 2);
     // Read and classify never asked: exactly one approval was recorded.

@@ -134,7 +134,7 @@ impl Turn<'_> {
     pub async fn run(
         &self,
         system: &str,
-        history: &[Message],
+        history: impl Into<std::sync::Arc<[Message]>>,
         user_text: &str,
         observe: &mut (dyn FnMut(TurnEvent) + Send),
     ) -> TurnResult {
@@ -152,12 +152,14 @@ impl Turn<'_> {
     pub async fn resume(
         &self,
         system: &str,
-        history: &[Message],
+        history: impl Into<std::sync::Arc<[Message]>>,
         so_far: Vec<Message>,
         observe: &mut (dyn FnMut(TurnEvent) + Send),
     ) -> TurnResult {
         let deadline = self.config.timeout.map(|t| Instant::now() + t);
         let mut cancel = self.ctx.cancel.clone();
+        let history: std::sync::Arc<[Message]> = history.into();
+        let tools: std::sync::Arc<[crate::model::ToolSpec]> = self.tools.specs().into();
         let pending = unanswered_calls(&so_far);
         let mut result = TurnResult {
             outcome: TurnOutcome::Completed,
@@ -188,8 +190,9 @@ impl Turn<'_> {
             observe(TurnEvent::StepStarted { step: result.steps });
             let request = ModelRequest {
                 system: system.to_string(),
-                messages: history.iter().chain(&result.messages).cloned().collect(),
-                tools: self.tools.specs(),
+                history: std::sync::Arc::clone(&history),
+                messages: result.messages.clone(),
+                tools: std::sync::Arc::clone(&tools),
                 ..ModelRequest::default()
             };
             let mut stream = self.provider.stream(request);

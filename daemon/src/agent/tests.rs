@@ -121,7 +121,9 @@ async fn run(
         approver: None,
     };
     let mut events = Vec::new();
-    let result = turn.run("system", &[], text, &mut |e| events.push(e)).await;
+    let result = turn
+        .run("system", Vec::new(), text, &mut |e| events.push(e))
+        .await;
     (result, events)
 }
 
@@ -486,7 +488,7 @@ mod offline_scenarios {
         };
         let mut calls = Vec::new();
         let result = turn
-            .run(&system, &[], &format!("triage {ticket}"), &mut |e| {
+            .run(&system, Vec::new(), &format!("triage {ticket}"), &mut |e| {
                 if let TurnEvent::ToolStarted(c) = e {
                     calls.push(c.name);
                 }
@@ -592,7 +594,9 @@ mod offline_scenarios {
             config: &config,
             approver: None,
         };
-        let result = turn.run("", &[], "退款 时效 多久到账？", &mut |_| {}).await;
+        let result = turn
+            .run("", Vec::new(), "退款 时效 多久到账？", &mut |_| {})
+            .await;
         let text = final_text(&result);
         assert!(
             text.starts_with(MARK) && text.contains("refund-policy"),

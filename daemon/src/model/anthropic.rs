@@ -55,7 +55,7 @@ impl ModelProvider for AnthropicProvider {
         };
         drive(
             endpoint,
-            request_body(&request),
+            serde_json::to_vec(&request_body(&request)).unwrap_or_default(),
             self.retry,
             AnthropicDecoder::default(),
         )
@@ -66,7 +66,7 @@ impl ModelProvider for AnthropicProvider {
 /// go into one user message (the API wants alternating roles).
 pub fn request_body(req: &ModelRequest) -> Value {
     let mut messages: Vec<Value> = Vec::new();
-    for m in &req.messages {
+    for m in req.all_messages() {
         match m {
             Message::User { text } => messages.push(json!({
                 "role": "user",

@@ -92,7 +92,7 @@ fn error_message(body: &str) -> String {
 async fn open(
     client: &reqwest::Client,
     ep: &Endpoint,
-    body: &[u8],
+    body: &bytes::Bytes,
     retry: RetryPolicy,
 ) -> Result<reqwest::Response, ModelError> {
     let mut attempt = 0;
@@ -102,7 +102,7 @@ async fn open(
             .post(&ep.url)
             .header("content-type", "application/json")
             .header("accept", "text/event-stream")
-            .body(body.to_vec());
+            .body(body.clone());
         for (k, v) in &ep.headers {
             request = request.header(k.as_str(), v.as_str());
         }
@@ -172,7 +172,7 @@ fn backoff(retry: RetryPolicy, attempt: u32, retry_after: Option<Duration>) -> D
 /// Run one streamed request through `decoder`, as a [`ModelStream`].
 pub(crate) fn drive<D: Decoder>(
     ep: Endpoint,
-    body: Value,
+    body: Vec<u8>,
     retry: RetryPolicy,
     mut decoder: D,
 ) -> ModelStream {
@@ -182,7 +182,7 @@ pub(crate) fn drive<D: Decoder>(
             provider: ep.provider.clone(),
             message,
         };
-        let body = serde_json::to_vec(&body).unwrap_or_default();
+        let body = bytes::Bytes::from(body);
         let response = match open(&client(), &ep, &body, retry).await {
             Ok(r) => r,
             Err(e) => {

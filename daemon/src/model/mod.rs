@@ -115,8 +115,12 @@ pub struct ToolSpec {
 pub struct ModelRequest {
     pub model: String,
     pub system: String,
+    /// Earlier turns, shared by every step of a turn (not copied per step).
+    pub history: std::sync::Arc<[Message]>,
+    /// This turn's messages so far, its user message first.
     pub messages: Vec<Message>,
-    pub tools: Vec<ToolSpec>,
+    /// Shared by every step of a turn.
+    pub tools: std::sync::Arc<[ToolSpec]>,
     /// 0: the provider's default.
     pub max_tokens: u32,
 }
@@ -127,6 +131,13 @@ pub struct Usage {
     pub output_tokens: u64,
     pub cache_read_tokens: u64,
     pub cache_write_tokens: u64,
+}
+
+impl ModelRequest {
+    /// The whole conversation, oldest first.
+    pub fn all_messages(&self) -> impl Iterator<Item = &Message> {
+        self.history.iter().chain(&self.messages)
+    }
 }
 
 impl Usage {

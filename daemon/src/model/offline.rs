@@ -167,7 +167,7 @@ fn respond(req: &ModelRequest) -> Vec<ModelEvent> {
     } else {
         StopReason::EndTurn
     };
-    let input_chars: usize = req.messages.iter().map(Message::chars).sum();
+    let input_chars: usize = req.all_messages().map(Message::chars).sum();
     events.push(ModelEvent::Usage(Usage {
         input_tokens: estimate_tokens(&req.system) + (input_chars as u64).div_ceil(4),
         output_tokens: (output_chars as u64).div_ceil(4),

@@ -4,7 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::http::{Decoder, Endpoint, RetryPolicy, drive};
 use super::{
@@ -60,64 +61,130 @@ impl ModelProvider for OpenAiProvider {
     }
 }
 
-/// The JSON body of a streamed chat-completions request.
-pub fn request_body(req: &ModelRequest) -> Value {
-    let mut messages = Vec::new();
-    if !req.system.is_empty() {
-        messages.push(json!({ "role": "system", "content": req.system }));
-    }
-    for m in &req.messages {
-        match m {
-            Message::User { text } => messages.push(json!({ "role": "user", "content": text })),
-            Message::Assistant {
-                text, tool_calls, ..
-            } => {
-                let mut msg = json!({
-                    "role": "assistant",
-                    "content": if text.is_empty() { Value::Null } else { Value::String(text.clone()) },
-                });
-                if !tool_calls.is_empty() {
-                    msg["tool_calls"] = tool_calls
-                        .iter()
-                        .map(|c| {
-                            json!({
-                                "id": c.id,
-                                "type": "function",
-                                "function": { "name": c.name, "arguments": c.raw_arguments },
-                            })
-                        })
-                        .collect();
-                }
-                messages.push(msg);
-            }
-            Message::ToolResult {
-                call_id, content, ..
-            } => messages
-                .push(json!({ "role": "tool", "tool_call_id": call_id, "content": content })),
-        }
-    }
-    let mut body = json!({
-        "model": req.model,
-        "stream": true,
-        "stream_options": { "include_usage": true },
-        "messages": messages,
+/// The JSON body of a streamed chat-completions request, serialised
+/// straight from the request (no intermediate JSON tree: long histories
+/// are the common case).
+pub fn request_body(req: &ModelRequest) -> Vec<u8> {
+    let system = (!req.system.is_empty()).then(|| Msg::System {
+        content: &req.system,
     });
-    if !req.tools.is_empty() {
-        body["tools"] = req
+    let messages = system
+        .into_iter()
+        .chain(req.all_messages().map(|m| {
+            match m {
+                Message::User { text } => Msg::User { content: text },
+                Message::Assistant {
+                    text, tool_calls, ..
+                } => Msg::Assistant {
+                    content: (!text.is_empty()).then_some(text.as_str()),
+                    tool_calls: tool_calls
+                        .iter()
+                        .map(|c| CallJson {
+                            id: &c.id,
+                            kind: "function",
+                            function: FunctionJson {
+                                name: &c.name,
+                                arguments: &c.raw_arguments,
+                            },
+                        })
+                        .collect(),
+                },
+                Message::ToolResult {
+                    call_id, content, ..
+                } => Msg::Tool {
+                    tool_call_id: call_id,
+                    content,
+                },
+            }
+        }))
+        .collect();
+    let body = Body {
+        model: &req.model,
+        stream: true,
+        stream_options: StreamOptions {
+            include_usage: true,
+        },
+        messages,
+        tools: req
             .tools
             .iter()
-            .map(|t| {
-                json!({
-                    "type": "function",
-                    "function": { "name": t.name, "description": t.description, "parameters": t.parameters },
-                })
+            .map(|t| ToolJson {
+                kind: "function",
+                function: ToolFunction {
+                    name: &t.name,
+                    description: &t.description,
+                    parameters: &t.parameters,
+                },
             })
-            .collect();
-    }
-    if req.max_tokens > 0 {
-        body["max_tokens"] = req.max_tokens.into();
-    }
-    body
+            .collect(),
+        max_tokens: (req.max_tokens > 0).then_some(req.max_tokens),
+    };
+    serde_json::to_vec(&body).unwrap_or_default()
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    stream: bool,
+    stream_options: StreamOptions,
+    messages: Vec<Msg<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<ToolJson<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+enum Msg<'a> {
+    System {
+        content: &'a str,
+    },
+    User {
+        content: &'a str,
+    },
+    Assistant {
+        content: Option<&'a str>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<CallJson<'a>>,
+    },
+    Tool {
+        tool_call_id: &'a str,
+        content: &'a str,
+    },
+}
+
+#[derive(Serialize)]
+struct CallJson<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: FunctionJson<'a>,
+}
+
+#[derive(Serialize)]
+struct FunctionJson<'a> {
+    name: &'a str,
+    arguments: &'a str,
+}
+
+#[derive(Serialize)]
+struct ToolJson<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: ToolFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct ToolFunction<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
 }
 
 #[derive(Default)]

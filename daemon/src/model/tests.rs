@@ -166,11 +166,11 @@ fn request() -> ModelRequest {
     ModelRequest {
         system: "You triage tickets.".into(),
         messages: vec![Message::User { text: "hi".into() }],
-        tools: vec![ToolSpec {
+        tools: std::sync::Arc::from(vec![ToolSpec {
             name: "get_ticket".into(),
             description: "Read a ticket".into(),
             parameters: json!({"type": "object"}),
-        }],
+        }]),
         ..ModelRequest::default()
     }
 }
@@ -487,7 +487,8 @@ fn tool_results_merge_into_one_user_turn_for_anthropic() {
     assert_eq!(msgs[1]["content"][0]["input"]["ticket_id"], "T-1");
     assert_eq!(msgs[2]["content"].as_array().unwrap().len(), 2);
     assert_eq!(msgs[2]["content"][1]["is_error"], true);
-    let openai = super::openai::request_body(&req);
+    let openai: serde_json::Value =
+        serde_json::from_slice(&super::openai::request_body(&req)).unwrap();
     assert_eq!(openai["messages"][1]["tool_calls"][1]["id"], "b");
     assert_eq!(openai["messages"][3]["role"], "tool");
 }

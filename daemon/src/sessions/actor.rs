@@ -172,6 +172,15 @@ fn payload(turn: u64, step: u32, message: &Message) -> Option<Payload> {
     }
 }
 
+/// What a turn reads from its session before it runs.
+struct TurnSetup {
+    model: String,
+    approve: String,
+    context_tokens: u64,
+    record: super::state::TurnRecord,
+    history: Vec<Message>,
+}
+
 /// What a compaction did (the Compact RPC's answer).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Compacted {
@@ -221,26 +230,33 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
         )
         .await;
     }
-    let Ok(state) = sessions.get(id) else { return };
-    let state = if !resume && state.context_tokens() > sessions.defaults.compaction.above_tokens {
+    // What the turn needs, read under the lock (no copy of the session).
+    let setup = |s: &super::SessionState| TurnSetup {
+        model: s.model.clone(),
+        approve: s.approve.clone(),
+        context_tokens: s.context_tokens(),
+        record: s.turns.get(&turn).cloned().unwrap_or_default(),
+        history: s.history_before(turn),
+    };
+    let Ok(mut state) = sessions.with_state(id, setup) else {
+        return;
+    };
+    if !resume && state.context_tokens > sessions.defaults.compaction.above_tokens {
         match compact(sessions, id, live, Some(turn), None).await {
-            Ok(_) => sessions.get(id).unwrap_or(state),
+            Ok(_) => state = sessions.with_state(id, setup).unwrap_or(state),
             Err(e) => {
                 tracing::warn!(session = %id, error = %e, "automatic compaction failed; the turn runs on the full history");
-                state
             }
         }
-    } else {
-        state
-    };
-    let record = state.turns.get(&turn).cloned().unwrap_or_default();
+    }
+    let record = std::mem::take(&mut state.record);
     let so_far: Vec<Message> = std::iter::once(Message::User {
         text: record.user.clone(),
     })
     .chain(if resume { record.messages } else { Vec::new() })
     .collect();
     let prior = so_far.len();
-    let history = state.history_before(turn);
+    let history = std::mem::take(&mut state.history);
     let complete = |outcome: Outcome, error: String| {
         Payload::TurnCompleted(TurnCompleted {
             turn,
@@ -320,7 +336,7 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
     let mut step = 0u32;
     let mut stored = 0usize;
     let result = runner
-        .resume(&system, &history, so_far, &mut |event| match event {
+        .resume(&system, history, so_far, &mut |event| match event {
             TurnEvent::StepStarted { step: s } => step = s,
             TurnEvent::TextDelta(t) => {
                 let _ = tx.send(Write::Delta("text", t));

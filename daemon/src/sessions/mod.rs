@@ -394,6 +394,18 @@ impl Sessions {
         }
     }
 
+    /// Read a session under the lock, without copying it.
+    pub(crate) fn with_state<T>(
+        &self,
+        id: &str,
+        read: impl FnOnce(&SessionState) -> T,
+    ) -> Result<T, SessionError> {
+        match lock(&self.states).get(id) {
+            Some(s) => Ok(read(s)),
+            None => Err(SessionError::NotFound(id.to_string())),
+        }
+    }
+
     async fn record(
         self: &Arc<Self>,
         id: &str,
@@ -675,7 +687,7 @@ impl Sessions {
         }
         let (jobs, rx) = mpsc::unbounded_channel();
         let (cancel, _) = watch::channel(false);
-        let (updates, _) = broadcast::channel(1024);
+        let (updates, _) = broadcast::channel(256);
         let l = Arc::new(Live {
             jobs,
             cancel,

@@ -64,9 +64,9 @@ pub struct StoreOptions {
 impl Default for StoreOptions {
     fn default() -> Self {
         Self {
-            live_buffer: 1024,
+            live_buffer: 256,
             subscriber_queue: 256,
-            cache_bytes: 16 * 1024 * 1024,
+            cache_bytes: 4 * 1024 * 1024,
         }
     }
 }
