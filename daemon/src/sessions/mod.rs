@@ -7,7 +7,12 @@
 
 mod actor;
 mod approver;
+mod decisions;
+mod live;
 pub mod state;
+
+pub(crate) use live::Live;
+pub use live::LiveUpdate;
 
 pub use actor::Compacted;
 use actor::Job;
@@ -76,63 +81,6 @@ pub struct TurnDefaults {
     /// How sessions created without a mode settle `ask`: config
     /// `permissionMode` (`ask`, or `auto`).
     pub approve: String,
-}
-
-/// What attached clients receive live, in the one order every client sees.
-#[derive(Debug, Clone)]
-pub enum LiveUpdate {
-    /// A stored event of the session (published after it is durable).
-    Event(Arc<tinycode_shared::proto::Event>),
-    /// An ephemeral text or thinking delta.
-    Delta(Delta),
-}
-
-/// The live side of a session: its actor's queue and what attached
-/// clients need while a turn runs.
-pub(crate) struct Live {
-    jobs: mpsc::UnboundedSender<Job>,
-    cancel: watch::Sender<bool>,
-    /// Turn running now (0: none) and turns waiting.
-    running: AtomicU64,
-    queued: AtomicU64,
-    /// Text of the current step so far, and the update channel; one lock
-    /// so an attaching client gets the text so far and every later update,
-    /// with no gap and no duplicate.
-    partial: Mutex<(u64, String)>,
-    updates: broadcast::Sender<LiveUpdate>,
-}
-
-impl Live {
-    pub(crate) fn emit(&self, turn: u64, kind: &str, text: &str) {
-        let mut partial = lock(&self.partial);
-        if kind == "text" {
-            if partial.0 != turn {
-                *partial = (turn, String::new());
-            }
-            partial.1.push_str(text);
-        }
-        let delta = Delta {
-            turn,
-            kind: kind.into(),
-            text: text.into(),
-        };
-        let _ = self.updates.send(LiveUpdate::Delta(delta));
-    }
-
-    /// Publish stored events; a stored assistant message (or the end of
-    /// the turn) ends the step, so the text so far is cleared with it.
-    pub(crate) fn publish(&self, events: &[Arc<tinycode_shared::proto::Event>]) {
-        let mut partial = lock(&self.partial);
-        for e in events {
-            if matches!(
-                e.payload,
-                Some(Payload::AssistantMessageAdded(_)) | Some(Payload::TurnCompleted(_))
-            ) {
-                partial.1.clear();
-            }
-            let _ = self.updates.send(LiveUpdate::Event(Arc::clone(e)));
-        }
-    }
 }
 
 pub struct Sessions {
@@ -223,86 +171,6 @@ impl Sessions {
             let _ = live.jobs.send(Job::Resume(turn));
         }
         Ok(sessions)
-    }
-
-    /// Copy into each session the approval events its stream lacks (the
-    /// approval stream is written first; a crash may fall in between).
-    async fn reconcile_approvals(
-        &self,
-        states: &mut HashMap<String, SessionState>,
-    ) -> Result<(), SessionError> {
-        for info in self.approvals.list(true, "") {
-            let Some(request) = info.request.clone() else {
-                continue;
-            };
-            let Some(state) = states.get_mut(&request.session_id) else {
-                continue;
-            };
-            let seen = state
-                .approvals
-                .get(&request.approval_id)
-                .copied()
-                .unwrap_or(0);
-            let mut missing = Vec::new();
-            if seen == 0 {
-                missing.push(Payload::ApprovalRequested(request.clone()));
-            }
-            if seen < 2 {
-                if let Some(d) = info.decision.clone() {
-                    missing.push(Payload::ApprovalDecided(d));
-                } else if info.state == tinycode_shared::proto::ApprovalState::Cancelled as i32 {
-                    missing.push(Payload::ApprovalCancelled(
-                        tinycode_shared::proto::ApprovalCancelled {
-                            approval_id: request.approval_id.clone(),
-                            session_id: request.session_id.clone(),
-                            reason: info.cancelled_reason.clone(),
-                        },
-                    ));
-                }
-            }
-            if missing.is_empty() {
-                continue;
-            }
-            let events = self
-                .store
-                .append(
-                    &session_stream(&request.session_id),
-                    ExpectedVersion::Any,
-                    missing,
-                )
-                .await?;
-            for e in &events {
-                state.apply(e);
-            }
-        }
-        Ok(())
-    }
-
-    /// Decide an approval (the first decision wins) and copy the decision
-    /// into the asking session, where every attached client sees it.
-    pub async fn decide(
-        self: &Arc<Self>,
-        approval: &str,
-        decision: tinycode_shared::proto::ApprovalDecision,
-        reason: &str,
-        workspace_wide: bool,
-        by: ClientRef,
-    ) -> Result<tinycode_shared::proto::ApprovalInfo, SessionError> {
-        let (info, events) = self
-            .approvals
-            .decide(approval, decision, reason, workspace_wide, by)
-            .await?;
-        for e in events {
-            if let Some(p @ Payload::ApprovalDecided(_)) = e.payload.clone() {
-                let session = info
-                    .request
-                    .as_ref()
-                    .map(|r| r.session_id.clone())
-                    .unwrap_or_default();
-                self.record(&session, vec![p]).await?;
-            }
-        }
-        Ok(info)
     }
 
     pub fn approvals(&self) -> &Arc<Approvals> {
