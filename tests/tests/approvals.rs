@@ -243,3 +243,51 @@ fn cancel_while_waiting_records_the_approval_as_cancelled() {
         "{late:?}"
     );
 }
+
+#[test]
+fn a_denial_from_another_process_reaches_the_model_and_nothing_is_escalated() {
+    let desk = Desk::fixture();
+    let mut run = LineReader::spawn({
+        let mut cmd = desk.cli();
+        cmd.args(["run", "--approve", "ask", "triage T-1003"]);
+        cmd
+    });
+    run.until(Duration::from_secs(30), |seen| {
+        seen.iter().any(|l| l.contains("approvals approve A-"))
+    });
+    let id = first_pending(&desk);
+    let denied = desk.ok(&[
+        "approvals",
+        "deny",
+        &id,
+        "--reason",
+        "the supervisor is away; keep it at L1",
+    ]);
+    assert!(
+        denied.contains(&format!("✗ {id} denied by tinycode")),
+        "{denied}"
+    );
+    let lines = run.until(Duration::from_secs(30), |seen| {
+        seen.iter().any(|l| l.contains("— turn 1 "))
+    });
+    let refused = lines
+        .iter()
+        .find(|l| l.starts_with("● escalate_ticket T-1003 → ✗"))
+        .unwrap_or_else(|| panic!("{lines:#?}"));
+    assert!(
+        refused.contains("not approved") && refused.contains("the supervisor is away"),
+        "{refused}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("— turn 1 completed")),
+        "{lines:#?}"
+    );
+    let ticket = desk.ticket_file("T-1003");
+    assert_eq!(ticket["escalateLevel"].as_u64().unwrap_or(0), 0, "{ticket}");
+    let info = desk.json(&["approvals", "show", &id]);
+    assert_eq!(info["state"], "APPROVAL_STATE_DENIED", "{info}");
+    assert_eq!(
+        info["decision"]["reason"],
+        "the supervisor is away; keep it at L1"
+    );
+}
