@@ -72,11 +72,6 @@ fn json(info: &ApprovalInfo) -> serde_json::Value {
     render::message_json("tinycode.v1.ApprovalInfo", info)
 }
 
-/// The line that tells a person how to answer an approval.
-pub fn how_to_answer(id: &str) -> String {
-    render::how_to_answer(id)
-}
-
 /// A unified diff, coloured on a terminal.
 fn print_diff(diff: &str) {
     let colour = std::io::stdout().is_terminal();
@@ -117,7 +112,7 @@ fn show(info: &ApprovalInfo) {
     } else if !info.cancelled_reason.is_empty() {
         println!("cancelled: {}", info.cancelled_reason);
     } else {
-        println!("{}", how_to_answer(&r.approval_id));
+        println!("{}", render::how_to_answer(&r.approval_id));
     }
 }
 

@@ -269,7 +269,7 @@ pub async fn run(ctx: &Ctx, args: TriageArgs) -> anyhow::Result<ExitCode> {
     if !ctx.json && !waiting.is_empty() {
         println!("\n{} triage turns wait for a human:", waiting.len());
         for id in &waiting {
-            println!("{}", crate::approvals_cmd::how_to_answer(id));
+            println!("{}", render::how_to_answer(id));
         }
     }
     let all_completed = results.iter().all(|r| {

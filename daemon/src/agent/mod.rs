@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use crate::context;
 use crate::model::{Message, ModelEvent, ModelProvider, ModelRequest, StopReason, ToolCall, Usage};
-use crate::permissions::{Decision, Rule, RunPolicy, decide, rule_for};
+use crate::permissions::{Decision, Rule, RunPolicy, rule_for};
 use crate::tools::{ToolContext, ToolOutput, ToolRegistry};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,8 +108,8 @@ async fn interruptible<F: Future>(
     }
 }
 
-/// Settles a call whose rule says `ask`: a human through the approval
-/// broker (the session's approver), remembered rules, or the mode.
+/// Settles a call whose rule says `ask` (allow and deny rules never reach
+/// it): a human through the approval broker, remembered rules, or the mode.
 pub trait Approver: Send + Sync {
     fn settle<'a>(
         &'a self,
@@ -330,9 +330,13 @@ impl Turn<'_> {
                 call.name
             ));
         }
-        let decision = match (rule_for(&call.name, &call.arguments), self.approver) {
-            (Rule::Ask(reason), Some(approver)) => approver.settle(call, &reason).await,
-            _ => decide(&call.name, &call.arguments, self.config.policy),
+        let decision = match rule_for(&call.name, &call.arguments) {
+            Rule::Allow => Decision::Allow,
+            Rule::Deny(reason) => Decision::Deny(reason),
+            Rule::Ask(reason) => match self.approver {
+                Some(approver) => approver.settle(call, &reason).await,
+                None => self.config.policy.settle(&reason),
+            },
         };
         match decision {
             Decision::Allow => self.tools.call(&call.name, &call.arguments, self.ctx).await,

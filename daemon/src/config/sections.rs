@@ -5,7 +5,7 @@
 use serde_json::{Map, Value};
 
 use super::{AutoTriage, Compaction};
-use crate::model::catalog::{ProviderSpec, Wire};
+use crate::model::catalog::{ProviderSpec, Wire, builtin_wire};
 
 fn object<'a>(v: &'a Value, what: &str) -> Result<&'a Map<String, Value>, String> {
     v.as_object()
@@ -65,14 +65,12 @@ pub fn providers(v: &Value) -> Result<Vec<ProviderSpec>, String> {
         }
         let spec = object(spec, &at)?;
         known_keys(spec, &["type", "baseUrl", "apiKeyEnv"], &at)?;
-        let wire = match text(spec, "type", &at)?.as_deref() {
-            Some("openai") => Wire::OpenAi,
-            Some("anthropic") => Wire::Anthropic,
-            None if matches!(name.as_str(), "anthropic") => Wire::Anthropic,
-            None if matches!(name.as_str(), "openai" | "openrouter" | "ollama" | "vllm") => {
-                Wire::OpenAi
-            }
-            other => {
+        // `type` may be left out when overriding a built-in provider.
+        let wire = match (text(spec, "type", &at)?.as_deref(), builtin_wire(name)) {
+            (Some("openai"), _) => Wire::OpenAi,
+            (Some("anthropic"), _) => Wire::Anthropic,
+            (None, Some(wire)) => wire,
+            (other, _) => {
                 return Err(format!(
                     "{at}`type` must be \"openai\" or \"anthropic\", got {other:?}"
                 ));

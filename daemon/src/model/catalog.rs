@@ -109,6 +109,11 @@ const BUILTINS: [Builtin; 5] = [
     },
 ];
 
+/// The wire format of a built-in provider name.
+pub fn builtin_wire(name: &str) -> Option<Wire> {
+    BUILTINS.iter().find(|b| b.name == name).map(|b| b.wire)
+}
+
 /// Resolve a model reference against the built-in providers and config
 /// `providers` (which win). `env` reads environment variables (injected so
 /// tests need not touch the process environment).

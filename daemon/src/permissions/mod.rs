@@ -72,14 +72,23 @@ pub enum Decision {
     Deny(String),
 }
 
+impl RunPolicy {
+    /// Settle a call whose rule says ask (`reason`: the rule's).
+    pub fn settle(self, reason: &str) -> Decision {
+        match self {
+            RunPolicy::Auto => Decision::Allow,
+            RunPolicy::Deny => Decision::Deny(format!(
+                "not approved: {reason}, and this run settles approvals with --approve deny; continue without this action and say what a human should do"
+            )),
+        }
+    }
+}
+
 pub fn decide(tool: &str, args: &Value, policy: RunPolicy) -> Decision {
-    match (rule_for(tool, args), policy) {
-        (Rule::Allow, _) => Decision::Allow,
-        (Rule::Deny(reason), _) => Decision::Deny(reason),
-        (Rule::Ask(_), RunPolicy::Auto) => Decision::Allow,
-        (Rule::Ask(reason), RunPolicy::Deny) => Decision::Deny(format!(
-            "not approved: {reason}, and this run settles approvals with --approve deny; continue without this action and say what a human should do"
-        )),
+    match rule_for(tool, args) {
+        Rule::Allow => Decision::Allow,
+        Rule::Deny(reason) => Decision::Deny(reason),
+        Rule::Ask(reason) => policy.settle(&reason),
     }
 }
 

@@ -19,7 +19,7 @@ use super::actor::Write;
 use crate::agent::Approver;
 use crate::approvals::Verdict;
 use crate::model::ToolCall;
-use crate::permissions::{Decision, RunPolicy, decide};
+use crate::permissions::{Decision, RunPolicy};
 
 pub(super) struct SessionApprover {
     pub sessions: Arc<Sessions>,
@@ -164,8 +164,8 @@ impl Approver for SessionApprover {
                 return Decision::Allow;
             }
             match self.mode.as_str() {
-                "auto" => decide(&call.name, &call.arguments, RunPolicy::Auto),
-                "deny" => decide(&call.name, &call.arguments, RunPolicy::Deny),
+                "auto" => RunPolicy::Auto.settle(reason),
+                "deny" => RunPolicy::Deny.settle(reason),
                 _ => self.ask(call, reason).await,
             }
         })

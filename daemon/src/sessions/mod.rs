@@ -478,16 +478,14 @@ impl Sessions {
         let id = self.get(raw)?.id;
         let live = self.live_for(&id)?;
         let (reply, done) = tokio::sync::oneshot::channel();
-        live.jobs
-            .send(Job::Compact { by, reply })
-            .map_err(|_| SessionError::Invalid {
-                field: "session_id",
-                problem: "names a session whose worker stopped".into(),
-            })?;
-        done.await.map_err(|_| SessionError::Invalid {
+        let stopped = || SessionError::Invalid {
             field: "session_id",
             problem: "names a session whose worker stopped".into(),
-        })?
+        };
+        live.jobs
+            .send(Job::Compact { by, reply })
+            .map_err(|_| stopped())?;
+        done.await.map_err(|_| stopped())?
     }
 
     /// Cancel the running turn; `false` when none runs.
