@@ -20,6 +20,31 @@ fn other_client() -> ClientRef {
     }
 }
 
+/// A copy of the fixture desk with a session (mode `approve`) whose first
+/// turn triages T-1003, the ticket whose L2 escalation asks.
+struct T1003 {
+    _tmp: tempfile::TempDir,
+    ws: std::path::PathBuf,
+    store: EventStore,
+    sessions: Arc<Sessions>,
+    id: String,
+}
+
+async fn triage_t1003(d: TurnDefaults, approve: &str) -> T1003 {
+    let (tmp, ws) = fixture_copy();
+    let store = EventStore::open(&tmp.path().join("db")).unwrap();
+    let sessions = open_with(&ws, &store, d).await;
+    let s = sessions.create("", "offline", approve, me()).await.unwrap();
+    sessions.send(&s.id, "triage T-1003", me()).await.unwrap();
+    T1003 {
+        _tmp: tmp,
+        ws,
+        store,
+        sessions,
+        id: s.id,
+    }
+}
+
 /// Wait until the session has a pending approval, copied into its
 /// stream; returns its id.
 async fn pending(sessions: &Sessions, id: &str) -> String {
@@ -56,18 +81,16 @@ fn escalations(events: &[Arc<Event>]) -> Vec<&tinycode_shared::proto::ToolCallFi
 
 #[tokio::test]
 async fn t1003_asks_once_and_a_second_client_approves() {
-    let (tmp, ws) = fixture_copy();
-    let store = EventStore::open(&tmp.path().join("db")).unwrap();
-    let sessions = open_with(&ws, &store, defaults()).await;
-    let s = sessions.create("", "offline", "ask", me()).await.unwrap();
-    sessions.send(&s.id, "triage T-1003", me()).await.unwrap();
-    let approval = pending(&sessions, &s.id).await;
+    let T1003 {
+        _tmp, sessions, id, ..
+    } = triage_t1003(defaults(), "ask").await;
+    let approval = pending(&sessions, &id).await;
     let info = sessions.approvals.get(&approval).unwrap();
     let request = info.request.unwrap();
     assert_eq!(request.call.unwrap().name, "escalate_ticket");
     assert!(request.reason.contains("level 2"), "{}", request.reason);
     assert_eq!(
-        sessions.get(&s.id).unwrap().pending_approvals(),
+        sessions.get(&id).unwrap().pending_approvals(),
         std::slice::from_ref(&approval)
     );
 
@@ -82,7 +105,7 @@ async fn t1003_asks_once_and_a_second_client_approves() {
         .await
         .unwrap();
     assert_eq!(decided.state, ApprovalState::Allowed as i32);
-    let events = until_done(&store, &s.id, 1).await;
+    let events = until_done(&sessions, &id, 1).await;
     let asked = payloads(&events)
         .iter()
         .filter(|p| matches!(p, Payload::ApprovalRequested(_)))
@@ -105,17 +128,15 @@ async fn t1003_asks_once_and_a_second_client_approves() {
     let t = sessions.desk.get_ticket("T-1003").unwrap();
     assert_eq!((t.status.as_str(), t.escalate_level), ("escalated", 2));
     assert!(t.notes.iter().any(|n| n.text.contains("escalation-policy")));
-    assert!(sessions.get(&s.id).unwrap().pending_approvals().is_empty());
+    assert!(sessions.get(&id).unwrap().pending_approvals().is_empty());
 }
 
 #[tokio::test]
 async fn a_denial_reaches_the_model_and_nothing_is_escalated() {
-    let (tmp, ws) = fixture_copy();
-    let store = EventStore::open(&tmp.path().join("db")).unwrap();
-    let sessions = open_with(&ws, &store, defaults()).await;
-    let s = sessions.create("", "offline", "ask", me()).await.unwrap();
-    sessions.send(&s.id, "triage T-1003", me()).await.unwrap();
-    let approval = pending(&sessions, &s.id).await;
+    let T1003 {
+        _tmp, sessions, id, ..
+    } = triage_t1003(defaults(), "ask").await;
+    let approval = pending(&sessions, &id).await;
     sessions
         .decide(
             &approval,
@@ -126,7 +147,7 @@ async fn a_denial_reaches_the_model_and_nothing_is_escalated() {
         )
         .await
         .unwrap();
-    let events = until_done(&store, &s.id, 1).await;
+    let events = until_done(&sessions, &id, 1).await;
     let result = escalations(&events)[0];
     assert!(result.is_error);
     assert!(
@@ -145,14 +166,12 @@ async fn a_denial_reaches_the_model_and_nothing_is_escalated() {
 
 #[tokio::test]
 async fn cancel_while_waiting_cancels_the_approval_and_the_turn() {
-    let (tmp, ws) = fixture_copy();
-    let store = EventStore::open(&tmp.path().join("db")).unwrap();
-    let sessions = open_with(&ws, &store, defaults()).await;
-    let s = sessions.create("", "offline", "ask", me()).await.unwrap();
-    sessions.send(&s.id, "triage T-1003", me()).await.unwrap();
-    let approval = pending(&sessions, &s.id).await;
-    assert!(sessions.cancel(&s.id).unwrap());
-    let events = until_done(&store, &s.id, 1).await;
+    let T1003 {
+        _tmp, sessions, id, ..
+    } = triage_t1003(defaults(), "ask").await;
+    let approval = pending(&sessions, &id).await;
+    assert!(sessions.cancel(&id).unwrap());
+    let events = until_done(&sessions, &id, 1).await;
     let Some(Payload::TurnCompleted(done)) = events.last().unwrap().payload.clone() else {
         panic!()
     };
@@ -184,21 +203,19 @@ async fn cancel_while_waiting_cancels_the_approval_and_the_turn() {
 
 #[tokio::test]
 async fn nobody_deciding_within_the_timeout_is_a_denial() {
-    let (tmp, ws) = fixture_copy();
-    let store = EventStore::open(&tmp.path().join("db")).unwrap();
     let mut d = defaults();
     d.approval_timeout = Some(Duration::from_millis(100));
-    let sessions = open_with(&ws, &store, d).await;
-    let s = sessions.create("", "offline", "ask", me()).await.unwrap();
-    sessions.send(&s.id, "triage T-1003", me()).await.unwrap();
-    let events = until_done(&store, &s.id, 1).await;
+    let T1003 {
+        _tmp, sessions, id, ..
+    } = triage_t1003(d, "ask").await;
+    let events = until_done(&sessions, &id, 1).await;
     let result = escalations(&events)[0];
     assert!(
         result.is_error && result.content.contains("nobody decided within"),
         "{}",
         result.content
     );
-    let info = &sessions.approvals.list(true, &s.id)[0];
+    let info = &sessions.approvals.list(true, &id)[0];
     assert_eq!(info.state, ApprovalState::Denied as i32);
     assert!(
         info.decision
@@ -214,12 +231,10 @@ async fn nobody_deciding_within_the_timeout_is_a_denial() {
 
 #[tokio::test]
 async fn headless_deny_and_auto_never_wait() {
-    let (tmp, ws) = fixture_copy();
-    let store = EventStore::open(&tmp.path().join("db")).unwrap();
-    let sessions = open_with(&ws, &store, defaults()).await;
-    let s = sessions.create("", "offline", "deny", me()).await.unwrap();
-    sessions.send(&s.id, "triage T-1003", me()).await.unwrap();
-    until_done(&store, &s.id, 1).await;
+    let T1003 {
+        _tmp, sessions, id, ..
+    } = triage_t1003(defaults(), "deny").await;
+    until_done(&sessions, &id, 1).await;
     assert!(
         sessions.approvals.list(true, "").is_empty(),
         "nothing recorded, nobody asked"
@@ -232,18 +247,20 @@ async fn headless_deny_and_auto_never_wait() {
 
 #[tokio::test]
 async fn a_turn_stopped_while_waiting_resumes_after_restart_and_runs_the_call_once() {
-    let (tmp, ws) = fixture_copy();
-    let store = EventStore::open(&tmp.path().join("db")).unwrap();
-    let sessions = open_with(&ws, &store, defaults()).await;
-    let s = sessions.create("", "offline", "ask", me()).await.unwrap();
-    sessions.send(&s.id, "triage T-1003", me()).await.unwrap();
-    let approval = pending(&sessions, &s.id).await;
+    let T1003 {
+        _tmp,
+        ws,
+        store,
+        sessions,
+        id,
+    } = triage_t1003(defaults(), "ask").await;
+    let approval = pending(&sessions, &id).await;
     // "Restart": a second daemon instance folds the same log while the
     // first one's turn is abandoned (as after SIGKILL).
-    let before = sessions.stored(&s.id, 1, u64::MAX).unwrap().len();
+    let before = sessions.stored(&id, 1, u64::MAX).unwrap().len();
     drop(sessions);
     let reopened = open_with(&ws, &store, defaults()).await;
-    let state = reopened.get(&s.id).unwrap();
+    let state = reopened.get(&id).unwrap();
     assert!(state.turns[&1].outcome.is_none(), "not marked interrupted");
     assert_eq!(state.pending_approvals(), std::slice::from_ref(&approval));
     assert_eq!(reopened.approvals.list(false, "").len(), 1, "still listed");
@@ -257,7 +274,7 @@ async fn a_turn_stopped_while_waiting_resumes_after_restart_and_runs_the_call_on
         )
         .await
         .unwrap();
-    let events = until_done(&store, &s.id, 1).await;
+    let events = until_done(&reopened, &id, 1).await;
     assert!(events.len() > before);
     assert_eq!(escalations(&events).len(), 1, "the escalation ran once");
     let asked = payloads(&events)

@@ -52,9 +52,11 @@ pub(super) async fn open_with(
         .unwrap()
 }
 
-/// Stored events of the session until turn `turn` completes.
-pub(super) async fn until_done(store: &EventStore, id: &str, turn: u64) -> Vec<Arc<Event>> {
-    let mut sub = store.subscribe(SubscriptionOptions {
+/// Stored events of the session until turn `turn` completes, returned once
+/// the session's projection has folded them too (a store subscriber may
+/// see an event before the actor folds it).
+pub(super) async fn until_done(sessions: &Sessions, id: &str, turn: u64) -> Vec<Arc<Event>> {
+    let mut sub = sessions.store.subscribe(SubscriptionOptions {
         from_sequence: 1,
         stream_prefix: session_stream(id),
         follow: true,
@@ -67,9 +69,19 @@ pub(super) async fn until_done(store: &EventStore, id: &str, turn: u64) -> Vec<A
             .unwrap()
             .unwrap();
         let done = matches!(&e.payload, Some(Payload::TurnCompleted(c)) if c.turn == turn);
+        let sequence = e.sequence;
         out.push(e);
         if done {
-            return out;
+            for _ in 0..2000 {
+                if sessions
+                    .with_state(id, |s| s.last_sequence >= sequence)
+                    .unwrap()
+                {
+                    return out;
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            panic!("the projection never folded sequence {sequence}");
         }
     }
 }
@@ -87,7 +99,7 @@ async fn an_offline_turn_runs_in_the_session_and_is_stored() {
     );
     let (_, turn, queued) = sessions.send(&s.id, "triage T-1001", me()).await.unwrap();
     assert_eq!((turn, queued), (1, false));
-    let events = until_done(&store, &s.id, 1).await;
+    let events = until_done(&sessions, &s.id, 1).await;
     let kinds: Vec<&str> = events
         .iter()
         .map(|e| match &e.payload {
@@ -141,7 +153,7 @@ async fn a_second_message_is_queued_and_sees_the_first_turn() {
         .await
         .unwrap();
     assert_eq!(turn, 2);
-    until_done(&store, &s.id, 2).await;
+    until_done(&sessions, &s.id, 2).await;
     let state = sessions.get(&s.id).unwrap();
     assert!(
         state
@@ -220,7 +232,7 @@ async fn a_turn_left_running_by_a_crash_is_marked_interrupted_on_open() {
     // The session goes on.
     let (_, turn, _) = reopened.send(&s.id, "triage T-1002", me()).await.unwrap();
     assert_eq!(turn, 2);
-    until_done(&store, &s.id, 2).await;
+    until_done(&reopened, &s.id, 2).await;
 }
 
 #[tokio::test]
@@ -230,7 +242,7 @@ async fn sessions_can_be_renamed_forked_and_deleted() {
     let sessions = open(&ws, &store).await;
     let s = sessions.create("first", "", "", me()).await.unwrap();
     sessions.send(&s.id, "triage T-1002", me()).await.unwrap();
-    let turn1 = until_done(&store, &s.id, 1).await;
+    let turn1 = until_done(&sessions, &s.id, 1).await;
     assert_eq!(
         sessions
             .rename(&s.id, "logistics", me())
@@ -253,7 +265,7 @@ async fn sessions_can_be_renamed_forked_and_deleted() {
         .await
         .unwrap();
     assert_eq!(turn, 2);
-    until_done(&store, &fork.id, 2).await;
+    until_done(&sessions, &fork.id, 2).await;
     assert_eq!(
         sessions.get(&s.id).unwrap().turns.len(),
         1,
@@ -315,7 +327,7 @@ async fn compaction_summarises_old_turns_at_a_user_boundary_and_survives_restart
         (3, "how long do refunds take?"),
     ] {
         sessions.send(&s.id, text, me()).await.unwrap();
-        until_done(&store, &s.id, n).await;
+        until_done(&sessions, &s.id, n).await;
     }
     let total = sessions.get(&s.id).unwrap().message_count();
     let events = sessions.stored(&s.id, 1, u64::MAX).unwrap();
