@@ -227,6 +227,17 @@ impl Desk {
     }
 
     /// The pid written in the state dir's lock file by the running daemon.
+    /// `tinycode session new ARGS…`; the new session's id.
+    pub fn new_session(&self, args: &[&str]) -> String {
+        let mut all = vec!["session", "new"];
+        all.extend_from_slice(args);
+        let out = self.ok(&all);
+        out.split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    }
+
     pub fn daemon_pid(&self) -> Option<u32> {
         std::fs::read_to_string(self.state_dir().join("tinycoded.lock"))
             .ok()?

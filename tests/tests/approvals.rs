@@ -25,18 +25,37 @@ fn first_pending(desk: &Desk) -> String {
     id
 }
 
+/// `tinycode run --approve ask TEXT`, followed until it prints how to
+/// answer the approval it waits for.
+fn run_until_it_asks(desk: &Desk, text: &str) -> LineReader {
+    let mut run = LineReader::spawn({
+        let mut cmd = desk.cli();
+        cmd.args(["run", "--approve", "ask", text]);
+        cmd
+    });
+    run.until(Duration::from_secs(30), |seen| {
+        seen.iter().any(|l| l.contains("approvals approve A-"))
+    });
+    run
+}
+
+/// A new session in mode ask that was sent "triage T-1003"; its id.
+fn session_triaging_t1003(desk: &Desk) -> String {
+    let session = desk.new_session(&["--approve", "ask"]);
+    desk.ok(&["session", "send", &session, "triage T-1003"]);
+    session
+}
+
 #[test]
 fn run_shows_the_pending_approval_and_a_second_cli_process_answers_it() {
     let desk = Desk::fixture();
-    let mut run = LineReader::spawn({
-        let mut cmd = desk.cli();
-        cmd.args(["run", "--approve", "ask", "triage T-1003"]);
-        cmd
-    });
-    let lines = run.until(Duration::from_secs(30), |seen| {
-        seen.iter().any(|l| l.contains("approvals approve A-"))
-    });
-    let ask = lines.iter().find(|l| l.starts_with("⏸ ")).unwrap().clone();
+    let mut run = run_until_it_asks(&desk, "triage T-1003");
+    let ask = run
+        .seen
+        .iter()
+        .find(|l| l.starts_with("⏸ "))
+        .unwrap()
+        .clone();
     assert!(
         ask.contains("escalate_ticket T-1003 needs approval"),
         "{ask}"
@@ -109,12 +128,7 @@ fn run_shows_the_pending_approval_and_a_second_cli_process_answers_it() {
 #[test]
 fn sigkill_while_waiting_then_restart_and_approve_completes_the_turn_once() {
     let desk = Desk::fixture();
-    let session = desk
-        .ok(&["session", "new", "--approve", "ask"])
-        .trim()
-        .to_string();
-    let session = session.split_whitespace().next().unwrap().to_string();
-    desk.ok(&["session", "send", &session, "triage T-1003"]);
+    let session = session_triaging_t1003(&desk);
     let id = first_pending(&desk);
     let pid = desk.daemon_pid().unwrap();
     kill(pid, "KILL");
@@ -165,14 +179,7 @@ fn a_knowledge_edit_approval_carries_the_diff_the_edit_then_applies() {
         .with_env("OPENAI_BASE_URL", &mock.base_url)
         .with_env("OPENAI_API_KEY", "sk-test")
         .with_env("TINYCODE_MODEL", "openai/gpt-test");
-    let mut run = LineReader::spawn({
-        let mut cmd = desk.cli();
-        cmd.args(["run", "--approve", "ask", "update the refund time"]);
-        cmd
-    });
-    run.until(Duration::from_secs(30), |seen| {
-        seen.iter().any(|l| l.contains("approvals approve A-"))
-    });
+    let mut run = run_until_it_asks(&desk, "update the refund time");
     let id = first_pending(&desk);
     let info = desk.json(&["approvals", "show", &id]);
     let request = &info["request"];
@@ -221,9 +228,7 @@ fn a_knowledge_edit_approval_carries_the_diff_the_edit_then_applies() {
 #[test]
 fn cancel_while_waiting_records_the_approval_as_cancelled() {
     let desk = Desk::fixture();
-    let session = desk.ok(&["session", "new", "--approve", "ask"]);
-    let session = session.split_whitespace().next().unwrap().to_string();
-    desk.ok(&["session", "send", &session, "triage T-1003"]);
+    let session = session_triaging_t1003(&desk);
     let id = first_pending(&desk);
     desk.ok(&["session", "cancel", &session]);
     let cancelled = wait_until(Duration::from_secs(20), || {
@@ -247,14 +252,7 @@ fn cancel_while_waiting_records_the_approval_as_cancelled() {
 #[test]
 fn a_denial_from_another_process_reaches_the_model_and_nothing_is_escalated() {
     let desk = Desk::fixture();
-    let mut run = LineReader::spawn({
-        let mut cmd = desk.cli();
-        cmd.args(["run", "--approve", "ask", "triage T-1003"]);
-        cmd
-    });
-    run.until(Duration::from_secs(30), |seen| {
-        seen.iter().any(|l| l.contains("approvals approve A-"))
-    });
+    let mut run = run_until_it_asks(&desk, "triage T-1003");
     let id = first_pending(&desk);
     let denied = desk.ok(&[
         "approvals",

@@ -329,8 +329,7 @@ fn a_message_sent_while_a_turn_runs_is_queued_says_so_and_runs_next() {
         Duration::from_millis(30),
     );
     let desk = desk_with(&mock);
-    let id = desk.ok(&["session", "new"]);
-    let id = id.split_whitespace().next().unwrap().to_string();
+    let id = desk.new_session(&[]);
     assert_eq!(desk.ok(&["session", "send", &id, "first"]).trim(), "turn 1");
     assert!(wait_until(Duration::from_secs(20), || desk
         .json(&["session", "list"])["sessions"][0]["running"]
