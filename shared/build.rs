@@ -18,6 +18,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "tinycode/v1/sessions.proto",
         "tinycode/v1/approval_events.proto",
         "tinycode/v1/approvals.proto",
+        "tinycode/v1/triage_events.proto",
+        "tinycode/v1/triage.proto",
     ];
     for file in &files {
         println!("cargo:rerun-if-changed={}", proto_root.join(file).display());

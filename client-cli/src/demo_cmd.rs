@@ -1,21 +1,21 @@
 //! `tinycode demo [DIR]`: the main job on the embedded demo desk — create
-//! the desk, start the daemon on it, triage every open ticket with the
-//! daemon's model (offline unless configured), and print the results and
-//! the escalations waiting for a human. The daemon is left running.
+//! the desk with auto-triage on, start the daemon on it, follow its
+//! background triage worker with a progress bar, and print the results and
+//! the escalations waiting for a human. The daemon is left running, and
+//! goes on triaging tickets that arrive.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use anyhow::Context;
 use clap::Args;
 use tinycode_shared::client::{self, ClientName};
 use tinycode_shared::paths::Layout;
 use tinycode_shared::proto::GetStatusRequest;
 use tinycode_shared::proto::daemon_client::DaemonClient;
 
-use crate::triage_cmd::{
-    TriageArgs, TriageResult, open_ticket_ids, result_table, results_json, triage_all,
-};
+use crate::triage_cmd::{TriageArgs, request, result_table, results_json};
 use crate::{Ctx, init_cmd, output};
 
 #[derive(Args, Debug)]
@@ -23,6 +23,23 @@ pub struct DemoArgs {
     /// Where to create the demo desk (default: a new directory under the
     /// system temp dir). An existing workspace there is reused.
     pub dir: Option<PathBuf>,
+}
+
+/// Turn the background worker on in a freshly scaffolded desk's config.
+fn enable_auto_triage(dir: &Path) -> anyhow::Result<()> {
+    let path = dir.join(".tinycode/config.json");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let mut config: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not valid JSON", path.display()))?;
+    if let Some(obj) = config.as_object_mut() {
+        obj.insert(
+            "autoTriage".into(),
+            serde_json::json!({ "enabled": true, "concurrency": 2 }),
+        );
+    }
+    let text = serde_json::to_string_pretty(&config)?;
+    std::fs::write(&path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
 }
 
 pub async fn run(json: bool, client_name: &ClientName, args: DemoArgs) -> anyhow::Result<ExitCode> {
@@ -39,6 +56,7 @@ pub async fn run(json: bool, client_name: &ClientName, args: DemoArgs) -> anyhow
     let created = !dir.join(".tinycode/config.json").exists();
     if created {
         init_cmd::scaffold(&dir, true)?;
+        enable_auto_triage(&dir)?;
     }
     let layout = Layout::discover(Some(&dir))?;
     let workspace = layout.workspace.clone().unwrap_or(dir.clone());
@@ -57,64 +75,64 @@ pub async fn run(json: bool, client_name: &ClientName, args: DemoArgs) -> anyhow
             "tinycoded running (pid {}) on {}",
             status.pid, status.socket_path
         );
+        println!("Its triage worker triages every open ticket in the background, two at a time…\n");
     }
-    let ids = open_ticket_ids(&channel).await?;
     let ctx = Ctx {
         json,
         autostart: true,
         layout,
         client: client_name.clone(),
     };
+    // With auto-triage on, the worker queued the open tickets at start;
+    // asking for them all again only follows them (and covers a desk whose
+    // config has it off).
     let triage = TriageArgs {
+        view: None,
         ids: vec![],
         all: true,
         approve: Some("ask".into()),
         model: None,
-        concurrency: 2,
     };
-    if !json {
-        println!(
-            "Triaging {} open tickets, two at a time, in the daemon…\n",
-            ids.len()
-        );
-    }
-    let results = triage_all(&ctx, channel.clone(), ids, &triage).await;
-    let waiting: Vec<&TriageResult> = results.iter().filter(|r| r.waiting_for.is_some()).collect();
+    let (items, levels) = request(&ctx, &channel, &triage).await?;
+    let waiting: Vec<(&String, &String)> = items
+        .iter()
+        .flat_map(|i| i.approval_ids.iter().map(move |a| (&i.ticket_id, a)))
+        .collect();
     if json {
         output::json_pretty(&serde_json::json!({
             "workspace": ws,
             "created": created,
             "daemonPid": status.pid,
             "socket": status.socket_path,
-            "results": results_json(&results),
-            "needApproval": waiting.iter().map(|r| serde_json::json!({
-                "ticket": r.id, "approval": r.waiting_for,
+            "results": results_json(&items, &levels),
+            "needApproval": waiting.iter().map(|(t, a)| serde_json::json!({
+                "ticket": t, "approval": a,
             })).collect::<Vec<_>>(),
             "stop": format!("tinycode -w {ws} daemon stop"),
         }));
         return Ok(ExitCode::SUCCESS);
     }
-    print!("{}", result_table(&results));
-    if results.is_empty() {
-        println!("(no open tickets: this desk was triaged before)");
+    print!("{}", result_table(&items, &levels));
+    if items.is_empty() {
+        println!("(no open tickets: this desk was triaged before; `tinycode triage status` shows how)");
     }
     if !waiting.is_empty() {
         println!(
             "\n{} triage turns wait for a human's approval (they resume in the daemon once decided):",
             waiting.len()
         );
-        for r in &waiting {
-            let a = r.waiting_for.clone().unwrap_or_default();
-            println!("  {}: tinycode -w {ws} approvals show {a}", r.id);
+        for (t, a) in &waiting {
+            println!("  {t}: tinycode -w {ws} approvals show {a}");
             println!(
                 "        tinycode -w {ws} approvals approve {a}   |   tinycode -w {ws} approvals deny {a} --reason \"…\""
             );
         }
     }
-    println!("\nTry:");
+    println!("\nThe daemon keeps triaging tickets as they arrive. Try:");
     println!("  cd {ws}");
+    println!("  tinycode ticket create --subject \"Parcel lost\" --customer Ana --channel email --body \"物流 一直 没有 更新\"");
+    println!("  tinycode triage watch            # the worker, live");
     println!("  tinycode ticket show T-1001");
-    println!("  tinycode session list");
     println!("  tinycode run \"退款 时效 是多久？\"");
     println!("Stop the daemon: tinycode -w {ws} daemon stop");
     Ok(ExitCode::SUCCESS)

@@ -1,151 +1,84 @@
-//! `tinycode triage ID… | --all`: one session per ticket, a few at a time,
-//! a progress bar, and a summary table. The agent runs in the daemon.
+//! `tinycode triage ID… | --all`: ask the daemon's triage worker to triage
+//! tickets, follow them with a progress bar, print a summary table.
+//! `tinycode triage status` and `tinycode triage watch` show the worker.
+//! The worker decides everything; this only asks and prints.
 
+use std::collections::HashMap;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Args;
-use futures::StreamExt;
+use clap::{Args, Subcommand};
 use tinycode_shared::client::DaemonChannel;
-use tinycode_shared::proto::event::Payload;
-use tinycode_shared::proto::session_update::Update;
-use tinycode_shared::proto::sessions_client::SessionsClient;
-use tinycode_shared::proto::tickets_client::TicketsClient;
+use tinycode_shared::proto::approvals_client::ApprovalsClient;
+use tinycode_shared::proto::triage_client::TriageClient;
 use tinycode_shared::proto::{
-    AttachRequest, CreateSessionRequest, GetTicketRequest, ListTicketsRequest, SendMessageRequest,
-    Ticket, TurnOutcome,
+    EnqueueTriageRequest, GetApprovalRequest, TriageItem, TriageState, TriageStatus,
+    TriageStatusRequest,
 };
 use tinycode_shared::render;
 
 use crate::{Ctx, output};
 
 #[derive(Args, Debug, Clone)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct TriageArgs {
-    /// Ticket ids to triage.
+    #[command(subcommand)]
+    pub view: Option<TriageView>,
+    /// Ticket ids to triage (again, if they were triaged before).
     pub ids: Vec<String>,
-    /// Every open ticket.
+    /// Every open ticket never triaged (and follow those in progress).
     #[arg(long, conflicts_with = "ids")]
     pub all: bool,
-    /// How sessions settle approvals: ask (the turn waits for a human; the
-    /// table lists what waits), auto or deny. Default: ask on a terminal,
-    /// deny otherwise.
+    /// How a new triage session settles approvals: ask (the turn waits for
+    /// a human; the table lists what waits), auto or deny. Default: ask on
+    /// a terminal, deny otherwise.
     #[arg(long, value_parser = ["ask", "auto", "deny"])]
     pub approve: Option<String>,
-    /// provider/model (default: the daemon's).
+    /// provider/model of a new triage session (default: the daemon's).
     #[arg(long)]
     pub model: Option<String>,
-    /// Tickets triaged at the same time.
-    #[arg(long, default_value_t = 2)]
-    pub concurrency: usize,
 }
 
-/// What one ticket's triage turn did.
-#[derive(Debug, Clone)]
-pub struct TriageResult {
-    pub id: String,
-    pub session: String,
-    pub outcome: String,
-    /// An escalation level the agent wanted but was not approved.
-    pub escalation_asked: Option<u64>,
-    /// The approval the turn waits for (the table says how to answer it).
-    pub waiting_for: Option<String>,
-    pub error: String,
-    pub ticket: Option<Ticket>,
+#[derive(Subcommand, Debug, Clone)]
+pub enum TriageView {
+    /// The worker: counts by state, tickets per queue, each ticket's triage.
+    Status {
+        /// Only these tickets.
+        ids: Vec<String>,
+    },
+    /// Follow the worker live (Ctrl+C to stop).
+    Watch {
+        /// Only these tickets.
+        ids: Vec<String>,
+    },
 }
 
-async fn triage_one(channel: DaemonChannel, id: String, args: &TriageArgs) -> TriageResult {
-    let mut result = TriageResult {
-        id: id.clone(),
-        session: String::new(),
-        outcome: "failed".into(),
-        escalation_asked: None,
-        waiting_for: None,
-        error: String::new(),
-        ticket: None,
-    };
-    let mut sessions = SessionsClient::new(channel.clone());
-    let run = async {
-        let s = sessions
-            .create(CreateSessionRequest {
-                title: format!("triage {id}"),
-                model: args.model.clone().unwrap_or_default(),
-                approve: crate::session_cmd::default_approve(args.approve.clone()),
-            })
-            .await?
-            .into_inner();
-        result.session = s.id.clone();
-        let mut updates = sessions
-            .attach(AttachRequest {
-                session_id: s.id.clone(),
-                from_sequence: s.last_sequence + 1,
-            })
-            .await?
-            .into_inner();
-        let sent = sessions
-            .send_message(SendMessageRequest {
-                session_id: s.id.clone(),
-                text: format!("triage {id}"),
-            })
-            .await?
-            .into_inner();
-        while let Some(u) = updates.message().await? {
-            let Some(Update::Event(e)) = u.update else {
-                continue;
-            };
-            match e.payload {
-                Some(Payload::ToolCallFinished(f)) if f.is_error => {
-                    let call = f.call.unwrap_or_default();
-                    if call.name == "escalate_ticket" && f.content.contains("not approved") {
-                        let args: serde_json::Value =
-                            serde_json::from_str(&call.arguments_json).unwrap_or_default();
-                        result.escalation_asked = args["level"].as_u64();
-                    }
-                }
-                // The turn waits for a human: it goes on in the daemon once
-                // someone decides; this ticket is reported as waiting.
-                Some(Payload::ApprovalRequested(r)) if r.turn == sent.turn => {
-                    let call = r.call.unwrap_or_default();
-                    if call.name == "escalate_ticket" {
-                        let args: serde_json::Value =
-                            serde_json::from_str(&call.arguments_json).unwrap_or_default();
-                        result.escalation_asked = args["level"].as_u64();
-                    }
-                    result.outcome = "waiting for approval".into();
-                    result.waiting_for = Some(r.approval_id);
-                    break;
-                }
-                Some(Payload::TurnCompleted(c)) if c.turn == sent.turn => {
-                    result.outcome = render::outcome_name(c.outcome).into();
-                    result.error = c.error;
-                    break;
-                }
-                _ => {}
-            }
-        }
-        Ok::<_, tonic::Status>(())
-    };
-    if let Err(status) = run.await {
-        result.error = output::describe_status(&status);
-    }
-    result.ticket = TicketsClient::new(channel)
-        .get(GetTicketRequest { id })
-        .await
-        .ok()
-        .map(|r| r.into_inner());
-    result
+fn state(i: &TriageItem) -> TriageState {
+    TriageState::try_from(i.state).unwrap_or_default()
 }
 
-/// Triage `ids` with a progress bar; results in input order.
-pub async fn triage_all(
+/// Finished, or parked until a human decides.
+fn settled(i: &TriageItem) -> bool {
+    matches!(
+        state(i),
+        TriageState::Done
+            | TriageState::Failed
+            | TriageState::Skipped
+            | TriageState::WaitingForApproval
+    )
+}
+
+/// Follow `ids` (all when empty) until each is settled and nothing is
+/// queued or running, with a progress bar. Returns the last status.
+pub async fn follow(
     ctx: &Ctx,
-    channel: DaemonChannel,
+    channel: &DaemonChannel,
     ids: Vec<String>,
-    args: &TriageArgs,
-) -> Vec<TriageResult> {
+) -> anyhow::Result<TriageStatus> {
     let bar = if ctx.json {
         indicatif::ProgressBar::hidden()
     } else {
-        indicatif::ProgressBar::new(ids.len() as u64)
+        indicatif::ProgressBar::new(0)
     };
     bar.set_style(
         indicatif::ProgressStyle::with_template("{spinner} triage [{bar:30}] {pos}/{len} {msg}")
@@ -153,131 +86,295 @@ pub async fn triage_all(
             .progress_chars("=> "),
     );
     bar.enable_steady_tick(Duration::from_millis(120));
-    let mut results: Vec<TriageResult> = futures::stream::iter(ids.into_iter().map(|id| {
-        let (channel, bar) = (channel.clone(), bar.clone());
-        async move {
-            let r = triage_one(channel, id, args).await;
-            bar.set_message(format!("{} {}", r.id, r.outcome));
-            bar.inc(1);
-            r
+    let whole_board = ids.is_empty();
+    let mut updates = TriageClient::new(channel.clone())
+        .watch(TriageStatusRequest {
+            ticket_ids: ids,
+            counts_only: false,
+        })
+        .await?
+        .into_inner();
+    let mut last = TriageStatus::default();
+    while let Some(status) = updates.message().await? {
+        let done = status.items.iter().filter(|i| settled(i)).count();
+        bar.set_length(status.items.len() as u64);
+        bar.set_position(done as u64);
+        bar.set_message(render::triage_counts(&status));
+        let in_flight = status.queued + status.running + status.retrying;
+        let finished = done == status.items.len() && (!whole_board || in_flight == 0);
+        last = status;
+        if finished {
+            break;
         }
-    }))
-    .buffer_unordered(args.concurrency.max(1))
-    .collect()
-    .await;
+    }
     bar.finish_and_clear();
-    results.sort_by(|a, b| a.id.cmp(&b.id));
-    results
+    Ok(last)
+}
+
+/// The escalation level each waiting approval asks for, by approval id.
+async fn asked_levels(channel: &DaemonChannel, items: &[TriageItem]) -> HashMap<String, u64> {
+    let mut levels = HashMap::new();
+    let mut approvals = ApprovalsClient::new(channel.clone());
+    for id in items.iter().flat_map(|i| i.approval_ids.iter()) {
+        let Ok(info) = approvals
+            .get(GetApprovalRequest {
+                approval_id: id.clone(),
+            })
+            .await
+        else {
+            continue;
+        };
+        let call = info
+            .into_inner()
+            .request
+            .and_then(|r| r.call)
+            .unwrap_or_default();
+        let args: serde_json::Value = serde_json::from_str(&call.arguments_json).unwrap_or_default();
+        if call.name == "escalate_ticket"
+            && let Some(level) = args["level"].as_u64()
+        {
+            levels.insert(id.clone(), level);
+        }
+    }
+    levels
 }
 
 fn dash(s: &str) -> String {
-    if s.is_empty() {
-        "-".into()
-    } else {
-        s.to_string()
+    if s.is_empty() { "-".into() } else { s.to_string() }
+}
+
+/// `L2`, `L2 awaits A-1`, or `-`.
+fn escalation(i: &TriageItem, levels: &HashMap<String, u64>) -> String {
+    if i.escalate_level > 0 {
+        return format!("L{}", i.escalate_level);
+    }
+    i.approval_ids
+        .iter()
+        .find_map(|a| levels.get(a).map(|l| format!("L{l} awaits {a}")))
+        .unwrap_or_else(|| "-".into())
+}
+
+/// The turn's outcome, or what the triage waits for.
+fn outcome(i: &TriageItem) -> String {
+    match state(i) {
+        TriageState::Done | TriageState::Failed if !i.outcome.is_empty() => i.outcome.clone(),
+        s => render::triage_state_name(s as i32).to_string(),
     }
 }
 
-pub fn result_table(results: &[TriageResult]) -> String {
-    let rows: Vec<Vec<String>> = results
+pub fn result_table(items: &[TriageItem], levels: &HashMap<String, u64>) -> String {
+    let rows: Vec<Vec<String>> = items
         .iter()
-        .map(|r| {
-            let t = r.ticket.clone().unwrap_or_default();
-            let escalation = match (t.escalate_level, r.escalation_asked, &r.waiting_for) {
-                (l, _, _) if l > 0 => format!("L{l}"),
-                (_, Some(l), Some(a)) => format!("L{l} awaits {a}"),
-                (_, Some(l), None) => format!("L{l} not approved"),
-                _ => "-".into(),
-            };
+        .map(|i| {
             vec![
-                r.id.clone(),
-                dash(&t.category),
-                dash(&t.priority),
-                dash(&t.queue),
-                escalation,
-                r.outcome.clone(),
+                i.ticket_id.clone(),
+                dash(&i.category),
+                dash(&i.priority),
+                dash(&i.queue),
+                escalation(i, levels),
+                outcome(i),
             ]
         })
         .collect();
     output::table(
-        &[
-            "TICKET",
-            "CATEGORY",
-            "PRI",
-            "QUEUE",
-            "ESCALATION",
-            "OUTCOME",
-        ],
+        &["TICKET", "CATEGORY", "PRI", "QUEUE", "ESCALATION", "OUTCOME"],
         &rows,
     )
 }
 
-pub fn results_json(results: &[TriageResult]) -> serde_json::Value {
+pub fn results_json(items: &[TriageItem], levels: &HashMap<String, u64>) -> serde_json::Value {
     serde_json::Value::Array(
-        results
+        items
             .iter()
-            .map(|r| {
-                let t = r.ticket.clone().unwrap_or_default();
+            .map(|i| {
+                let asked = i.approval_ids.iter().find_map(|a| levels.get(a));
                 serde_json::json!({
-                    "ticket": r.id, "session": r.session, "outcome": r.outcome, "error": r.error,
-                    "category": t.category, "priority": t.priority, "queue": t.queue, "status": t.status,
-                    "escalateLevel": t.escalate_level, "escalationNeedsApproval": r.escalation_asked,
-                    "waitingForApproval": r.waiting_for,
+                    "ticket": i.ticket_id, "session": i.session_id,
+                    "state": render::triage_state_name(i.state), "outcome": outcome(i),
+                    "attempts": i.attempt, "error": i.error,
+                    "category": i.category, "priority": i.priority, "queue": i.queue,
+                    "status": i.ticket_status, "escalateLevel": i.escalate_level,
+                    "escalationNeedsApproval": asked,
+                    "waitingForApproval": i.approval_ids.first(),
                 })
             })
             .collect(),
     )
 }
 
-/// Ids of every open ticket.
-pub async fn open_ticket_ids(channel: &DaemonChannel) -> Result<Vec<String>, tonic::Status> {
-    let request = ListTicketsRequest {
-        status: "open".into(),
-        limit: 10_000,
-        ..Default::default()
-    };
-    let open = TicketsClient::new(channel.clone())
-        .list(request)
-        .await?
-        .into_inner();
-    Ok(open.tickets.into_iter().map(|t| t.id).collect())
+pub fn status_json(s: &TriageStatus, levels: &HashMap<String, u64>) -> serde_json::Value {
+    serde_json::json!({
+        "autoTriage": s.auto_triage, "concurrency": s.concurrency,
+        "queued": s.queued, "running": s.running, "waitingForApproval": s.waiting_for_approval,
+        "retrying": s.retrying, "done": s.done, "failed": s.failed, "skipped": s.skipped,
+        "queues": s.queues.iter().map(|q| serde_json::json!({"queue": q.queue, "tickets": q.tickets})).collect::<Vec<_>>(),
+        "items": results_json(&s.items, levels),
+        "sequence": s.sequence,
+    })
 }
 
-pub async fn run(ctx: &Ctx, args: TriageArgs) -> anyhow::Result<ExitCode> {
-    let channel = ctx.connect().await?;
-    let ids = if args.all {
-        open_ticket_ids(&channel).await?
-    } else {
-        args.ids.clone()
-    };
+/// Ask for triage and follow it; the items of the tickets asked for.
+pub async fn request(
+    ctx: &Ctx,
+    channel: &DaemonChannel,
+    args: &TriageArgs,
+) -> anyhow::Result<(Vec<TriageItem>, HashMap<String, u64>)> {
+    let asked = TriageClient::new(channel.clone())
+        .enqueue(EnqueueTriageRequest {
+            ticket_ids: args.ids.clone(),
+            all_open: args.all,
+            approve: crate::session_cmd::default_approve(args.approve.clone()),
+            model: args.model.clone().unwrap_or_default(),
+        })
+        .await?
+        .into_inner();
+    let mut ids: Vec<String> = asked.queued.into_iter().chain(asked.already).collect();
     if ids.is_empty() {
-        anyhow::bail!("nothing to triage: name ticket ids or use --all (it takes open tickets)");
+        return Ok((Vec::new(), HashMap::new()));
     }
-    let results = triage_all(ctx, channel, ids, &args).await;
-    if ctx.json {
-        output::json_pretty(&results_json(&results));
-    } else {
-        print!("{}", result_table(&results));
-        for r in results.iter().filter(|r| !r.error.is_empty()) {
-            eprintln!("{}: {}", r.id, r.error);
-        }
-    }
-    let waiting: Vec<&String> = results
-        .iter()
-        .filter_map(|r| r.waiting_for.as_ref())
-        .collect();
-    if !ctx.json && !waiting.is_empty() {
-        println!("\n{} triage turns wait for a human:", waiting.len());
+    ids.sort();
+    let mut items = follow(ctx, channel, ids).await?.items;
+    items.sort_by(|a, b| a.ticket_id.cmp(&b.ticket_id));
+    let levels = asked_levels(channel, &items).await;
+    Ok((items, levels))
+}
+
+/// Print the commands that answer each waiting approval.
+pub fn print_waiting(items: &[TriageItem]) {
+    let waiting: Vec<&String> = items.iter().flat_map(|i| i.approval_ids.iter()).collect();
+    if !waiting.is_empty() {
+        println!(
+            "\n{} triage turns wait for a human (they go on in the daemon once decided):",
+            waiting.len()
+        );
         for id in &waiting {
             println!("{}", render::how_to_answer(id));
         }
     }
-    let all_completed = results.iter().all(|r| {
-        r.waiting_for.is_some() || r.outcome == render::outcome_name(TurnOutcome::Completed as i32)
-    });
-    Ok(if all_completed {
+}
+
+pub async fn run(ctx: &Ctx, args: TriageArgs) -> anyhow::Result<ExitCode> {
+    let channel = ctx.connect().await?;
+    match &args.view {
+        Some(TriageView::Status { ids }) => return status(ctx, &channel, ids.clone()).await,
+        Some(TriageView::Watch { ids }) => return watch(ctx, &channel, ids.clone()).await,
+        None => {}
+    }
+    if args.ids.is_empty() && !args.all {
+        anyhow::bail!(
+            "nothing to triage: name ticket ids or use --all (open tickets never triaged); `tinycode triage status` shows the worker"
+        );
+    }
+    let (items, levels) = request(ctx, &channel, &args).await?;
+    if items.is_empty() {
+        if !ctx.json {
+            println!("nothing to triage: every open ticket has been triaged (`tinycode triage status`)");
+        } else {
+            output::json_pretty(&serde_json::json!([]));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if ctx.json {
+        output::json_pretty(&results_json(&items, &levels));
+    } else {
+        print!("{}", result_table(&items, &levels));
+        for i in items.iter().filter(|i| !i.error.is_empty()) {
+            eprintln!("{}: {}", i.ticket_id, i.error);
+        }
+        print_waiting(&items);
+    }
+    let all_well = items
+        .iter()
+        .all(|i| matches!(state(i), TriageState::Done | TriageState::WaitingForApproval));
+    Ok(if all_well {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(2)
     })
+}
+
+async fn status(ctx: &Ctx, channel: &DaemonChannel, ids: Vec<String>) -> anyhow::Result<ExitCode> {
+    let s = TriageClient::new(channel.clone())
+        .get_status(TriageStatusRequest {
+            ticket_ids: ids,
+            counts_only: false,
+        })
+        .await?
+        .into_inner();
+    let levels = asked_levels(channel, &s.items).await;
+    if ctx.json {
+        output::json_pretty(&status_json(&s, &levels));
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{} (auto-triage {}, {} at a time)",
+        render::triage_counts(&s),
+        if s.auto_triage { "on" } else { "off" },
+        s.concurrency
+    );
+    if !s.queues.is_empty() {
+        let queues: Vec<String> = s
+            .queues
+            .iter()
+            .map(|q| format!("{} {}", q.queue, q.tickets))
+            .collect();
+        println!("routed: {}", queues.join(" · "));
+    }
+    if !s.items.is_empty() {
+        println!();
+        print!("{}", result_table(&s.items, &levels));
+    }
+    print_waiting(&s.items);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One line per ticket whose triage changed, and the counts when they change.
+async fn watch(ctx: &Ctx, channel: &DaemonChannel, ids: Vec<String>) -> anyhow::Result<ExitCode> {
+    let mut updates = TriageClient::new(channel.clone())
+        .watch(TriageStatusRequest {
+            ticket_ids: ids,
+            counts_only: false,
+        })
+        .await?
+        .into_inner();
+    let mut seen: HashMap<String, (i32, u64)> = HashMap::new();
+    let mut last_counts = String::new();
+    while let Some(s) = updates.message().await? {
+        if ctx.json {
+            output::json_line(&status_json(&s, &HashMap::new()));
+            continue;
+        }
+        for i in &s.items {
+            let key = (i.state, i.sequence);
+            if seen.get(&i.ticket_id) == Some(&key) {
+                continue;
+            }
+            seen.insert(i.ticket_id.clone(), key);
+            let mut line = format!("{} {}", i.ticket_id, render::triage_state_name(i.state));
+            let facts: Vec<&str> = [&i.category, &i.priority, &i.queue]
+                .into_iter()
+                .filter(|f| !f.is_empty())
+                .map(String::as_str)
+                .collect();
+            if !facts.is_empty() {
+                line.push_str(&format!(" · {}", facts.join(" · ")));
+            }
+            if i.escalate_level > 0 {
+                line.push_str(&format!(" · L{}", i.escalate_level));
+            }
+            if let Some(a) = i.approval_ids.first() {
+                line.push_str(&format!(" · awaits {a}"));
+            }
+            if !i.error.is_empty() {
+                line.push_str(&format!(" · {}", i.error));
+            }
+            println!("{line}");
+        }
+        let counts = render::triage_counts(&s);
+        if counts != last_counts {
+            println!("{counts}");
+            last_counts = counts;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -19,3 +19,4 @@ pub mod skills;
 pub mod store;
 pub mod sync;
 pub mod tools;
+pub mod triage;

@@ -58,6 +58,8 @@ pub enum DaemonError {
     Desk(#[from] DomainError),
     #[error("cannot load the sessions: {0}")]
     Sessions(#[from] crate::sessions::SessionError),
+    #[error("cannot start the triage worker: {0}")]
+    Triage(#[from] crate::triage::TriageError),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -223,6 +225,13 @@ pub async fn run(layout: Layout) -> Result<(), DaemonError> {
         },
     )
     .await?;
+    let triage = crate::triage::Triage::open(
+        store.clone(),
+        Arc::clone(&desk),
+        Arc::clone(&sessions),
+        config.auto_triage.clone(),
+    )
+    .await?;
     let listener = bind_socket(&layout)?;
     tracing::info!(socket = %layout.socket.display(), workspace = %workspace.display(), "tinycoded listening");
 
@@ -233,6 +242,7 @@ pub async fn run(layout: Layout) -> Result<(), DaemonError> {
         store: store.clone(),
         desk,
         sessions,
+        triage,
         layout: Arc::new(layout.clone()),
         started,
         shutdown: shutdown_tx,

@@ -342,6 +342,41 @@ pub fn outcome_name(outcome: i32) -> &'static str {
     }
 }
 
+/// The name of a triage state, as the CLI and the TUI show it.
+pub fn triage_state_name(state: i32) -> &'static str {
+    use crate::proto::TriageState as S;
+    match S::try_from(state).unwrap_or(S::Unspecified) {
+        S::Queued => "queued",
+        S::Running => "running",
+        S::WaitingForApproval => "waiting for approval",
+        S::Retrying => "retrying",
+        S::Done => "done",
+        S::Failed => "failed",
+        S::Skipped => "skipped",
+        S::Unspecified => "unknown",
+    }
+}
+
+/// `triage: 3 queued · 2 running · 1 waiting for approval · 20 done` (zero
+/// counts left out, except `done`).
+pub fn triage_counts(s: &crate::proto::TriageStatus) -> String {
+    let counts = [
+        (s.queued, "queued"),
+        (s.running, "running"),
+        (s.waiting_for_approval, "waiting for approval"),
+        (s.retrying, "retrying"),
+        (s.done, "done"),
+        (s.failed, "failed"),
+        (s.skipped, "skipped"),
+    ];
+    let parts: Vec<String> = counts
+        .iter()
+        .filter(|(n, name)| *n > 0 || *name == "done")
+        .map(|(n, name)| format!("{n} {name}"))
+        .collect();
+    format!("triage: {}", parts.join(" · "))
+}
+
 /// `— turn 1 completed · 7 steps · 6 tool calls · 1234 in / 56 out tokens`.
 pub fn turn_line(c: &crate::proto::TurnCompleted) -> String {
     let usage = c.usage.unwrap_or_default();

@@ -80,6 +80,12 @@ pub struct AutoTriage {
     pub concurrency: usize,
     /// The message each triage session starts with; `{id}` is the ticket id.
     pub prompt: String,
+    /// Attempts per ticket before it is left open with a note.
+    pub max_attempts: u32,
+    /// Backoff before the second attempt; doubled for each later one.
+    pub retry_delay_ms: u64,
+    /// How often `tickets/` is scanned for new or edited files.
+    pub poll_interval_ms: u64,
 }
 
 pub const DEFAULT_TRIAGE_PROMPT: &str = "Triage ticket {id}: read it, search the knowledge base, classify it, escalate it if the escalation rules say so, route it to a queue, and summarise what you did.";
@@ -90,6 +96,9 @@ impl Default for AutoTriage {
             enabled: false,
             concurrency: 2,
             prompt: DEFAULT_TRIAGE_PROMPT.into(),
+            max_attempts: 3,
+            retry_delay_ms: 2_000,
+            poll_interval_ms: 500,
         }
     }
 }

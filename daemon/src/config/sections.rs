@@ -116,10 +116,22 @@ pub fn compaction(v: &Value) -> Result<Compaction, String> {
     Ok(c)
 }
 
-/// `"autoTriage": {"enabled": true, "concurrency": 2, "prompt": "…{id}…"}`
+/// `"autoTriage": {"enabled": true, "concurrency": 2, "prompt": "…{id}…",
+/// "maxAttempts": 3, "retryDelayMs": 2000, "pollIntervalMs": 500}`
 pub fn auto_triage(v: &Value) -> Result<AutoTriage, String> {
     let obj = object(v, "the section")?;
-    known_keys(obj, &["enabled", "concurrency", "prompt"], "")?;
+    known_keys(
+        obj,
+        &[
+            "enabled",
+            "concurrency",
+            "prompt",
+            "maxAttempts",
+            "retryDelayMs",
+            "pollIntervalMs",
+        ],
+        "",
+    )?;
     let mut t = AutoTriage::default();
     match obj.get("enabled") {
         None => {}
@@ -128,6 +140,15 @@ pub fn auto_triage(v: &Value) -> Result<AutoTriage, String> {
     }
     if let Some(n) = number(obj, "concurrency", 1..=64)? {
         t.concurrency = n as usize;
+    }
+    if let Some(n) = number(obj, "maxAttempts", 1..=10)? {
+        t.max_attempts = n as u32;
+    }
+    if let Some(n) = number(obj, "retryDelayMs", 0..=3_600_000)? {
+        t.retry_delay_ms = n;
+    }
+    if let Some(n) = number(obj, "pollIntervalMs", 50..=3_600_000)? {
+        t.poll_interval_ms = n;
     }
     if let Some(prompt) = text(obj, "prompt", "")? {
         if !prompt.contains("{id}") {

@@ -62,7 +62,7 @@ fn nested_sections_parse_and_name_their_bad_keys() {
                           "anthropic": {"apiKeyEnv": "WORK_ANTHROPIC_KEY"}},
             "context": {"compactAboveTokens": 5000, "keepRecentMessages": 4},
             "approvalTimeoutSeconds": 600,
-            "autoTriage": {"enabled": true, "concurrency": 3}}"#,
+            "autoTriage": {"enabled": true, "concurrency": 3, "retryDelayMs": 10}}"#,
     )
     .unwrap();
     assert_eq!(c.providers.len(), 2);
@@ -80,6 +80,8 @@ fn nested_sections_parse_and_name_their_bad_keys() {
     assert!(c.auto_triage.enabled);
     assert_eq!(c.auto_triage.concurrency, 3);
     assert!(c.auto_triage.prompt.contains("{id}"));
+    assert_eq!(c.auto_triage.retry_delay_ms, 10);
+    assert_eq!(c.auto_triage.max_attempts, 3);
 
     let cases = [
         (
@@ -114,6 +116,10 @@ fn nested_sections_parse_and_name_their_bad_keys() {
         (
             r#"{"autoTriage": {"prompt": "triage it"}}"#,
             "must contain {id}",
+        ),
+        (
+            r#"{"autoTriage": {"maxAttempts": 0}}"#,
+            "`maxAttempts` must be a whole number from 1 to 10",
         ),
     ];
     for (text, expected) in cases {

@@ -9,6 +9,7 @@ mod peer;
 mod sessions_svc;
 mod status;
 mod tickets_svc;
+mod triage_svc;
 mod validate;
 
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use tinycode_shared::proto::events_server::EventsServer;
 use tinycode_shared::proto::knowledge_server::KnowledgeServer;
 use tinycode_shared::proto::sessions_server::SessionsServer;
 use tinycode_shared::proto::tickets_server::TicketsServer;
+use tinycode_shared::proto::triage_server::TriageServer;
 use tokio::sync::{mpsc, watch};
 use tonic::service::InterceptorLayer;
 use tonic::transport::Server;
@@ -40,6 +42,7 @@ pub struct Shared {
     pub store: EventStore,
     pub desk: Arc<Desk>,
     pub sessions: Arc<crate::sessions::Sessions>,
+    pub triage: Arc<crate::triage::Triage>,
     pub layout: Arc<Layout>,
     pub started: Instant,
     /// Ask the daemon to stop (Shutdown RPC).
@@ -83,6 +86,9 @@ where
     health_reporter
         .set_serving::<ApprovalsServer<approvals_svc::ApprovalsService>>()
         .await;
+    health_reporter
+        .set_serving::<TriageServer<triage_svc::TriageService>>()
+        .await;
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -113,8 +119,9 @@ where
             shared.clone(),
         )))
         .add_service(ApprovalsServer::new(approvals_svc::ApprovalsService::new(
-            shared,
+            shared.clone(),
         )))
+        .add_service(TriageServer::new(triage_svc::TriageService::new(shared)))
         .serve_with_incoming_shutdown(incoming, stop)
         .await?;
     Ok(())

@@ -59,6 +59,18 @@ impl IntoStatus for crate::approvals::ApprovalError {
     }
 }
 
+impl IntoStatus for crate::triage::TriageError {
+    fn into_status(self) -> Status {
+        use crate::triage::TriageError as E;
+        match self {
+            E::Domain(e) => e.into_status(),
+            E::Session(e) => e.into_status(),
+            E::Store(e) => e.into_status(),
+            e @ E::Invalid { .. } => Status::invalid_argument(e.to_string()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -410,6 +410,24 @@ impl Sessions {
             .unwrap_or((0, 0))
     }
 
+    /// The newest turn whose user message came after `sequence`, and its
+    /// outcome (None while it runs or waits).
+    pub fn last_turn_after(&self, id: &str, sequence: u64) -> Option<(u64, Option<TurnOutcome>)> {
+        let states = lock(&self.states);
+        let (turn, record) = states
+            .get(id)?
+            .turns
+            .iter()
+            .rev()
+            .find(|(_, t)| t.user_sequence > sequence)?;
+        Some((*turn, record.outcome))
+    }
+
+    /// A turn's outcome, once it has one.
+    pub fn turn_outcome(&self, id: &str, turn: u64) -> Option<TurnOutcome> {
+        lock(&self.states).get(id)?.turns.get(&turn)?.outcome
+    }
+
     pub(crate) fn fold(&self, id: &str, events: &[Arc<tinycode_shared::proto::Event>]) {
         let mut states = lock(&self.states);
         let state = states.entry(id.to_string()).or_default();
@@ -576,4 +594,4 @@ impl Sessions {
 #[cfg(test)]
 mod approval_tests;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

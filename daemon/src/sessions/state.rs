@@ -16,6 +16,8 @@ pub struct TurnRecord {
     pub messages: Vec<Message>,
     pub started: bool,
     pub outcome: Option<TurnOutcome>,
+    /// Sequence of the turn's user message.
+    pub user_sequence: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -128,7 +130,9 @@ impl SessionState {
             Payload::SessionDeleted(_) => self.deleted = true,
             Payload::UserMessageAdded(e) => {
                 self.chars_after_usage += e.text.chars().count() as u64;
-                self.turns.entry(e.turn).or_default().user = e.text.clone();
+                let turn = self.turns.entry(e.turn).or_default();
+                turn.user = e.text.clone();
+                turn.user_sequence = event.sequence;
             }
             Payload::TurnStarted(e) => self.turns.entry(e.turn).or_default().started = true,
             Payload::AssistantMessageAdded(e) => {

@@ -17,7 +17,7 @@ pub(super) fn me() -> ClientRef {
     }
 }
 
-pub(super) fn defaults() -> TurnDefaults {
+pub(crate) fn defaults() -> TurnDefaults {
     TurnDefaults {
         model: "offline".into(),
         max_steps: 12,
@@ -35,7 +35,7 @@ async fn open(ws: &std::path::Path, store: &EventStore) -> Arc<Sessions> {
     open_with(ws, store, defaults()).await
 }
 
-pub(super) async fn open_with(
+pub(crate) async fn open_with(
     ws: &std::path::Path,
     store: &EventStore,
     d: TurnDefaults,

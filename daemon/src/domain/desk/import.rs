@@ -21,6 +21,10 @@ use crate::store::{EventStore, ExpectedVersion, SubscriptionOptions};
 /// Ticket files appended concurrently during import (shares flushes).
 const IMPORT_CONCURRENCY: usize = 64;
 
+/// Modification time and size of each ticket file at the last scan.
+pub type FileStamps =
+    std::collections::HashMap<PathBuf, (Option<std::time::SystemTime>, u64)>;
+
 /// What start-up found.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct LoadReport {
@@ -98,7 +102,13 @@ impl Desk {
             .map(|s| s.to_string_lossy().to_string())
             .unwrap_or_default();
         let id = sanitize_id(&stem).map_err(|e| format!("bad file name: {e}"))?;
+        // The file is read under the projection's lock, which write-back
+        // also holds: the file and the projection are compared at one
+        // moment, so the daemon's own write-back never reads as a change.
+        let tickets = lock(&self.tickets);
         let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))?;
+        let known = tickets.get(&id).filter(|t| t.version > 0).cloned();
+        drop(tickets);
         let ticket = parse_ticket_file(&text).map_err(|e| e.to_string())?;
         if ticket.id != id {
             return Err(format!(
@@ -107,7 +117,6 @@ impl Desk {
             ));
         }
         let file = self.relative(path);
-        let known = lock(&self.tickets).get(&id).cloned();
         Ok(match known {
             None => Some((
                 id,
@@ -129,10 +138,51 @@ impl Desk {
         })
     }
 
-    /// Import every ticket file (also used to pick up files dropped later).
+    /// Import every ticket file.
     pub async fn import_ticket_files(&self, report: &mut LoadReport) -> Result<(), DomainError> {
-        let mut plans = Vec::new();
+        self.import_files(Self::list_dir(&self.tickets_dir, "json"), report)
+            .await
+    }
+
+    /// Import the ticket files that appeared or changed since the last scan
+    /// (by modification time and size), while the daemon runs. A file that
+    /// stays malformed is reported once, not at every scan.
+    pub async fn rescan_ticket_files(
+        &self,
+        seen: &mut FileStamps,
+    ) -> Result<LoadReport, DomainError> {
+        let mut changed = Vec::new();
+        let mut present = std::collections::HashSet::new();
         for path in Self::list_dir(&self.tickets_dir, "json") {
+            let stamp = std::fs::metadata(&path)
+                .ok()
+                .map(|m| (m.modified().ok(), m.len()));
+            present.insert(path.clone());
+            if seen.get(&path) != stamp.as_ref() {
+                if let Some(stamp) = stamp {
+                    seen.insert(path.clone(), stamp);
+                }
+                changed.push(path);
+            }
+        }
+        seen.retain(|p, _| present.contains(p));
+        let mut report = LoadReport::default();
+        if !changed.is_empty() {
+            self.import_files(changed, &mut report).await?;
+            for warning in &report.warnings {
+                tracing::warn!("{warning}");
+            }
+        }
+        Ok(report)
+    }
+
+    async fn import_files(
+        &self,
+        paths: Vec<PathBuf>,
+        report: &mut LoadReport,
+    ) -> Result<(), DomainError> {
+        let mut plans = Vec::new();
+        for path in paths {
             match self.plan_import(&path) {
                 Ok(Some(plan)) => plans.push(plan),
                 Ok(None) => {}

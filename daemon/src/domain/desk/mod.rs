@@ -25,7 +25,7 @@ use crate::config::Config;
 use crate::store::{EventStore, StoreError};
 pub(crate) use crate::sync::lock;
 
-pub use import::LoadReport;
+pub use import::{FileStamps, LoadReport};
 pub use knowledge::AppliedEdit;
 pub use tickets::{NewTicket, TicketFilter, now};
 

@@ -53,6 +53,14 @@ impl Desk {
             .ok_or(DomainError::TicketNotFound(id))
     }
 
+    /// Look at a ticket without copying it.
+    pub fn with_ticket<R>(&self, id: &str, f: impl FnOnce(&Ticket) -> R) -> Option<R> {
+        lock(&self.tickets)
+            .get(id)
+            .filter(|t| t.version > 0)
+            .map(f)
+    }
+
     /// Matching tickets, ordered by id, and how many matched in all.
     pub fn list_tickets(&self, filter: &TicketFilter, limit: usize) -> (Vec<Ticket>, usize) {
         let matches = |want: &str, have: &str| want.is_empty() || want == have;

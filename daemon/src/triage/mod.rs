@@ -1,0 +1,334 @@
+//! The background triage worker: every ticket that becomes `open` and has
+//! never been triaged gets one triage session, in arrival order, at most
+//! `autoTriage.concurrency` turns at a time; failed turns are retried with
+//! backoff; a restart resumes what was queued or running.
+//!
+//! - [`board`]: the records folded from `triage-<ticket>` streams.
+//! - [`intake`]: what queues tickets (ticket events, the `tickets/` poll).
+//! - [`worker`]: the dispatcher and one task per running triage.
+//! - [`status`]: the `Triage.GetStatus` view.
+//!
+//! A ticket's `triage-<ticket>` stream is created by its first
+//! `TriageQueued` at expected version "no stream": the store's version check
+//! is what makes automatic triage happen at most once per ticket, even when
+//! a file drop and a `Tickets.Create` race.
+
+mod board;
+mod intake;
+mod status;
+mod worker;
+
+use std::sync::{Arc, Mutex};
+
+use tinycode_shared::proto::event::Payload;
+use tinycode_shared::proto::{ClientRef, Event, TriageQueued, TurnOutcome};
+use tokio::sync::{Notify, Semaphore, watch};
+
+use crate::config::AutoTriage;
+use crate::domain::desk::{Desk, DomainError, ticket_id};
+use crate::sessions::{SessionError, Sessions};
+use crate::store::{EventStore, ExpectedVersion, StoreError, SubscriptionOptions};
+use crate::sync::lock;
+pub use board::Phase;
+use board::{Board, Job, Start};
+
+/// Stream of one ticket's triage record.
+pub fn triage_stream(ticket: &str) -> String {
+    format!("triage-{ticket}")
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TriageError {
+    #[error(transparent)]
+    Domain(#[from] DomainError),
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("`{field}` {problem}")]
+    Invalid {
+        field: &'static str,
+        problem: String,
+    },
+}
+
+/// The name the worker records as the author of what it does.
+pub fn worker_client() -> ClientRef {
+    ClientRef {
+        name: "triage-worker".into(),
+        uid: 0,
+        pid: std::process::id() as i32,
+    }
+}
+
+pub struct Triage {
+    store: EventStore,
+    desk: Arc<Desk>,
+    sessions: Arc<Sessions>,
+    config: AutoTriage,
+    board: Mutex<Board>,
+    /// Wakes the dispatcher when work is queued.
+    wake: Notify,
+    /// Worker slots: one per running turn (a turn waiting for a human
+    /// gives its slot back).
+    slots: Arc<Semaphore>,
+    /// Bumped on every change of the board, for `Triage.Watch`.
+    changed: watch::Sender<u64>,
+}
+
+impl Triage {
+    /// Fold the records, line up what a previous run left queued or
+    /// running, queue the open tickets never triaged (when `enabled`), and
+    /// start the dispatcher, the ticket-event follower and the file poll.
+    pub async fn open(
+        store: EventStore,
+        desk: Arc<Desk>,
+        sessions: Arc<Sessions>,
+        config: AutoTriage,
+    ) -> Result<Arc<Self>, TriageError> {
+        let head = store.last_sequence();
+        let mut board = Board::default();
+        let mut sub = store.subscribe(SubscriptionOptions {
+            from_sequence: 1,
+            stream_prefix: "triage-".into(),
+            follow: false,
+        });
+        while let Some(event) = sub.recv().await {
+            board.apply(&*event?);
+        }
+        let triage = Arc::new(Self {
+            store,
+            desk,
+            sessions,
+            slots: Arc::new(Semaphore::new(config.concurrency.max(1))),
+            config,
+            board: Mutex::new(board),
+            wake: Notify::new(),
+            changed: watch::channel(0).0,
+        });
+        let waiting = triage.line_up_after_restart();
+        if triage.config.enabled {
+            triage.queue_untriaged().await?;
+        }
+        for (ticket, turn) in waiting {
+            tokio::spawn(Arc::clone(&triage).wait_resumed(ticket, turn));
+        }
+        tokio::spawn(Arc::clone(&triage).dispatch());
+        tokio::spawn(Arc::clone(&triage).follow_tickets(head + 1));
+        tokio::spawn(Arc::clone(&triage).poll_ticket_files());
+        Ok(triage)
+    }
+
+    pub fn config(&self) -> &AutoTriage {
+        &self.config
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    fn notify_changed(&self) {
+        self.changed.send_modify(|n| *n += 1);
+    }
+
+    /// Fold freshly appended triage events into the board.
+    fn fold(&self, events: &[Arc<Event>]) {
+        let mut board = lock(&self.board);
+        for e in events {
+            board.apply(e);
+        }
+        drop(board);
+        self.notify_changed();
+    }
+
+    /// Records a previous run left queued or running: queued ones keep
+    /// their order; running ones go first — again in their session, or (a
+    /// turn waiting for an approval, resumed by the sessions) awaited.
+    /// Returns the (ticket, turn) pairs to await.
+    fn line_up_after_restart(&self) -> Vec<(String, u64)> {
+        let mut board = lock(&self.board);
+        let mut open: Vec<_> = board
+            .records
+            .values()
+            .filter(|r| !r.phase.finished())
+            .map(|r| (r.phase, r.queued_sequence, r.ticket.clone()))
+            .collect();
+        open.sort_by_key(|(phase, seq, _)| (*phase != Phase::Running, *seq));
+        let mut waiting = Vec::new();
+        for (phase, _, ticket) in open {
+            let start = match phase {
+                Phase::Queued | Phase::Retrying => Start::Fresh,
+                _ => {
+                    let r = &board.records[&ticket];
+                    match self.sessions.last_turn_after(&r.session, r.started_sequence) {
+                        // Waiting for a human: the sessions resumed it.
+                        Some((turn, None)) => {
+                            waiting.push((ticket, turn));
+                            continue;
+                        }
+                        // It ran to an end the record missed, or it was
+                        // interrupted: the worker judges it, or sends again.
+                        _ => Start::Again,
+                    }
+                }
+            };
+            board.queue.push_back(Job { ticket, start });
+        }
+        if !board.queue.is_empty() {
+            tracing::info!(
+                jobs = board.queue.len(),
+                waiting = waiting.len(),
+                "triage resumes what the previous run left"
+            );
+        }
+        waiting
+    }
+
+    /// Queue every open ticket that has no triage record, in arrival order.
+    async fn queue_untriaged(&self) -> Result<(), TriageError> {
+        let (open, _) = self.desk.list_tickets(
+            &crate::domain::desk::TicketFilter {
+                status: "open".into(),
+                ..Default::default()
+            },
+            usize::MAX,
+        );
+        let mut fresh: Vec<(u64, String)> = {
+            let board = lock(&self.board);
+            open.into_iter()
+                .filter(|t| !board.records.contains_key(&t.id))
+                .map(|t| t.id)
+                .map(|id| {
+                    let arrived = self
+                        .store
+                        .read_stream(&crate::domain::desk::ticket_stream(&id), 1, 1)
+                        .ok()
+                        .and_then(|e| e.first().map(|e| e.sequence))
+                        .unwrap_or(u64::MAX);
+                    (arrived, id)
+                })
+                .collect()
+        };
+        fresh.sort();
+        for (_, id) in fresh {
+            self.queue(&id, "startup", "", "", worker_client(), ExpectedVersion::NoStream)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Append `TriageQueued` at `expected` and line the ticket up. `false`
+    /// when another writer got there first (the ticket is queued already).
+    async fn queue(
+        &self,
+        ticket: &str,
+        source: &str,
+        approve: &str,
+        model: &str,
+        by: ClientRef,
+        expected: ExpectedVersion,
+    ) -> Result<bool, TriageError> {
+        let payload = Payload::TriageQueued(TriageQueued {
+            ticket_id: ticket.to_string(),
+            source: source.to_string(),
+            approve: approve.to_string(),
+            model: model.to_string(),
+            requested_by: Some(by),
+        });
+        let events = match self
+            .store
+            .append(&triage_stream(ticket), expected, vec![payload])
+            .await
+        {
+            Ok(events) => events,
+            Err(StoreError::Conflict { .. }) => return Ok(false),
+            Err(e) => return Err(e.into()),
+        };
+        {
+            let mut board = lock(&self.board);
+            for e in &events {
+                board.apply(e);
+            }
+            board.queue.push_back(Job {
+                ticket: ticket.to_string(),
+                start: Start::Fresh,
+            });
+        }
+        tracing::info!(ticket, source, "queued for triage");
+        self.notify_changed();
+        self.wake.notify_one();
+        Ok(true)
+    }
+
+    /// Queue tickets on request (`Triage.Enqueue`): returns (queued,
+    /// already queued or running).
+    pub async fn enqueue(
+        &self,
+        ids: &[String],
+        all_open: bool,
+        approve: &str,
+        model: &str,
+        by: ClientRef,
+    ) -> Result<(Vec<String>, Vec<String>), TriageError> {
+        let approve = match approve.trim() {
+            a @ ("" | "ask" | "auto" | "deny") => a,
+            other => {
+                return Err(TriageError::Invalid {
+                    field: "approve",
+                    problem: format!("must be ask, auto or deny, got {other:?}"),
+                });
+            }
+        };
+        let mut wanted = Vec::new();
+        for raw in ids {
+            let id = ticket_id(raw)?;
+            self.desk.get_ticket(&id)?; // it must exist
+            if !wanted.contains(&id) {
+                wanted.push(id);
+            }
+        }
+        if all_open {
+            let (open, _) = self.desk.list_tickets(
+                &crate::domain::desk::TicketFilter {
+                    status: "open".into(),
+                    ..Default::default()
+                },
+                usize::MAX,
+            );
+            let board = lock(&self.board);
+            // Never triaged (queued now), or in progress (followed).
+            let named: std::collections::HashSet<String> = wanted.iter().cloned().collect();
+            wanted.extend(open.into_iter().map(|t| t.id).filter(|id| {
+                !named.contains(id) && !board.records.get(id).is_some_and(|r| r.phase.finished())
+            }));
+        }
+        let (mut queued, mut already) = (Vec::new(), Vec::new());
+        for id in wanted {
+            let expected = match lock(&self.board).records.get(&id) {
+                None => ExpectedVersion::NoStream,
+                Some(r) if r.phase.finished() => ExpectedVersion::Exact(r.version),
+                Some(_) => {
+                    already.push(id);
+                    continue;
+                }
+            };
+            if self
+                .queue(&id, "request", approve, model.trim(), by.clone(), expected)
+                .await?
+            {
+                queued.push(id);
+            } else {
+                already.push(id);
+            }
+        }
+        Ok((queued, already))
+    }
+}
+
+/// The outcome name a triage record stores.
+fn outcome_name(outcome: TurnOutcome) -> String {
+    tinycode_shared::render::outcome_name(outcome as i32).to_string()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,109 @@
+//! `Triage.GetStatus`: counts by state, tickets per queue, and the items.
+
+use std::collections::BTreeMap;
+
+use tinycode_shared::proto::{QueueCount, TriageItem, TriageState, TriageStatus};
+
+use super::Triage;
+use super::board::{Phase, Record};
+use crate::sync::lock;
+
+impl Triage {
+    /// The status now; `items` for `ids` (all when empty) unless
+    /// `counts_only`.
+    pub fn status(&self, ids: &[String], counts_only: bool) -> TriageStatus {
+        let sequence = self.store.last_sequence();
+        let mut records: Vec<Record> = {
+            let board = lock(&self.board);
+            if ids.is_empty() {
+                board.records.values().cloned().collect()
+            } else {
+                ids.iter()
+                    .filter_map(|id| board.records.get(id).cloned())
+                    .collect()
+            }
+        };
+        // Queue order: unfinished records by arrival, then the rest by id.
+        records.sort_by_cached_key(|r| match r.phase.finished() {
+            false => (false, r.queued_sequence, String::new()),
+            true => (true, 0, r.ticket.clone()),
+        });
+        let mut status = TriageStatus {
+            auto_triage: self.config.enabled,
+            concurrency: self.config.concurrency as u32,
+            sequence,
+            ..TriageStatus::default()
+        };
+        let mut per_queue: BTreeMap<String, u32> = BTreeMap::new();
+        for r in &records {
+            let item = self.item(r);
+            match TriageState::try_from(item.state).unwrap_or_default() {
+                TriageState::Queued => status.queued += 1,
+                TriageState::Running => status.running += 1,
+                TriageState::WaitingForApproval => status.waiting_for_approval += 1,
+                TriageState::Retrying => status.retrying += 1,
+                TriageState::Done => status.done += 1,
+                TriageState::Failed => status.failed += 1,
+                TriageState::Skipped => status.skipped += 1,
+                TriageState::Unspecified => {}
+            }
+            if r.phase == Phase::Done && !item.queue.is_empty() {
+                *per_queue.entry(item.queue.clone()).or_default() += 1;
+            }
+            if !counts_only {
+                status.items.push(item);
+            }
+        }
+        // The desk's queues first, in its order, then any other.
+        for q in self.desk.queues() {
+            if let Some(n) = per_queue.remove(q) {
+                status.queues.push(QueueCount {
+                    queue: q.clone(),
+                    tickets: n,
+                });
+            }
+        }
+        status
+            .queues
+            .extend(per_queue.into_iter().map(|(queue, tickets)| QueueCount { queue, tickets }));
+        status
+    }
+
+    fn item(&self, r: &Record) -> TriageItem {
+        let approvals = if r.phase == Phase::Running && r.turn > 0 {
+            self.sessions
+                .approvals()
+                .pending_of_turn(&r.session, r.turn)
+        } else {
+            Vec::new()
+        };
+        let state = match r.phase {
+            Phase::Queued => TriageState::Queued,
+            Phase::Running if !approvals.is_empty() => TriageState::WaitingForApproval,
+            Phase::Running => TriageState::Running,
+            Phase::Retrying => TriageState::Retrying,
+            Phase::Done => TriageState::Done,
+            Phase::Failed => TriageState::Failed,
+            Phase::Skipped => TriageState::Skipped,
+        };
+        let mut item = TriageItem {
+            ticket_id: r.ticket.clone(),
+            state: state as i32,
+            session_id: r.session.clone(),
+            attempt: r.attempt,
+            approval_ids: approvals,
+            outcome: r.outcome.clone(),
+            error: r.error.clone(),
+            sequence: r.sequence,
+            ..TriageItem::default()
+        };
+        self.desk.with_ticket(&r.ticket, |t| {
+            item.category = t.category.clone();
+            item.priority = t.priority.clone();
+            item.queue = t.queue.clone();
+            item.escalate_level = t.escalate_level;
+            item.ticket_status = t.status.clone();
+        });
+        item
+    }
+}

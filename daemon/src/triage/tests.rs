@@ -1,0 +1,215 @@
+//! The worker on a copy of the fixture desk with the offline model.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tinycode_shared::proto::event::Payload;
+use tinycode_shared::proto::{ApprovalDecision, ClientRef, TriageState, TriageStatus};
+
+use super::*;
+use crate::config::AutoTriage;
+use crate::domain::desk::NewTicket;
+use crate::domain::desk::tests::fixture_copy;
+use crate::sessions::tests::{defaults, open_with};
+
+struct Bench {
+    _tmp: tempfile::TempDir,
+    ws: std::path::PathBuf,
+    store: EventStore,
+    sessions: Arc<Sessions>,
+    triage: Arc<Triage>,
+}
+
+fn config(concurrency: usize) -> AutoTriage {
+    AutoTriage {
+        enabled: true,
+        concurrency,
+        retry_delay_ms: 10,
+        ..AutoTriage::default()
+    }
+}
+
+async fn start(approve: &str, concurrency: usize) -> Bench {
+    let (tmp, ws) = fixture_copy();
+    let store = EventStore::open(&tmp.path().join("db")).unwrap();
+    let mut d = defaults();
+    d.approve = approve.into();
+    let sessions = open_with(&ws, &store, d).await;
+    let desk = Arc::clone(&sessions.desk);
+    let triage = Triage::open(store.clone(), desk, Arc::clone(&sessions), config(concurrency))
+        .await
+        .unwrap();
+    Bench {
+        _tmp: tmp,
+        ws,
+        store,
+        sessions,
+        triage,
+    }
+}
+
+/// Poll the status until `done` holds for it.
+async fn until(triage: &Triage, done: impl Fn(&TriageStatus) -> bool) -> TriageStatus {
+    for _ in 0..2000 {
+        let s = triage.status(&[], false);
+        if done(&s) {
+            return s;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("status never matched: {:?}", triage.status(&[], false));
+}
+
+fn settled(s: &TriageStatus) -> bool {
+    s.queued + s.running + s.retrying == 0
+}
+
+fn item<'a>(s: &'a TriageStatus, ticket: &str) -> &'a tinycode_shared::proto::TriageItem {
+    s.items
+        .iter()
+        .find(|i| i.ticket_id == ticket)
+        .unwrap_or_else(|| panic!("{ticket} has no triage item: {s:?}"))
+}
+
+fn state(i: &tinycode_shared::proto::TriageItem) -> TriageState {
+    TriageState::try_from(i.state).unwrap()
+}
+
+fn new_ticket(subject: &str) -> NewTicket {
+    NewTicket {
+        subject: subject.into(),
+        customer: "Ana".into(),
+        channel: "email".into(),
+        body: "物流 一直 没有 更新，快递 到哪了？".into(),
+        sla_minutes: 0,
+    }
+}
+
+/// Session ids titled `triage <ticket>`, by ticket.
+fn triage_sessions(sessions: &Sessions, ticket: &str) -> Vec<String> {
+    sessions
+        .list(1000)
+        .into_iter()
+        .filter(|s| s.title == format!("triage {ticket}"))
+        .map(|s| s.id)
+        .collect()
+}
+
+#[tokio::test]
+async fn open_tickets_and_new_ones_are_triaged_once_and_a_restart_adds_nothing() {
+    let b = start("auto", 2).await;
+    let s = until(&b.triage, |s| s.done == 3).await;
+    assert!(settled(&s), "{s:?}");
+    assert_eq!(item(&s, "T-1001").queue, "售后组");
+    assert_eq!(item(&s, "T-1002").queue, "物流组");
+    assert_eq!(item(&s, "T-1003").escalate_level, 2);
+    assert!(s.queues.iter().any(|q| q.queue == "物流组" && q.tickets == 1), "{s:?}");
+    // A ticket created while the daemon runs is queued by its event.
+    let t = b.sessions.desk.create_ticket(new_ticket("where is my parcel")).await.unwrap();
+    let s = until(&b.triage, |s| s.done == 4).await;
+    assert_eq!(item(&s, &t.id).queue, "物流组", "{s:?}");
+    for ticket in ["T-1001", "T-1002", "T-1003", t.id.as_str()] {
+        assert_eq!(triage_sessions(&b.sessions, ticket).len(), 1, "{ticket}");
+    }
+    // A second worker on the same log (a restart) queues nothing again.
+    let again = Triage::open(
+        b.store.clone(),
+        Arc::clone(&b.sessions.desk),
+        Arc::clone(&b.sessions),
+        config(2),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let s = again.status(&[], true);
+    assert_eq!((s.done, s.queued, s.running), (4, 0, 0), "{s:?}");
+    let queued = b
+        .store
+        .read_range(1, u64::MAX, usize::MAX)
+        .unwrap()
+        .into_iter()
+        .filter(|e| matches!(e.payload, Some(Payload::TriageQueued(_))))
+        .count();
+    assert_eq!(queued, 4);
+}
+
+#[tokio::test]
+async fn with_one_slot_no_two_triage_turns_overlap() {
+    let b = start("auto", 1).await;
+    for n in 0..5 {
+        b.sessions
+            .desk
+            .create_ticket(new_ticket(&format!("parcel {n}")))
+            .await
+            .unwrap();
+    }
+    until(&b.triage, |s| s.done == 8).await;
+    let mut running = 0i32;
+    let mut most = 0;
+    for e in b.store.read_range(1, u64::MAX, usize::MAX).unwrap() {
+        match e.payload {
+            Some(Payload::TurnStarted(_)) => running += 1,
+            Some(Payload::TurnCompleted(_)) => running -= 1,
+            _ => {}
+        }
+        most = most.max(running);
+    }
+    assert_eq!(most, 1);
+}
+
+#[tokio::test]
+async fn a_turn_waiting_for_a_human_gives_its_slot_back_and_finishes_after_approval() {
+    let b = start("ask", 1).await;
+    let s = until(&b.triage, |s| s.waiting_for_approval == 1 && s.done == 2).await;
+    let waiting = item(&s, "T-1003");
+    assert_eq!(state(waiting), TriageState::WaitingForApproval);
+    assert_eq!(waiting.approval_ids.len(), 1);
+    // The only slot is free: a new ticket is triaged meanwhile.
+    let t = b.sessions.desk.create_ticket(new_ticket("parcel")).await.unwrap();
+    let s = until(&b.triage, |s| s.done == 3).await;
+    assert_eq!(state(item(&s, &t.id)), TriageState::Done);
+    assert_eq!(state(item(&s, "T-1003")), TriageState::WaitingForApproval);
+    let by = ClientRef {
+        name: "supervisor".into(),
+        ..ClientRef::default()
+    };
+    b.sessions
+        .decide(&waiting.approval_ids[0], ApprovalDecision::AllowOnce, "", false, by)
+        .await
+        .unwrap();
+    let s = until(&b.triage, |s| s.done == 4).await;
+    let t1003 = item(&s, "T-1003");
+    assert_eq!((t1003.escalate_level, t1003.ticket_status.as_str()), (2, "escalated"));
+}
+
+#[tokio::test]
+async fn a_request_triages_again_and_leaves_running_work_alone() {
+    let b = start("auto", 2).await;
+    until(&b.triage, |s| s.done == 3).await;
+    let (queued, already) = b
+        .triage
+        .enqueue(&["T-1001".into(), "T-1001".into()], false, "deny", "", crate::triage::worker_client())
+        .await
+        .unwrap();
+    assert_eq!((queued, already.len()), (vec!["T-1001".to_string()], 0));
+    let (queued, already) = b
+        .triage
+        .enqueue(&["T-1001".into()], false, "", "", crate::triage::worker_client())
+        .await
+        .unwrap();
+    // Either still queued/running (left alone) or already done again.
+    assert!(queued.len() + already.len() == 1);
+    until(&b.triage, |s| s.done == 3 && settled(s)).await;
+    assert_eq!(triage_sessions(&b.sessions, "T-1001").len(), 1, "the round reuses the session");
+    let bad = b
+        .triage
+        .enqueue(&["T-9999".into()], false, "", "", crate::triage::worker_client())
+        .await;
+    assert!(matches!(bad, Err(TriageError::Domain(DomainError::TicketNotFound(_)))));
+    let bad = b
+        .triage
+        .enqueue(&["T-1001".into()], false, "sometimes", "", crate::triage::worker_client())
+        .await;
+    assert!(matches!(bad, Err(TriageError::Invalid { field: "approve", .. })));
+    let _ = &b.ws;
+}

@@ -1,0 +1,330 @@
+//! The dispatcher hands worker slots to queued tickets in arrival order;
+//! each running triage is one task that creates (or reuses) the ticket's
+//! session, sends the prompt, and follows the turn to its end. A turn that
+//! waits for a human gives its slot back; a failed turn is retried with
+//! backoff, then the ticket is left open with a note saying why.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tinycode_shared::proto::event::Payload;
+use tinycode_shared::proto::{
+    TicketNote, TicketNoteAdded, TriageAttemptFailed, TriageFinished, TriageStarted, TurnOutcome,
+};
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::broadcast::error::RecvError;
+
+use super::board::{Job, Start};
+use super::{Triage, TriageError, outcome_name, triage_stream, worker_client};
+use crate::sessions::LiveUpdate;
+use crate::store::ExpectedVersion;
+use crate::sync::lock;
+
+/// How a turn ended, for the record.
+struct Ended {
+    outcome: TurnOutcome,
+    error: String,
+}
+
+impl Ended {
+    fn failed(error: impl ToString) -> Self {
+        Self {
+            outcome: TurnOutcome::Failed,
+            error: error.to_string(),
+        }
+    }
+}
+
+impl Triage {
+    /// Hand a slot to each queued job, in order, forever.
+    pub(super) async fn dispatch(self: Arc<Self>) {
+        loop {
+            let Ok(slot) = Arc::clone(&self.slots).acquire_owned().await else {
+                return;
+            };
+            let job = loop {
+                if let Some(job) = lock(&self.board).queue.pop_front() {
+                    break job;
+                }
+                self.wake.notified().await;
+            };
+            tokio::spawn(Arc::clone(&self).run(job, Some(slot)));
+        }
+    }
+
+    /// A turn that waits for an approval after a restart: await its end
+    /// (without a slot), then finish the record like any other attempt.
+    pub(super) async fn wait_resumed(self: Arc<Self>, ticket: String, turn: u64) {
+        let session = self.record_session(&ticket);
+        self.set_turn(&ticket, turn);
+        let mut slot = None;
+        let ended = match self.sessions.attach(&session) {
+            Ok((rx, _, _)) => self.follow_turn(&session, turn, rx, &mut slot).await,
+            Err(e) => Ended::failed(e),
+        };
+        self.settle(Job { ticket, start: Start::Fresh }, ended, slot)
+            .await;
+    }
+
+    fn record_session(&self, ticket: &str) -> String {
+        lock(&self.board)
+            .records
+            .get(ticket)
+            .map(|r| r.session.clone())
+            .unwrap_or_default()
+    }
+
+    fn set_turn(&self, ticket: &str, turn: u64) {
+        if let Some(r) = lock(&self.board).records.get_mut(ticket) {
+            r.turn = turn;
+        }
+        self.notify_changed();
+    }
+
+    async fn append(&self, ticket: &str, payload: Payload) -> Result<(), TriageError> {
+        let events = self
+            .store
+            .append(&triage_stream(ticket), ExpectedVersion::Any, vec![payload])
+            .await?;
+        self.fold(&events);
+        Ok(())
+    }
+
+    /// One triage: attempts until one completes or none are left.
+    async fn run(self: Arc<Self>, job: Job, slot: Option<OwnedSemaphorePermit>) {
+        let ended = match self.attempt(&job, slot).await {
+            Ok(done) => done,
+            Err((e, slot)) => (Ended::failed(e), slot),
+        };
+        self.settle(job, ended.0, ended.1).await;
+    }
+
+    /// Start (or restart) an attempt and follow its turn. Errors carry the
+    /// slot back so the retry keeps it.
+    #[allow(clippy::type_complexity)]
+    async fn attempt(
+        &self,
+        job: &Job,
+        mut slot: Option<OwnedSemaphorePermit>,
+    ) -> Result<(Ended, Option<OwnedSemaphorePermit>), (TriageError, Option<OwnedSemaphorePermit>)>
+    {
+        let record = lock(&self.board).records.get(&job.ticket).cloned();
+        let Some(record) = record else {
+            return Ok((Ended::failed("the triage record is missing"), slot));
+        };
+        if job.start == Start::Again {
+            // After a restart: did the interrupted attempt's turn end?
+            match self
+                .sessions
+                .last_turn_after(&record.session, record.started_sequence)
+            {
+                Some((_, Some(TurnOutcome::Interrupted))) | None => {}
+                Some((_, Some(outcome))) => {
+                    let error = "the turn ended before the daemon restarted".to_string();
+                    return Ok((Ended { outcome, error }, slot));
+                }
+                Some((_, None)) => {}
+            }
+        }
+        let open = self
+            .desk
+            .get_ticket(&job.ticket)
+            .map(|t| t.status == "open");
+        // Automatic triage is for open tickets; a ticket someone already
+        // handled is skipped. (A request triages whatever it names.)
+        if record.source != "request" && !matches!(open, Ok(true)) {
+            let why = match open {
+                Ok(_) => "the ticket is no longer open".to_string(),
+                Err(e) => e.to_string(),
+            };
+            // Recorded as skipped; `settle` sees the record finished.
+            self.finish(&job.ticket, "skipped", "", &why).await;
+            return Ok((Ended::failed(why), slot));
+        }
+        let session = match self.sessions.get(&record.session) {
+            Ok(s) => s.id,
+            Err(_) => {
+                let title = format!("triage {}", job.ticket);
+                let created = self
+                    .sessions
+                    .create(&title, &record.model, &record.approve, worker_client())
+                    .await;
+                match created {
+                    Ok(s) => s.id,
+                    Err(e) => return Err((e.into(), slot)),
+                }
+            }
+        };
+        let attempt = match job.start {
+            Start::Fresh => record.attempt + 1,
+            Start::Again => record.attempt.max(1),
+        };
+        let started = Payload::TriageStarted(TriageStarted {
+            ticket_id: job.ticket.clone(),
+            session_id: session.clone(),
+            attempt,
+        });
+        if let Err(e) = self.append(&job.ticket, started).await {
+            return Err((e, slot));
+        }
+        // Subscribe before sending: the turn's end cannot be missed.
+        let rx = match self.sessions.attach(&session) {
+            Ok((rx, _, _)) => rx,
+            Err(e) => return Err((e.into(), slot)),
+        };
+        let prompt = self.config.prompt.replace("{id}", &job.ticket);
+        let turn = match self
+            .sessions
+            .send(&session, &prompt, worker_client())
+            .await
+        {
+            Ok((_, turn, _)) => turn,
+            Err(e) => return Err((e.into(), slot)),
+        };
+        self.set_turn(&job.ticket, turn);
+        let ended = self.follow_turn(&session, turn, rx, &mut slot).await;
+        Ok((ended, slot))
+    }
+
+    /// Follow a turn to its end; give the slot back while it waits for a
+    /// human.
+    async fn follow_turn(
+        &self,
+        session: &str,
+        turn: u64,
+        mut rx: tokio::sync::broadcast::Receiver<LiveUpdate>,
+        slot: &mut Option<OwnedSemaphorePermit>,
+    ) -> Ended {
+        let ended = |outcome, error| Ended { outcome, error };
+        if let Some(outcome) = self.sessions.turn_outcome(session, turn) {
+            return ended(outcome, String::new());
+        }
+        loop {
+            match rx.recv().await {
+                Ok(LiveUpdate::Event(e)) => match &e.payload {
+                    Some(Payload::TurnCompleted(c)) if c.turn == turn => {
+                        let outcome = TurnOutcome::try_from(c.outcome).unwrap_or(TurnOutcome::Failed);
+                        return ended(outcome, c.error.clone());
+                    }
+                    Some(Payload::ApprovalRequested(r)) if r.turn == turn => {
+                        *slot = None;
+                        self.notify_changed();
+                    }
+                    Some(Payload::ApprovalDecided(_) | Payload::ApprovalCancelled(_)) => {
+                        self.notify_changed();
+                    }
+                    _ => {}
+                },
+                Ok(LiveUpdate::Delta(_)) => {}
+                Err(RecvError::Lagged(_)) => {
+                    if let Some(outcome) = self.sessions.turn_outcome(session, turn) {
+                        return ended(outcome, String::new());
+                    }
+                }
+                Err(RecvError::Closed) => {
+                    return Ended::failed("the session's worker stopped");
+                }
+            }
+        }
+    }
+
+    /// Record how an attempt ended: done, retried after a backoff, or
+    /// failed for good (with a note on the ticket).
+    async fn settle(
+        self: Arc<Self>,
+        job: Job,
+        ended: Ended,
+        slot: Option<OwnedSemaphorePermit>,
+    ) {
+        let mut ended = ended;
+        let mut slot = slot;
+        let mut job = job;
+        loop {
+            let (phase, attempt, session) = match lock(&self.board).records.get(&job.ticket) {
+                Some(r) => (r.phase, r.attempt, r.session.clone()),
+                None => return,
+            };
+            if phase.finished() {
+                return; // skipped
+            }
+            let outcome = outcome_name(ended.outcome);
+            if ended.outcome == TurnOutcome::Completed {
+                self.finish(&job.ticket, "done", &outcome, "").await;
+                return;
+            }
+            let cancelled = ended.outcome == TurnOutcome::Cancelled;
+            if cancelled || attempt >= self.config.max_attempts {
+                let why = if cancelled {
+                    "its turn was cancelled".to_string()
+                } else {
+                    format!("{attempt} attempts failed; the last: {outcome}: {}", ended.error)
+                };
+                self.note(&job.ticket, &why).await;
+                self.finish(&job.ticket, "failed", &outcome, &ended.error).await;
+                return;
+            }
+            let delay = self.config.retry_delay_ms.saturating_mul(1 << (attempt - 1).min(16));
+            tracing::warn!(ticket = %job.ticket, attempt, %outcome, error = %ended.error, delay_ms = delay, "triage attempt failed; retrying");
+            let failed = Payload::TriageAttemptFailed(TriageAttemptFailed {
+                ticket_id: job.ticket.clone(),
+                session_id: session,
+                attempt,
+                outcome,
+                error: ended.error.clone(),
+                retry_in_ms: delay,
+            });
+            if let Err(e) = self.append(&job.ticket, failed).await {
+                tracing::error!(ticket = %job.ticket, error = %e, "cannot record a failed triage attempt");
+                return;
+            }
+            // The backoff does not hold a slot.
+            drop(slot);
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+            slot = Arc::clone(&self.slots).acquire_owned().await.ok();
+            job = Job {
+                ticket: job.ticket,
+                start: Start::Fresh,
+            };
+            (ended, slot) = match self.attempt(&job, slot).await {
+                Ok(done) => done,
+                Err((e, slot)) => (Ended::failed(e), slot),
+            };
+        }
+    }
+
+    async fn finish(&self, ticket: &str, result: &str, outcome: &str, error: &str) {
+        let (session, attempts) = lock(&self.board)
+            .records
+            .get(ticket)
+            .map(|r| (r.session.clone(), r.attempt))
+            .unwrap_or_default();
+        let payload = Payload::TriageFinished(TriageFinished {
+            ticket_id: ticket.to_string(),
+            session_id: session,
+            result: result.to_string(),
+            outcome: outcome.to_string(),
+            error: error.to_string(),
+            attempts,
+        });
+        match self.append(ticket, payload).await {
+            Ok(()) => tracing::info!(ticket, result, outcome, "triage finished"),
+            Err(e) => tracing::error!(ticket, error = %e, "cannot record the end of a triage"),
+        }
+    }
+
+    /// Leave the reason on the ticket for the humans.
+    async fn note(&self, ticket: &str, why: &str) {
+        let text = format!(
+            "Auto-triage gave up: {why}. The ticket stays open; triage it by hand (`tinycode triage {ticket}`)."
+        );
+        let note = Payload::TicketNoteAdded(TicketNoteAdded {
+            note: Some(TicketNote {
+                text,
+                at: crate::domain::desk::now(),
+            }),
+        });
+        if let Err(e) = self.desk.change_ticket(ticket, |_| Ok(vec![note.clone()])).await {
+            tracing::error!(ticket, error = %e, "cannot add the triage failure note");
+        }
+    }
+}
