@@ -114,7 +114,9 @@ pub async fn run(json: bool, client_name: &ClientName, args: DemoArgs) -> anyhow
     }
     print!("{}", result_table(&items, &levels));
     if items.is_empty() {
-        println!("(no open tickets: this desk was triaged before; `tinycode triage status` shows how)");
+        println!(
+            "(no open tickets: this desk was triaged before; `tinycode triage status` shows how)"
+        );
     }
     if !waiting.is_empty() {
         println!(
@@ -130,7 +132,9 @@ pub async fn run(json: bool, client_name: &ClientName, args: DemoArgs) -> anyhow
     }
     println!("\nThe daemon keeps triaging tickets as they arrive. Try:");
     println!("  cd {ws}");
-    println!("  tinycode ticket create --subject \"Parcel lost\" --customer Ana --channel email --body \"物流 一直 没有 更新\"");
+    println!(
+        "  tinycode ticket create --subject \"Parcel lost\" --customer Ana --channel email --body \"物流 一直 没有 更新\""
+    );
     println!("  tinycode triage watch            # the worker, live");
     println!("  tinycode ticket show T-1001");
     println!("  tinycode run \"退款 时效 是多久？\"");

@@ -102,7 +102,19 @@ impl Ctx {
     }
 }
 
+/// End quietly when stdout is a closed pipe (`tinycode … | head`), as Unix
+/// tools do, instead of panicking on the failed write.
+#[allow(unsafe_code)]
+fn default_sigpipe() {
+    // SAFETY: called first in `main`, before any other thread exists;
+    // SIG_DFL is a valid disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
+    default_sigpipe();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

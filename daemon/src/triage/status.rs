@@ -63,9 +63,11 @@ impl Triage {
                 });
             }
         }
-        status
-            .queues
-            .extend(per_queue.into_iter().map(|(queue, tickets)| QueueCount { queue, tickets }));
+        status.queues.extend(
+            per_queue
+                .into_iter()
+                .map(|(queue, tickets)| QueueCount { queue, tickets }),
+        );
         status
     }
 

@@ -36,9 +36,14 @@ async fn start(approve: &str, concurrency: usize) -> Bench {
     d.approve = approve.into();
     let sessions = open_with(&ws, &store, d).await;
     let desk = Arc::clone(&sessions.desk);
-    let triage = Triage::open(store.clone(), desk, Arc::clone(&sessions), config(concurrency))
-        .await
-        .unwrap();
+    let triage = Triage::open(
+        store.clone(),
+        desk,
+        Arc::clone(&sessions),
+        config(concurrency),
+    )
+    .await
+    .unwrap();
     Bench {
         _tmp: tmp,
         ws,
@@ -103,9 +108,19 @@ async fn open_tickets_and_new_ones_are_triaged_once_and_a_restart_adds_nothing()
     assert_eq!(item(&s, "T-1001").queue, "售后组");
     assert_eq!(item(&s, "T-1002").queue, "物流组");
     assert_eq!(item(&s, "T-1003").escalate_level, 2);
-    assert!(s.queues.iter().any(|q| q.queue == "物流组" && q.tickets == 1), "{s:?}");
+    assert!(
+        s.queues
+            .iter()
+            .any(|q| q.queue == "物流组" && q.tickets == 1),
+        "{s:?}"
+    );
     // A ticket created while the daemon runs is queued by its event.
-    let t = b.sessions.desk.create_ticket(new_ticket("where is my parcel")).await.unwrap();
+    let t = b
+        .sessions
+        .desk
+        .create_ticket(new_ticket("where is my parcel"))
+        .await
+        .unwrap();
     let s = until(&b.triage, |s| s.done == 4).await;
     assert_eq!(item(&s, &t.id).queue, "物流组", "{s:?}");
     for ticket in ["T-1001", "T-1002", "T-1003", t.id.as_str()] {
@@ -165,7 +180,12 @@ async fn a_turn_waiting_for_a_human_gives_its_slot_back_and_finishes_after_appro
     assert_eq!(state(waiting), TriageState::WaitingForApproval);
     assert_eq!(waiting.approval_ids.len(), 1);
     // The only slot is free: a new ticket is triaged meanwhile.
-    let t = b.sessions.desk.create_ticket(new_ticket("parcel")).await.unwrap();
+    let t = b
+        .sessions
+        .desk
+        .create_ticket(new_ticket("parcel"))
+        .await
+        .unwrap();
     let s = until(&b.triage, |s| s.done == 3).await;
     assert_eq!(state(item(&s, &t.id)), TriageState::Done);
     assert_eq!(state(item(&s, "T-1003")), TriageState::WaitingForApproval);
@@ -174,12 +194,21 @@ async fn a_turn_waiting_for_a_human_gives_its_slot_back_and_finishes_after_appro
         ..ClientRef::default()
     };
     b.sessions
-        .decide(&waiting.approval_ids[0], ApprovalDecision::AllowOnce, "", false, by)
+        .decide(
+            &waiting.approval_ids[0],
+            ApprovalDecision::AllowOnce,
+            "",
+            false,
+            by,
+        )
         .await
         .unwrap();
     let s = until(&b.triage, |s| s.done == 4).await;
     let t1003 = item(&s, "T-1003");
-    assert_eq!((t1003.escalate_level, t1003.ticket_status.as_str()), (2, "escalated"));
+    assert_eq!(
+        (t1003.escalate_level, t1003.ticket_status.as_str()),
+        (2, "escalated")
+    );
 }
 
 #[tokio::test]
@@ -188,28 +217,65 @@ async fn a_request_triages_again_and_leaves_running_work_alone() {
     until(&b.triage, |s| s.done == 3).await;
     let (queued, already) = b
         .triage
-        .enqueue(&["T-1001".into(), "T-1001".into()], false, "deny", "", crate::triage::worker_client())
+        .enqueue(
+            &["T-1001".into(), "T-1001".into()],
+            false,
+            "deny",
+            "",
+            crate::triage::worker_client(),
+        )
         .await
         .unwrap();
     assert_eq!((queued, already.len()), (vec!["T-1001".to_string()], 0));
     let (queued, already) = b
         .triage
-        .enqueue(&["T-1001".into()], false, "", "", crate::triage::worker_client())
+        .enqueue(
+            &["T-1001".into()],
+            false,
+            "",
+            "",
+            crate::triage::worker_client(),
+        )
         .await
         .unwrap();
     // Either still queued/running (left alone) or already done again.
     assert!(queued.len() + already.len() == 1);
     until(&b.triage, |s| s.done == 3 && settled(s)).await;
-    assert_eq!(triage_sessions(&b.sessions, "T-1001").len(), 1, "the round reuses the session");
+    assert_eq!(
+        triage_sessions(&b.sessions, "T-1001").len(),
+        1,
+        "the round reuses the session"
+    );
     let bad = b
         .triage
-        .enqueue(&["T-9999".into()], false, "", "", crate::triage::worker_client())
+        .enqueue(
+            &["T-9999".into()],
+            false,
+            "",
+            "",
+            crate::triage::worker_client(),
+        )
         .await;
-    assert!(matches!(bad, Err(TriageError::Domain(DomainError::TicketNotFound(_)))));
+    assert!(matches!(
+        bad,
+        Err(TriageError::Domain(DomainError::TicketNotFound(_)))
+    ));
     let bad = b
         .triage
-        .enqueue(&["T-1001".into()], false, "sometimes", "", crate::triage::worker_client())
+        .enqueue(
+            &["T-1001".into()],
+            false,
+            "sometimes",
+            "",
+            crate::triage::worker_client(),
+        )
         .await;
-    assert!(matches!(bad, Err(TriageError::Invalid { field: "approve", .. })));
+    assert!(matches!(
+        bad,
+        Err(TriageError::Invalid {
+            field: "approve",
+            ..
+        })
+    ));
     let _ = &b.ws;
 }

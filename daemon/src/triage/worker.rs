@@ -62,8 +62,15 @@ impl Triage {
             Ok((rx, _, _)) => self.follow_turn(&session, turn, rx, &mut slot).await,
             Err(e) => Ended::failed(e),
         };
-        self.settle(Job { ticket, start: Start::Fresh }, ended, slot)
-            .await;
+        self.settle(
+            Job {
+                ticket,
+                start: Start::Fresh,
+            },
+            ended,
+            slot,
+        )
+        .await;
     }
 
     fn record_session(&self, ticket: &str) -> String {
@@ -173,11 +180,7 @@ impl Triage {
             Err(e) => return Err((e.into(), slot)),
         };
         let prompt = self.config.prompt.replace("{id}", &job.ticket);
-        let turn = match self
-            .sessions
-            .send(&session, &prompt, worker_client())
-            .await
-        {
+        let turn = match self.sessions.send(&session, &prompt, worker_client()).await {
             Ok((_, turn, _)) => turn,
             Err(e) => return Err((e.into(), slot)),
         };
@@ -203,7 +206,8 @@ impl Triage {
             match rx.recv().await {
                 Ok(LiveUpdate::Event(e)) => match &e.payload {
                     Some(Payload::TurnCompleted(c)) if c.turn == turn => {
-                        let outcome = TurnOutcome::try_from(c.outcome).unwrap_or(TurnOutcome::Failed);
+                        let outcome =
+                            TurnOutcome::try_from(c.outcome).unwrap_or(TurnOutcome::Failed);
                         return ended(outcome, c.error.clone());
                     }
                     Some(Payload::ApprovalRequested(r)) if r.turn == turn => {
@@ -230,12 +234,7 @@ impl Triage {
 
     /// Record how an attempt ended: done, retried after a backoff, or
     /// failed for good (with a note on the ticket).
-    async fn settle(
-        self: Arc<Self>,
-        job: Job,
-        ended: Ended,
-        slot: Option<OwnedSemaphorePermit>,
-    ) {
+    async fn settle(self: Arc<Self>, job: Job, ended: Ended, slot: Option<OwnedSemaphorePermit>) {
         let mut ended = ended;
         let mut slot = slot;
         let mut job = job;
@@ -257,13 +256,20 @@ impl Triage {
                 let why = if cancelled {
                     "its turn was cancelled".to_string()
                 } else {
-                    format!("{attempt} attempts failed; the last: {outcome}: {}", ended.error)
+                    format!(
+                        "{attempt} attempts failed; the last: {outcome}: {}",
+                        ended.error
+                    )
                 };
                 self.note(&job.ticket, &why).await;
-                self.finish(&job.ticket, "failed", &outcome, &ended.error).await;
+                self.finish(&job.ticket, "failed", &outcome, &ended.error)
+                    .await;
                 return;
             }
-            let delay = self.config.retry_delay_ms.saturating_mul(1 << (attempt - 1).min(16));
+            let delay = self
+                .config
+                .retry_delay_ms
+                .saturating_mul(1 << (attempt - 1).min(16));
             tracing::warn!(ticket = %job.ticket, attempt, %outcome, error = %ended.error, delay_ms = delay, "triage attempt failed; retrying");
             let failed = Payload::TriageAttemptFailed(TriageAttemptFailed {
                 ticket_id: job.ticket.clone(),
@@ -323,7 +329,11 @@ impl Triage {
                 at: crate::domain::desk::now(),
             }),
         });
-        if let Err(e) = self.desk.change_ticket(ticket, |_| Ok(vec![note.clone()])).await {
+        if let Err(e) = self
+            .desk
+            .change_ticket(ticket, |_| Ok(vec![note.clone()]))
+            .await
+        {
             tracing::error!(ticket, error = %e, "cannot add the triage failure note");
         }
     }

@@ -22,8 +22,7 @@ use crate::store::{EventStore, ExpectedVersion, SubscriptionOptions};
 const IMPORT_CONCURRENCY: usize = 64;
 
 /// Modification time and size of each ticket file at the last scan.
-pub type FileStamps =
-    std::collections::HashMap<PathBuf, (Option<std::time::SystemTime>, u64)>;
+pub type FileStamps = std::collections::HashMap<PathBuf, (Option<std::time::SystemTime>, u64)>;
 
 /// What start-up found.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

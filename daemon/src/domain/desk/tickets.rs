@@ -55,10 +55,7 @@ impl Desk {
 
     /// Look at a ticket without copying it.
     pub fn with_ticket<R>(&self, id: &str, f: impl FnOnce(&Ticket) -> R) -> Option<R> {
-        lock(&self.tickets)
-            .get(id)
-            .filter(|t| t.version > 0)
-            .map(f)
+        lock(&self.tickets).get(id).filter(|t| t.version > 0).map(f)
     }
 
     /// Matching tickets, ordered by id, and how many matched in all.
