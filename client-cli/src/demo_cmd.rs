@@ -15,7 +15,9 @@ use tinycode_shared::paths::Layout;
 use tinycode_shared::proto::GetStatusRequest;
 use tinycode_shared::proto::daemon_client::DaemonClient;
 
-use crate::triage_cmd::{TriageArgs, request, result_table, results_json};
+use tinycode_shared::proto::EnqueueTriageRequest;
+
+use crate::triage_cmd::{asked_levels, follow, result_table, results_json};
 use crate::{Ctx, init_cmd, output};
 
 #[derive(Args, Debug)]
@@ -84,16 +86,19 @@ pub async fn run(json: bool, client_name: &ClientName, args: DemoArgs) -> anyhow
         client: client_name.clone(),
     };
     // With auto-triage on, the worker queued the open tickets at start;
-    // asking for them all again only follows them (and covers a desk whose
-    // config has it off).
-    let triage = TriageArgs {
-        view: None,
-        ids: vec![],
-        all: true,
-        approve: Some("ask".into()),
-        model: None,
-    };
-    let (items, levels) = request(&ctx, &channel, &triage).await?;
+    // asking for them again changes nothing then, and covers a desk whose
+    // config has it off. Then the whole board is followed.
+    tinycode_shared::proto::triage_client::TriageClient::new(channel.clone())
+        .enqueue(EnqueueTriageRequest {
+            ticket_ids: vec![],
+            all_open: true,
+            approve: "ask".into(),
+            model: String::new(),
+        })
+        .await?;
+    let mut items = follow(&ctx, &channel, vec![]).await?.items;
+    items.sort_by(|a, b| a.ticket_id.cmp(&b.ticket_id));
+    let levels = asked_levels(&channel, &items).await;
     let waiting: Vec<(&String, &String)> = items
         .iter()
         .flat_map(|i| i.approval_ids.iter().map(move |a| (&i.ticket_id, a)))

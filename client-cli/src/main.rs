@@ -103,18 +103,26 @@ impl Ctx {
 }
 
 /// End quietly when stdout is a closed pipe (`tinycode … | head`), as Unix
-/// tools do, instead of panicking on the failed write.
-#[allow(unsafe_code)]
-fn default_sigpipe() {
-    // SAFETY: called first in `main`, before any other thread exists;
-    // SIG_DFL is a valid disposition for SIGPIPE.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
+/// tools do. (Not by restoring SIGPIPE's default: that would also kill the
+/// CLI when the daemon closes its socket mid-write.)
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.starts_with("failed printing to stdout") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
 }
 
 fn main() -> ExitCode {
-    default_sigpipe();
+    quiet_on_closed_stdout();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -112,7 +112,7 @@ pub async fn follow(
 }
 
 /// The escalation level each waiting approval asks for, by approval id.
-async fn asked_levels(channel: &DaemonChannel, items: &[TriageItem]) -> HashMap<String, u64> {
+pub async fn asked_levels(channel: &DaemonChannel, items: &[TriageItem]) -> HashMap<String, u64> {
     let mut levels = HashMap::new();
     let mut approvals = ApprovalsClient::new(channel.clone());
     for id in items.iter().flat_map(|i| i.approval_ids.iter()) {

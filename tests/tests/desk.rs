@@ -298,13 +298,26 @@ fn demo_command_triages_the_demo_desk_and_leaves_the_daemon_running() {
     let again = desk.run(&["--json", "demo", dir.to_str().unwrap()]);
     let again: serde_json::Value = serde_json::from_str(&again.stdout).unwrap();
     assert_eq!(again["created"], false);
-    assert_eq!(again["results"].as_array().unwrap().len(), 0);
+    assert_eq!(again["results"].as_array().unwrap().len(), results.len());
+    let queued = desk
+        .run(&[
+            ws[0],
+            ws[1],
+            "--json",
+            "events",
+            "--stream",
+            "triage-T-1001",
+        ])
+        .stdout
+        .matches("triageQueued")
+        .count();
+    assert_eq!(queued, 1, "T-1001 was triaged once");
     let stop = desk
         .cli()
         .args(["-w", dir.to_str().unwrap(), "daemon", "stop"])
         .output()
         .unwrap();
-    assert!(stop.status.success());
+    assert!(stop.status.success(), "{stop:?}\n{}", desk.log());
     assert!(!tinycode_tests::alive(pid));
 }
 

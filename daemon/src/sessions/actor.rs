@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use tinycode_shared::proto::event::Payload;
 use tinycode_shared::proto::{
@@ -39,7 +40,13 @@ pub(super) async fn run(
     live: Arc<Live>,
     mut jobs: mpsc::UnboundedReceiver<Job>,
 ) {
-    while let Some(job) = jobs.recv().await {
+    loop {
+        let job = match tokio::time::timeout(IDLE_CHECK, jobs.recv()).await {
+            Ok(Some(job)) => job,
+            Ok(None) => return,
+            Err(_) if sessions.retire(&id, &live, &jobs) => return,
+            Err(_) => continue,
+        };
         match job {
             Job::Turn(turn) | Job::Resume(turn) => {
                 let resume = matches!(job, Job::Resume(_));
@@ -54,8 +61,15 @@ pub(super) async fn run(
                 let _ = reply.send(done);
             }
         }
+        if sessions.retire(&id, &live, &jobs) {
+            return;
+        }
     }
 }
+
+/// How often an idle actor checks whether it can retire (an attached
+/// client keeps it; the check after a job catches the common case).
+const IDLE_CHECK: Duration = Duration::from_secs(1);
 
 fn provider_for(sessions: &Sessions, model: &str) -> Result<Arc<dyn ModelProvider>, SessionError> {
     resolve(

@@ -1,7 +1,13 @@
-//! The live side of a session: the ordered channel attached clients follow
-//! and the text of the running step so far.
+//! The live side of a session: its actor's job queue, the ordered channel
+//! attached clients follow, and the text of the running step so far.
+//!
+//! A session has a live side only while it is busy or watched: an actor
+//! with no job, no queued turn and no attached client retires, and the
+//! next job or attach starts a new one. Jobs are submitted and clients
+//! subscribe under the map's lock, and an actor retires under it too, so
+//! no job and no subscriber can land on a retired actor.
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tinycode_shared::proto::Delta;
@@ -9,6 +15,7 @@ use tinycode_shared::proto::event::Payload;
 use tokio::sync::{broadcast, mpsc, watch};
 
 use super::actor::Job;
+use super::{SessionError, Sessions, actor};
 use crate::sync::lock;
 
 /// What attached clients receive live, in the one order every client sees.
@@ -65,5 +72,84 @@ impl Live {
             }
             let _ = self.updates.send(LiveUpdate::Event(Arc::clone(e)));
         }
+    }
+}
+
+impl Sessions {
+    /// Run `f` on the session's live side (started if needed) under the
+    /// map's lock.
+    pub(super) fn with_live<T>(
+        self: &Arc<Self>,
+        id: &str,
+        f: impl FnOnce(&Live) -> T,
+    ) -> Result<T, SessionError> {
+        if !lock(&self.states).contains_key(id) {
+            return Err(SessionError::NotFound(id.to_string()));
+        }
+        let mut map = lock(&self.live);
+        if let Some(l) = map.get(id) {
+            return Ok(f(l));
+        }
+        let (jobs, rx) = mpsc::unbounded_channel();
+        let (cancel, _) = watch::channel(false);
+        let (updates, _) = broadcast::channel(256);
+        let l = Arc::new(Live {
+            jobs,
+            cancel,
+            running: AtomicU64::new(0),
+            queued: AtomicU64::new(0),
+            partial: Mutex::new((0, String::new())),
+            updates,
+        });
+        map.insert(id.to_string(), Arc::clone(&l));
+        tokio::spawn(actor::run(
+            Arc::clone(self),
+            id.to_string(),
+            Arc::clone(&l),
+            rx,
+        ));
+        Ok(f(&l))
+    }
+
+    /// Queue a job for the session's actor. Returns whether it waits behind
+    /// a running or queued turn.
+    pub(super) fn submit(self: &Arc<Self>, id: &str, job: Job) -> Result<bool, SessionError> {
+        self.with_live(id, |live| {
+            let busy = live.running.load(Ordering::Acquire) != 0
+                || live.queued.load(Ordering::Acquire) > 0;
+            if matches!(job, Job::Turn(_) | Job::Resume(_)) {
+                live.queued.fetch_add(1, Ordering::AcqRel);
+            }
+            // The receiver lives while the entry is in the map.
+            let _ = live.jobs.send(job);
+            busy
+        })
+    }
+
+    /// Publish stored events to the clients attached right now (none when
+    /// the session has no live side).
+    pub(super) fn publish(&self, id: &str, events: &[Arc<tinycode_shared::proto::Event>]) {
+        if let Some(live) = lock(&self.live).get(id) {
+            live.publish(events);
+        }
+    }
+
+    /// Called by an idle actor: leave the map when nothing needs it.
+    /// `true` when it retired (and must stop).
+    pub(super) fn retire(
+        &self,
+        id: &str,
+        live: &Arc<Live>,
+        jobs: &mpsc::UnboundedReceiver<Job>,
+    ) -> bool {
+        let mut map = lock(&self.live);
+        let idle = jobs.is_empty()
+            && live.updates.receiver_count() == 0
+            && live.running.load(Ordering::Acquire) == 0
+            && live.queued.load(Ordering::Acquire) == 0;
+        if idle && map.get(id).is_some_and(|l| Arc::ptr_eq(l, live)) {
+            map.remove(id);
+        }
+        idle
     }
 }

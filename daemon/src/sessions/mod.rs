@@ -27,7 +27,7 @@ use tinycode_shared::proto::event::Payload;
 use tinycode_shared::proto::{
     ClientRef, Delta, SessionCreated, TurnCompleted, TurnOutcome, UserMessageAdded,
 };
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::broadcast;
 
 use crate::approvals::Approvals;
 use crate::domain::desk::Desk;
@@ -166,9 +166,7 @@ impl Sessions {
         *lock(&sessions.states) = folded;
         for (id, turn) in resume {
             tracing::info!(session = %id, turn, "resuming a turn that waits for an approval");
-            let live = sessions.live_for(&id)?;
-            live.queued.fetch_add(1, Ordering::AcqRel);
-            let _ = live.jobs.send(Job::Resume(turn));
+            sessions.submit(&id, Job::Resume(turn))?;
         }
         Ok(sessions)
     }
@@ -284,7 +282,7 @@ impl Sessions {
             .append(&session_stream(id), ExpectedVersion::Any, payloads)
             .await?;
         self.fold(id, &events);
-        self.live_for(id)?.publish(&events);
+        self.publish(id, &events);
         Ok(())
     }
 
@@ -451,7 +449,6 @@ impl Sessions {
             });
         }
         self.get(&id)?;
-        let live = self.live_for(&id)?;
         // Turn numbers are assigned under the states lock, appends after.
         let turn = {
             let mut states = lock(&self.states);
@@ -475,11 +472,8 @@ impl Sessions {
             )
             .await?;
         self.fold(&id, &events);
-        live.publish(&events);
-        let queued =
-            live.running.load(Ordering::Acquire) != 0 || live.queued.load(Ordering::Acquire) > 0;
-        live.queued.fetch_add(1, Ordering::AcqRel);
-        let _ = live.jobs.send(Job::Turn(turn));
+        self.publish(&id, &events);
+        let queued = self.submit(&id, Job::Turn(turn))?;
         Ok((
             events.first().map(|e| e.sequence).unwrap_or(0),
             turn,
@@ -494,16 +488,12 @@ impl Sessions {
         by: ClientRef,
     ) -> Result<Compacted, SessionError> {
         let id = self.get(raw)?.id;
-        let live = self.live_for(&id)?;
         let (reply, done) = tokio::sync::oneshot::channel();
-        let stopped = || SessionError::Invalid {
+        self.submit(&id, Job::Compact { by, reply })?;
+        done.await.map_err(|_| SessionError::Invalid {
             field: "session_id",
             problem: "names a session whose worker stopped".into(),
-        };
-        live.jobs
-            .send(Job::Compact { by, reply })
-            .map_err(|_| stopped())?;
-        done.await.map_err(|_| stopped())?
+        })?
     }
 
     /// Cancel the running turn; `false` when none runs.
@@ -530,18 +520,19 @@ impl Sessions {
         raw: &str,
     ) -> Result<(broadcast::Receiver<LiveUpdate>, Option<Delta>, u64), SessionError> {
         let id = Self::checked_id(raw)?;
-        let live = self.live_for(&id)?;
-        let partial = lock(&live.partial);
-        let rx = live.updates.subscribe();
-        let head = self.store.last_sequence();
-        let running = live.running.load(Ordering::Acquire);
-        let so_far =
-            (running != 0 && partial.0 == running && !partial.1.is_empty()).then(|| Delta {
-                turn: partial.0,
-                kind: "text".into(),
-                text: partial.1.clone(),
-            });
-        Ok((rx, so_far, head))
+        self.with_live(&id, |live| {
+            let partial = lock(&live.partial);
+            let rx = live.updates.subscribe();
+            let head = self.store.last_sequence();
+            let running = live.running.load(Ordering::Acquire);
+            let so_far =
+                (running != 0 && partial.0 == running && !partial.1.is_empty()).then(|| Delta {
+                    turn: partial.0,
+                    kind: "text".into(),
+                    text: partial.1.clone(),
+                });
+            (rx, so_far, head)
+        })
     }
 
     /// Stored events of a session with `from <= sequence <= to`.
@@ -559,35 +550,6 @@ impl Sessions {
             .into_iter()
             .filter(|e| e.sequence >= from && e.sequence <= to)
             .collect())
-    }
-
-    fn live_for(self: &Arc<Self>, id: &str) -> Result<Arc<Live>, SessionError> {
-        if !lock(&self.states).contains_key(id) {
-            return Err(SessionError::NotFound(id.to_string()));
-        }
-        let mut live = lock(&self.live);
-        if let Some(l) = live.get(id) {
-            return Ok(Arc::clone(l));
-        }
-        let (jobs, rx) = mpsc::unbounded_channel();
-        let (cancel, _) = watch::channel(false);
-        let (updates, _) = broadcast::channel(256);
-        let l = Arc::new(Live {
-            jobs,
-            cancel,
-            running: AtomicU64::new(0),
-            queued: AtomicU64::new(0),
-            partial: Mutex::new((0, String::new())),
-            updates,
-        });
-        live.insert(id.to_string(), Arc::clone(&l));
-        tokio::spawn(actor::run(
-            Arc::clone(self),
-            id.to_string(),
-            Arc::clone(&l),
-            rx,
-        ));
-        Ok(l)
     }
 }
 

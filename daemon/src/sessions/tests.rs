@@ -439,3 +439,42 @@ async fn context_tokens_use_reported_usage_then_estimate_what_came_after() {
         "plus chars/4 of what followed"
     );
 }
+
+/// An idle session's actor retires unless a client is attached; the next
+/// message starts a new one and its turn runs.
+#[tokio::test]
+async fn an_idle_session_gives_up_its_actor_and_wakes_for_the_next_message() {
+    let (tmp, ws) = fixture_copy();
+    let store = EventStore::open(&tmp.path().join("db")).unwrap();
+    let sessions = open(&ws, &store).await;
+    let s = sessions.create("", "offline", "deny", me()).await.unwrap();
+    let live = |sessions: &Sessions| lock(&sessions.live).contains_key(&s.id);
+    let (rx, _, _) = sessions.attach(&s.id).unwrap();
+    let (_, turn, _) = sessions
+        .send(&s.id, "退款 时效 是多久？", me())
+        .await
+        .unwrap();
+    until_done(&sessions, &s.id, turn).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(live(&sessions), "an attached client keeps the actor");
+    drop(rx);
+    let mut retired = false;
+    for _ in 0..300 {
+        if !live(&sessions) {
+            retired = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(retired, "the actor retired once nobody was attached");
+    let (_, turn, queued) = sessions
+        .send(&s.id, "T-1002 的物流呢？", me())
+        .await
+        .unwrap();
+    assert!(!queued);
+    let events = until_done(&sessions, &s.id, turn).await;
+    assert!(events.iter().any(|e| matches!(
+        &e.payload,
+        Some(Payload::TurnCompleted(c)) if c.turn == turn && c.outcome == TurnOutcome::Completed as i32
+    )));
+}
