@@ -15,9 +15,7 @@ use tinycode_shared::paths::Layout;
 use tinycode_shared::proto::GetStatusRequest;
 use tinycode_shared::proto::daemon_client::DaemonClient;
 
-use tinycode_shared::proto::EnqueueTriageRequest;
-
-use crate::triage_cmd::{asked_levels, follow, result_table, results_json};
+use crate::triage_cmd::{TriageArgs, enqueue, follow_items, result_table, results_json};
 use crate::{Ctx, init_cmd, output};
 
 #[derive(Args, Debug)]
@@ -88,17 +86,15 @@ pub async fn run(json: bool, client_name: &ClientName, args: DemoArgs) -> anyhow
     // With auto-triage on, the worker queued the open tickets at start;
     // asking for them again changes nothing then, and covers a desk whose
     // config has it off. Then the whole board is followed.
-    tinycode_shared::proto::triage_client::TriageClient::new(channel.clone())
-        .enqueue(EnqueueTriageRequest {
-            ticket_ids: vec![],
-            all_open: true,
-            approve: "ask".into(),
-            model: String::new(),
-        })
-        .await?;
-    let mut items = follow(&ctx, &channel, vec![]).await?.items;
-    items.sort_by(|a, b| a.ticket_id.cmp(&b.ticket_id));
-    let levels = asked_levels(&channel, &items).await;
+    let everything = TriageArgs {
+        view: None,
+        ids: vec![],
+        all: true,
+        approve: Some("ask".into()),
+        model: None,
+    };
+    enqueue(&channel, &everything).await?;
+    let (items, levels) = follow_items(&ctx, &channel, vec![]).await?;
     let waiting: Vec<(&String, &String)> = items
         .iter()
         .flat_map(|i| i.approval_ids.iter().map(move |a| (&i.ticket_id, a)))

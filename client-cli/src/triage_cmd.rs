@@ -12,8 +12,8 @@ use tinycode_shared::client::DaemonChannel;
 use tinycode_shared::proto::approvals_client::ApprovalsClient;
 use tinycode_shared::proto::triage_client::TriageClient;
 use tinycode_shared::proto::{
-    EnqueueTriageRequest, GetApprovalRequest, TriageItem, TriageState, TriageStatus,
-    TriageStatusRequest,
+    EnqueueTriageRequest, EnqueueTriageResponse, GetApprovalRequest, TriageItem, TriageState,
+    TriageStatus, TriageStatusRequest,
 };
 use tinycode_shared::render;
 
@@ -68,6 +68,21 @@ fn settled(i: &TriageItem) -> bool {
     )
 }
 
+/// `Triage.Watch` of `ids` (all when empty), with items.
+async fn watch_status(
+    channel: &DaemonChannel,
+    ids: Vec<String>,
+) -> Result<tonic::Streaming<TriageStatus>, tonic::Status> {
+    let request = TriageStatusRequest {
+        ticket_ids: ids,
+        counts_only: false,
+    };
+    Ok(TriageClient::new(channel.clone())
+        .watch(request)
+        .await?
+        .into_inner())
+}
+
 /// Follow `ids` (all when empty) until each is settled and nothing is
 /// queued or running, with a progress bar. Returns the last status.
 pub async fn follow(
@@ -87,13 +102,7 @@ pub async fn follow(
     );
     bar.enable_steady_tick(Duration::from_millis(120));
     let whole_board = ids.is_empty();
-    let mut updates = TriageClient::new(channel.clone())
-        .watch(TriageStatusRequest {
-            ticket_ids: ids,
-            counts_only: false,
-        })
-        .await?
-        .into_inner();
+    let mut updates = watch_status(channel, ids).await?;
     let mut last = TriageStatus::default();
     while let Some(status) = updates.message().await? {
         let done = status.items.iter().filter(|i| settled(i)).count();
@@ -112,7 +121,7 @@ pub async fn follow(
 }
 
 /// The escalation level each waiting approval asks for, by approval id.
-pub async fn asked_levels(channel: &DaemonChannel, items: &[TriageItem]) -> HashMap<String, u64> {
+async fn asked_levels(channel: &DaemonChannel, items: &[TriageItem]) -> HashMap<String, u64> {
     let mut levels = HashMap::new();
     let mut approvals = ApprovalsClient::new(channel.clone());
     for id in items.iter().flat_map(|i| i.approval_ids.iter()) {
@@ -225,30 +234,49 @@ pub fn status_json(s: &TriageStatus, levels: &HashMap<String, u64>) -> serde_jso
     })
 }
 
+/// Ask the worker to triage what `args` names.
+pub async fn enqueue(
+    channel: &DaemonChannel,
+    args: &TriageArgs,
+) -> Result<EnqueueTriageResponse, tonic::Status> {
+    let request = EnqueueTriageRequest {
+        ticket_ids: args.ids.clone(),
+        all_open: args.all,
+        approve: crate::session_cmd::default_approve(args.approve.clone()),
+        model: args.model.clone().unwrap_or_default(),
+    };
+    Ok(TriageClient::new(channel.clone())
+        .enqueue(request)
+        .await?
+        .into_inner())
+}
+
+/// Follow `ids` (all when empty) until settled: the items by ticket id,
+/// and the escalation level each waiting approval asks for.
+pub async fn follow_items(
+    ctx: &Ctx,
+    channel: &DaemonChannel,
+    ids: Vec<String>,
+) -> anyhow::Result<(Vec<TriageItem>, HashMap<String, u64>)> {
+    let mut items = follow(ctx, channel, ids).await?.items;
+    items.sort_by(|a, b| a.ticket_id.cmp(&b.ticket_id));
+    let levels = asked_levels(channel, &items).await;
+    Ok((items, levels))
+}
+
 /// Ask for triage and follow it; the items of the tickets asked for.
 pub async fn request(
     ctx: &Ctx,
     channel: &DaemonChannel,
     args: &TriageArgs,
 ) -> anyhow::Result<(Vec<TriageItem>, HashMap<String, u64>)> {
-    let asked = TriageClient::new(channel.clone())
-        .enqueue(EnqueueTriageRequest {
-            ticket_ids: args.ids.clone(),
-            all_open: args.all,
-            approve: crate::session_cmd::default_approve(args.approve.clone()),
-            model: args.model.clone().unwrap_or_default(),
-        })
-        .await?
-        .into_inner();
+    let asked = enqueue(channel, args).await?;
     let mut ids: Vec<String> = asked.queued.into_iter().chain(asked.already).collect();
     if ids.is_empty() {
         return Ok((Vec::new(), HashMap::new()));
     }
     ids.sort();
-    let mut items = follow(ctx, channel, ids).await?.items;
-    items.sort_by(|a, b| a.ticket_id.cmp(&b.ticket_id));
-    let levels = asked_levels(channel, &items).await;
-    Ok((items, levels))
+    follow_items(ctx, channel, ids).await
 }
 
 /// Print the commands that answer each waiting approval.
@@ -347,13 +375,7 @@ async fn status(ctx: &Ctx, channel: &DaemonChannel, ids: Vec<String>) -> anyhow:
 
 /// One line per ticket whose triage changed, and the counts when they change.
 async fn watch(ctx: &Ctx, channel: &DaemonChannel, ids: Vec<String>) -> anyhow::Result<ExitCode> {
-    let mut updates = TriageClient::new(channel.clone())
-        .watch(TriageStatusRequest {
-            ticket_ids: ids,
-            counts_only: false,
-        })
-        .await?
-        .into_inner();
+    let mut updates = watch_status(channel, ids).await?;
     let mut seen: HashMap<String, (i32, u64)> = HashMap::new();
     let mut last_counts = String::new();
     while let Some(s) = updates.message().await? {

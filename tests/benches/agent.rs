@@ -16,8 +16,8 @@ use tinycode_shared::proto::sessions_client::SessionsClient;
 use tinycode_shared::proto::{
     AttachRequest, CreateSessionRequest, SendMessageRequest, TurnOutcome,
 };
-use tinycode_tests::Desk;
 use tinycode_tests::mock_llm::{MockLlm, text, tool};
+use tinycode_tests::{Desk, proc_status_kib as kib};
 
 const PROMPTS: usize = 100;
 
@@ -27,16 +27,6 @@ fn prompts() -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(PROMPTS)
-}
-
-fn kib(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
 }
 
 fn main() {

@@ -61,15 +61,7 @@ fn write_tickets(desk: &Desk, count: usize) {
 }
 
 fn rss_kib(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
+    let field = |name| tinycode_tests::proc_status_kib(pid, name);
     (field("VmRSS:"), field("VmHWM:"))
 }
 

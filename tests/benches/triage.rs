@@ -16,23 +16,13 @@ use tinycode_shared::proto::event::Payload;
 use tinycode_shared::proto::events_client::EventsClient;
 use tinycode_shared::proto::triage_client::TriageClient;
 use tinycode_shared::proto::{SubscribeRequest, TriageStatusRequest};
-use tinycode_tests::Desk;
+use tinycode_tests::{Desk, proc_status_kib as kib};
 
 fn env_or(key: &str, default: usize) -> usize {
     std::env::var(key)
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-fn kib(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
 }
 
 /// The n-th generated ticket: refunds, parcels, frozen accounts (L2
@@ -81,12 +71,11 @@ fn main() {
     let concurrency = env_or("BENCH_CONCURRENCY", 2);
     let desk = Desk::new();
     desk.ok(&["init", "--demo", desk.workspace().to_str().unwrap()]);
-    let mut config: serde_json::Value =
-        serde_json::from_str(&desk.read(".tinycode/config.json")).unwrap();
-    // Escalations run without a human here: the bench measures the worker.
-    config["permissionMode"] = json!("auto");
-    config["autoTriage"] = json!({"enabled": true, "concurrency": concurrency});
-    desk.write(".tinycode/config.json", &config.to_string());
+    desk.edit_config(|config| {
+        // Escalations run without a human here: the bench measures the worker.
+        config["permissionMode"] = json!("auto");
+        config["autoTriage"] = json!({"enabled": true, "concurrency": concurrency});
+    });
     for f in std::fs::read_dir(desk.workspace().join("tickets")).unwrap() {
         std::fs::remove_file(f.unwrap().path()).unwrap();
     }

@@ -105,6 +105,15 @@ impl Desk {
         std::fs::write(path, content).expect("write");
     }
 
+    /// Change `.tinycode/config.json` (parsed, edited by `edit`, written
+    /// back) before the daemon starts.
+    pub fn edit_config(&self, edit: impl FnOnce(&mut serde_json::Value)) {
+        let mut config: serde_json::Value =
+            serde_json::from_str(&self.read(".tinycode/config.json")).expect("config JSON");
+        edit(&mut config);
+        self.write(".tinycode/config.json", &config.to_string());
+    }
+
     /// Read a workspace file.
     pub fn read(&self, rel: &str) -> String {
         std::fs::read_to_string(self.workspace().join(rel)).expect("read")
@@ -299,6 +308,17 @@ pub struct Output {
 /// daemon's socket and locks) are released only when the last thread exits.
 pub fn alive(pid: u32) -> bool {
     tinycode_shared::client::process_running(pid)
+}
+
+/// A `/proc/<pid>/status` figure in KiB (`VmRSS:`, `VmHWM:`), 0 if absent.
+pub fn proc_status_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Send a signal by name (`TERM`, `KILL`, …) with kill(1).

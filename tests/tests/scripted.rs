@@ -14,9 +14,7 @@ use tinycode_tests::{Desk, grpcurl, tool_available, wait_until};
 /// The fixture desk with auto-triage on, its daemon started.
 fn auto_desk() -> Desk {
     let desk = Desk::fixture();
-    let mut config: Value = serde_json::from_str(&desk.read(".tinycode/config.json")).unwrap();
-    config["autoTriage"] = json!({"enabled": true});
-    desk.write(".tinycode/config.json", &config.to_string());
+    desk.edit_config(|config| config["autoTriage"] = json!({"enabled": true}));
     desk.ok(&["daemon", "start"]);
     desk
 }

@@ -18,13 +18,13 @@ use tinycode_tests::{Desk, LineReader, kill, wait_until};
 
 /// The fixture desk with `autoTriage` on (and `extra` merged into it).
 fn auto_desk(desk: Desk, extra: Value) -> Desk {
-    let mut config: Value = serde_json::from_str(&desk.read(".tinycode/config.json")).unwrap();
-    let mut auto = json!({"enabled": true, "concurrency": 2, "pollIntervalMs": 100});
-    for (k, v) in extra.as_object().unwrap() {
-        auto[k] = v.clone();
-    }
-    config["autoTriage"] = auto;
-    desk.write(".tinycode/config.json", &config.to_string());
+    desk.edit_config(|config| {
+        let mut auto = json!({"enabled": true, "concurrency": 2, "pollIntervalMs": 100});
+        for (k, v) in extra.as_object().unwrap() {
+            auto[k] = v.clone();
+        }
+        config["autoTriage"] = auto;
+    });
     desk
 }
 

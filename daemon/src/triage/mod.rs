@@ -187,20 +187,23 @@ impl Triage {
         waiting
     }
 
+    /// Ids of the desk's open tickets.
+    fn open_ticket_ids(&self) -> Vec<String> {
+        let open = crate::domain::desk::TicketFilter {
+            status: "open".into(),
+            ..Default::default()
+        };
+        let (tickets, _) = self.desk.list_tickets(&open, usize::MAX);
+        tickets.into_iter().map(|t| t.id).collect()
+    }
+
     /// Queue every open ticket that has no triage record, in arrival order.
     async fn queue_untriaged(&self) -> Result<(), TriageError> {
-        let (open, _) = self.desk.list_tickets(
-            &crate::domain::desk::TicketFilter {
-                status: "open".into(),
-                ..Default::default()
-            },
-            usize::MAX,
-        );
+        let open = self.open_ticket_ids();
         let mut fresh: Vec<(u64, String)> = {
             let board = lock(&self.board);
             open.into_iter()
-                .filter(|t| !board.records.contains_key(&t.id))
-                .map(|t| t.id)
+                .filter(|id| !board.records.contains_key(id))
                 .map(|id| {
                     let arrived = self
                         .store
@@ -298,17 +301,11 @@ impl Triage {
             }
         }
         if all_open {
-            let (open, _) = self.desk.list_tickets(
-                &crate::domain::desk::TicketFilter {
-                    status: "open".into(),
-                    ..Default::default()
-                },
-                usize::MAX,
-            );
+            let open = self.open_ticket_ids();
             let board = lock(&self.board);
             // Never triaged (queued now), or in progress (followed).
             let named: std::collections::HashSet<String> = wanted.iter().cloned().collect();
-            wanted.extend(open.into_iter().map(|t| t.id).filter(|id| {
+            wanted.extend(open.into_iter().filter(|id| {
                 !named.contains(id) && !board.records.get(id).is_some_and(|r| r.phase.finished())
             }));
         }

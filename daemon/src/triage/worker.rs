@@ -99,25 +99,27 @@ impl Triage {
 
     /// One triage: attempts until one completes or none are left.
     async fn run(self: Arc<Self>, job: Job, slot: Option<OwnedSemaphorePermit>) {
-        let ended = match self.attempt(&job, slot).await {
-            Ok(done) => done,
-            Err((e, slot)) => (Ended::failed(e), slot),
-        };
-        self.settle(job, ended.0, ended.1).await;
+        let mut slot = slot;
+        let ended = self.attempt(&job, &mut slot).await;
+        self.settle(job, ended, slot).await;
     }
 
-    /// Start (or restart) an attempt and follow its turn. Errors carry the
-    /// slot back so the retry keeps it.
-    #[allow(clippy::type_complexity)]
-    async fn attempt(
+    /// Start (or restart) an attempt and follow its turn; an error ends it
+    /// as failed. `slot` is given back while the turn waits for a human.
+    async fn attempt(&self, job: &Job, slot: &mut Option<OwnedSemaphorePermit>) -> Ended {
+        self.try_attempt(job, slot)
+            .await
+            .unwrap_or_else(Ended::failed)
+    }
+
+    async fn try_attempt(
         &self,
         job: &Job,
-        mut slot: Option<OwnedSemaphorePermit>,
-    ) -> Result<(Ended, Option<OwnedSemaphorePermit>), (TriageError, Option<OwnedSemaphorePermit>)>
-    {
+        slot: &mut Option<OwnedSemaphorePermit>,
+    ) -> Result<Ended, TriageError> {
         let record = lock(&self.board).records.get(&job.ticket).cloned();
         let Some(record) = record else {
-            return Ok((Ended::failed("the triage record is missing"), slot));
+            return Ok(Ended::failed("the triage record is missing"));
         };
         if job.start == Start::Again {
             // After a restart: did the interrupted attempt's turn end?
@@ -128,7 +130,7 @@ impl Triage {
                 Some((_, Some(TurnOutcome::Interrupted))) | None => {}
                 Some((_, Some(outcome))) => {
                     let error = "the turn ended before the daemon restarted".to_string();
-                    return Ok((Ended { outcome, error }, slot));
+                    return Ok(Ended { outcome, error });
                 }
                 Some((_, None)) => {}
             }
@@ -146,7 +148,7 @@ impl Triage {
             };
             // Recorded as skipped; `settle` sees the record finished.
             self.finish(&job.ticket, "skipped", "", &why).await;
-            return Ok((Ended::failed(why), slot));
+            return Ok(Ended::failed(why));
         }
         let session = match self.sessions.get(&record.session) {
             Ok(s) => s.id,
@@ -156,10 +158,7 @@ impl Triage {
                     .sessions
                     .create(&title, &record.model, &record.approve, worker_client())
                     .await;
-                match created {
-                    Ok(s) => s.id,
-                    Err(e) => return Err((e.into(), slot)),
-                }
+                created?.id
             }
         };
         let attempt = match job.start {
@@ -171,22 +170,16 @@ impl Triage {
             session_id: session.clone(),
             attempt,
         });
-        if let Err(e) = self.append(&job.ticket, started).await {
-            return Err((e, slot));
-        }
+        self.append(&job.ticket, started).await?;
         // Subscribe before sending: the turn's end cannot be missed.
-        let rx = match self.sessions.attach(&session) {
-            Ok((rx, _, _)) => rx,
-            Err(e) => return Err((e.into(), slot)),
-        };
+        let (rx, _, _) = self.sessions.attach(&session)?;
         let prompt = self.config.prompt.replace("{id}", &job.ticket);
-        let turn = match self.sessions.send(&session, &prompt, worker_client()).await {
-            Ok((_, turn, _)) => turn,
-            Err(e) => return Err((e.into(), slot)),
-        };
+        let (_, turn, _) = self
+            .sessions
+            .send(&session, &prompt, worker_client())
+            .await?;
         self.set_turn(&job.ticket, turn);
-        let ended = self.follow_turn(&session, turn, rx, &mut slot).await;
-        Ok((ended, slot))
+        Ok(self.follow_turn(&session, turn, rx, slot).await)
     }
 
     /// Follow a turn to its end; give the slot back while it waits for a
@@ -291,10 +284,7 @@ impl Triage {
                 ticket: job.ticket,
                 start: Start::Fresh,
             };
-            (ended, slot) = match self.attempt(&job, slot).await {
-                Ok(done) => done,
-                Err((e, slot)) => (Ended::failed(e), slot),
-            };
+            ended = self.attempt(&job, &mut slot).await;
         }
     }
 
