@@ -80,6 +80,12 @@ enum Command {
     },
     /// Print the event log (optionally following new events).
     Events(events_cmd::EventsArgs),
+    /// The terminal UI (runs `tinycode-tui` with these arguments, e.g.
+    /// `tinycode tui --continue`).
+    Tui {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Print a shell completion script, e.g. `tinycode completions bash`.
     Completions {
         #[arg(value_enum)]
@@ -121,6 +127,31 @@ fn quiet_on_closed_stdout() {
     }));
 }
 
+/// `tinycode tui …`: become `tinycode-tui …` (found beside this binary or
+/// on PATH), passing the global `--workspace` and `--no-autostart` on.
+fn tui(
+    workspace: Option<PathBuf>,
+    no_autostart: bool,
+    args: Vec<String>,
+) -> anyhow::Result<ExitCode> {
+    use std::os::unix::process::CommandExt;
+    let binary = client::find_binary("tinycode-tui").map_err(|beside| {
+        anyhow::anyhow!(
+            "cannot find tinycode-tui (looked beside {} and on PATH); build it with `cargo build -p tinycode-tui`",
+            beside.display()
+        )
+    })?;
+    let mut command = std::process::Command::new(&binary);
+    if let Some(w) = workspace {
+        command.arg("--workspace").arg(w);
+    }
+    if no_autostart {
+        command.arg("--no-autostart");
+    }
+    let error = command.args(args).exec();
+    Err(anyhow::anyhow!("cannot run {}: {error}", binary.display()))
+}
+
 fn main() -> ExitCode {
     quiet_on_closed_stdout();
     let cli = Cli::parse();
@@ -153,6 +184,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         Command::Init(args) => return init_cmd::run(cli.json, args),
+        Command::Tui { args } => return tui(cli.workspace, cli.no_autostart, args),
         Command::Demo(args) => return demo_cmd::run(cli.json, &client, args).await,
         other => other,
     };
@@ -171,6 +203,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Triage(args) => triage_cmd::run(&ctx, args).await,
         Command::Session { action } => session_cmd::session(&ctx, action).await,
         Command::Approvals { action } => approvals_cmd::run(&ctx, action).await,
-        Command::Completions { .. } | Command::Init(_) | Command::Demo(_) => Ok(ExitCode::SUCCESS),
+        Command::Completions { .. } | Command::Init(_) | Command::Demo(_) | Command::Tui { .. } => {
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }

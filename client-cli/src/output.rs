@@ -43,46 +43,7 @@ pub fn describe_status(status: &tonic::Status) -> String {
     }
 }
 
-/// Terminal columns a string occupies: East Asian wide and fullwidth
-/// characters take two.
-pub fn width(s: &str) -> usize {
-    s.chars().map(char_width).sum()
-}
-
-fn char_width(c: char) -> usize {
-    let cp = c as u32;
-    let wide = matches!(cp,
-        0x1100..=0x115F | 0x2E80..=0x303E | 0x3041..=0x33FF | 0x3400..=0x4DBF
-        | 0x4E00..=0x9FFF | 0xA000..=0xA4CF | 0xAC00..=0xD7A3 | 0xF900..=0xFAFF
-        | 0xFE30..=0xFE4F | 0xFF00..=0xFF60 | 0xFFE0..=0xFFE6 | 0x1F300..=0x1F64F
-        | 0x1F900..=0x1F9FF | 0x20000..=0x3FFFD);
-    if c.is_control() {
-        0
-    } else if wide {
-        2
-    } else {
-        1
-    }
-}
-
-/// Cut `s` to at most `max` columns, marking the cut with `…`.
-pub fn clip(s: &str, max: usize) -> String {
-    if width(s) <= max {
-        return s.to_string();
-    }
-    let mut out = String::new();
-    let mut used = 0;
-    for c in s.chars() {
-        let w = char_width(c);
-        if used + w + 1 > max {
-            break;
-        }
-        out.push(c);
-        used += w;
-    }
-    out.push('…');
-    out
-}
+pub use tinycode_shared::text::{clip, width};
 
 /// A plain text table; the last column is not padded.
 pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {

@@ -10,7 +10,6 @@ pub mod config;
 pub mod context;
 pub mod domain;
 pub mod lifecycle;
-pub mod logging;
 pub mod model;
 pub mod permissions;
 pub mod server;

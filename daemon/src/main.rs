@@ -32,7 +32,7 @@ fn main() -> std::process::ExitCode {
 
 fn run(args: Args) -> anyhow::Result<()> {
     let layout = Layout::discover(args.workspace.as_deref())?;
-    tinycoded::logging::init(&layout.log_path())
+    tinycode_shared::logging::init(&layout.log_path())
         .with_context(|| format!("cannot open log file {}", layout.log_path().display()))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

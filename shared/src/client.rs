@@ -138,18 +138,24 @@ pub async fn connect_or_start(
 
 /// The `tinycoded` binary: beside the running executable, else on PATH.
 pub fn find_daemon_binary() -> Result<PathBuf, ConnectError> {
+    find_binary("tinycoded").map_err(|beside| ConnectError::DaemonBinaryNotFound { beside })
+}
+
+/// A tinycode program (`tinycoded`, `tinycode-tui`): beside the running
+/// executable, else on PATH. The error is the directory looked in first.
+pub fn find_binary(name: &str) -> Result<PathBuf, PathBuf> {
     let exe = std::env::current_exe().unwrap_or_default();
     let beside = exe.parent().map(Path::to_path_buf).unwrap_or_default();
-    let candidate = beside.join("tinycoded");
+    let candidate = beside.join(name);
     if candidate.is_file() {
         return Ok(candidate);
     }
     std::env::var_os("PATH")
         .iter()
         .flat_map(std::env::split_paths)
-        .map(|dir| dir.join("tinycoded"))
+        .map(|dir| dir.join(name))
         .find(|p| p.is_file())
-        .ok_or(ConnectError::DaemonBinaryNotFound { beside })
+        .ok_or(beside)
 }
 
 /// Start `tinycoded` detached (own process group, stdio away from the

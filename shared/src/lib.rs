@@ -6,10 +6,13 @@
 //!   the daemon and its clients).
 //! - [`client`]: connect over the Unix socket, auto-start the daemon.
 //! - [`render`]: event → text / JSON, shared by the CLI and the TUI.
+//! - [`text`]: display width (CJK takes two columns), clipping, wrapping.
 
 pub mod client;
+pub mod logging;
 pub mod paths;
 pub mod render;
+pub mod text;
 
 /// Generated from `proto/tinycode/v1/*.proto`.
 #[allow(clippy::all, missing_docs)]

@@ -166,15 +166,27 @@ impl Desk {
         .expect("layout")
     }
 
+    /// The environment this desk's processes get (besides running in the
+    /// workspace, without an inherited `$TINYCODE_HOME`).
+    pub fn env_vars(&self) -> Vec<(String, String)> {
+        let mut vars = vec![
+            (
+                "XDG_RUNTIME_DIR".to_string(),
+                self.runtime.display().to_string(),
+            ),
+            ("RUST_LOG".to_string(), "info".to_string()),
+        ];
+        if let Some(home) = &self.home {
+            vars.push(("TINYCODE_HOME".into(), home.display().to_string()));
+        }
+        vars.extend(self.extra_env.iter().cloned());
+        vars
+    }
+
     fn env(&self, cmd: &mut Command) {
         cmd.current_dir(self.workspace())
-            .env_remove("TINYCODE_HOME")
-            .env("XDG_RUNTIME_DIR", &self.runtime)
-            .env("RUST_LOG", "info");
-        if let Some(home) = &self.home {
-            cmd.env("TINYCODE_HOME", home);
-        }
-        for (k, v) in &self.extra_env {
+            .env_remove("TINYCODE_HOME");
+        for (k, v) in self.env_vars() {
             cmd.env(k, v);
         }
     }

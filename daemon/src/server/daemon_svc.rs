@@ -1,6 +1,8 @@
 use tinycode_shared::PROTOCOL_VERSION;
 use tinycode_shared::proto::daemon_server::Daemon;
-use tinycode_shared::proto::{DaemonStatus, GetStatusRequest, ShutdownRequest, ShutdownResponse};
+use tinycode_shared::proto::{
+    DaemonStatus, GetStatusRequest, ShutdownRequest, ShutdownResponse, SkillSummary,
+};
 use tonic::{Request, Response, Status};
 
 use super::{Peer, Shared};
@@ -39,6 +41,14 @@ impl Daemon for DaemonService {
             store_bytes: stats.store_bytes,
             socket_path: layout.socket.display().to_string(),
             log_path: layout.log_path().display().to_string(),
+            default_model: self.shared.sessions.defaults.model.clone(),
+            skills: self
+                .shared
+                .sessions
+                .skills()
+                .into_iter()
+                .map(|(name, description)| SkillSummary { name, description })
+                .collect(),
         }))
     }
 

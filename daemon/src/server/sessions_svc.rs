@@ -30,7 +30,7 @@ impl SessionsService {
     }
 
     fn info(&self, s: &SessionState) -> SessionInfo {
-        let (running, queued) = self.sessions().activity(&s.id);
+        let now = self.sessions().activity(&s.id);
         SessionInfo {
             id: s.id.clone(),
             title: s.title.clone(),
@@ -40,11 +40,12 @@ impl SessionsService {
             last_sequence: s.last_sequence,
             messages: s.message_count(),
             turns: s.next_turn() - 1,
-            running: running != 0,
-            queued: queued as u32,
+            running: now.running != 0,
+            queued: now.queued as u32,
             context_tokens: s.context_tokens(),
             compacted_before_turn: s.compacted_before,
             pending_approvals: s.pending_approvals(),
+            attached_clients: now.attached as u32,
         }
     }
 }

@@ -83,6 +83,17 @@ pub struct TurnDefaults {
     pub approve: String,
 }
 
+/// A session's live side right now (all zero when it has none).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Activity {
+    /// Running turn (0: none).
+    pub running: u64,
+    /// Turns waiting behind it.
+    pub queued: u64,
+    /// Clients attached (open Attach streams).
+    pub attached: usize,
+}
+
 pub struct Sessions {
     pub(crate) store: EventStore,
     pub(crate) desk: Arc<Desk>,
@@ -395,17 +406,26 @@ impl Sessions {
         all
     }
 
-    /// Running turn (0: none) and queued turns of a session.
-    pub fn activity(&self, id: &str) -> (u64, u64) {
+    /// What a session's live side is doing now.
+    pub fn activity(&self, id: &str) -> Activity {
         lock(&self.live)
             .get(id)
-            .map(|l| {
-                (
-                    l.running.load(Ordering::Acquire),
-                    l.queued.load(Ordering::Acquire),
-                )
+            .map(|l| Activity {
+                running: l.running.load(Ordering::Acquire),
+                queued: l.queued.load(Ordering::Acquire),
+                attached: l.updates.receiver_count(),
             })
-            .unwrap_or((0, 0))
+            .unwrap_or_default()
+    }
+
+    /// Names and descriptions of the workspace's skills.
+    pub fn skills(&self) -> Vec<(String, String)> {
+        self.skills
+            .names()
+            .into_iter()
+            .filter_map(|n| self.skills.get(n))
+            .map(|s| (s.name.clone(), s.description.clone()))
+            .collect()
     }
 
     /// The newest turn whose user message came after `sequence`, and its

@@ -1,5 +1,5 @@
-//! Logs go to `<state>/logs/tinycoded.log`; `RUST_LOG` selects what (default
-//! `info`). Nothing is printed to the terminal except start-up errors.
+//! Logs go to a file under the state dir (`<state>/logs/<program>.log`);
+//! `RUST_LOG` selects what (default `info`). Nothing goes to the terminal.
 
 use std::fs::OpenOptions;
 use std::path::Path;

@@ -1,0 +1,470 @@
+//! The UI's state and what keys and daemon events do to it. No I/O: keys
+//! and [`NetEvent`]s come in, [`Rpc`]s go out through [`App::take_rpcs`],
+//! and `ui` draws the state. Everything shown comes from the daemon's
+//! events; the app keeps no agent state of its own.
+
+use std::collections::BTreeMap;
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use tinycode_shared::proto::event::Payload;
+use tinycode_shared::proto::session_update::Update;
+use tinycode_shared::proto::{
+    ApprovalRequested, CancelTurnRequest, CompactSessionRequest, CreateSessionRequest,
+    DaemonStatus, Event, ListSessionsRequest, ListTicketsRequest, SendMessageRequest, SessionInfo,
+};
+use tinycode_shared::render;
+
+use crate::dialog::Dialog;
+use crate::editor::{Edit, Editor};
+use crate::rpc::{NetEvent, Rpc};
+use crate::slash::{self, Command, Parsed};
+use crate::transcript::{Kind, Transcript};
+use crate::views::View;
+
+/// The daemon connection as the status bar shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Connection {
+    Connecting,
+    Connected,
+    Lost(String),
+}
+
+/// How the app starts.
+#[derive(Debug, Clone, Default)]
+pub struct Start {
+    /// Attach this session.
+    pub session: Option<String>,
+    /// Attach the newest session.
+    pub continue_latest: bool,
+    /// Show approvals of every session, not only the attached one's.
+    pub inbox: bool,
+    /// Model for sessions this client creates (empty: the daemon's).
+    pub model: String,
+}
+
+pub struct App {
+    pub transcript: Transcript,
+    pub editor: Editor,
+    pub view: View,
+    pub dialog: Dialog,
+    /// Pending approvals of every session, by the sequence of the request.
+    pub pending: BTreeMap<u64, ApprovalRequested>,
+    pub session: Option<SessionInfo>,
+    /// The session followed (set before its info arrives).
+    pub session_id: Option<String>,
+    pub daemon: Option<DaemonStatus>,
+    pub connection: Connection,
+    /// One line above the editor: an answer, a question or an error.
+    pub flash: Option<(Kind, String)>,
+    /// Ctrl+C was pressed once: the next key decides.
+    pub confirming: bool,
+    pub inbox: bool,
+    pub next_model: String,
+    /// Ticks (about 10 per second while something moves).
+    pub tick: u64,
+    pub quit: bool,
+    completions: Vec<String>,
+    outbox: Vec<Rpc>,
+}
+
+/// Ticks between status-bar refreshes of the attached session.
+const REFRESH_TICKS: u64 = 30;
+
+impl App {
+    pub fn new(start: Start) -> Self {
+        let mut app = Self {
+            transcript: Transcript::default(),
+            editor: Editor::default(),
+            view: View::Chat,
+            dialog: Dialog::default(),
+            pending: BTreeMap::new(),
+            session: None,
+            session_id: None,
+            daemon: None,
+            connection: Connection::Connecting,
+            flash: None,
+            confirming: false,
+            inbox: start.inbox,
+            next_model: start.model.clone(),
+            tick: 0,
+            quit: false,
+            completions: Vec::new(),
+            outbox: Vec::new(),
+        };
+        match (start.session, start.continue_latest) {
+            (Some(id), _) => app.attach(id),
+            (None, true) => app.outbox.push(Rpc::AttachLatest),
+            (None, false) => app.outbox.push(Rpc::Create(CreateSessionRequest {
+                model: start.model,
+                ..CreateSessionRequest::default()
+            })),
+        }
+        app
+    }
+
+    /// Requests produced since the last call.
+    pub fn take_rpcs(&mut self) -> Vec<Rpc> {
+        std::mem::take(&mut self.outbox)
+    }
+
+    pub fn send(&mut self, rpc: Rpc) {
+        self.outbox.push(rpc);
+    }
+
+    pub fn note(&mut self, kind: Kind, text: impl Into<String>) {
+        self.flash = Some((kind, text.into()));
+    }
+
+    /// Follow another session: its transcript replays from the start.
+    pub fn attach(&mut self, id: String) {
+        self.transcript.reset();
+        self.session = None;
+        self.session_id = Some(id.clone());
+        self.view = View::Chat;
+        self.outbox.push(Rpc::Attach {
+            session_id: id,
+            from_sequence: 1,
+        });
+    }
+
+    pub fn turn_running(&self) -> bool {
+        self.transcript.running_turn.is_some()
+    }
+
+    /// Pending approvals the dialog may show (this session's, or every
+    /// session's in inbox mode), oldest first.
+    pub fn answerable(&self) -> impl Iterator<Item = &ApprovalRequested> {
+        let here = self.session_id.clone().unwrap_or_default();
+        let inbox = self.inbox;
+        self.pending
+            .values()
+            .filter(move |r| inbox || r.session_id == here)
+    }
+
+    /// The approval the dialog shows now, if any.
+    pub fn dialog_request(&self) -> Option<&ApprovalRequested> {
+        self.dialog.current(self.answerable(), &self.pending)
+    }
+
+    pub fn on_tick(&mut self) {
+        self.tick += 1;
+        if self.tick.is_multiple_of(REFRESH_TICKS)
+            && self.connection == Connection::Connected
+            && let Some(id) = &self.session_id
+        {
+            self.outbox.push(Rpc::Refresh {
+                session_id: id.clone(),
+            });
+        }
+    }
+
+    pub fn on_paste(&mut self, text: &str) {
+        if matches!(self.view, View::Chat) && self.dialog_request().is_none() {
+            self.editor.paste(text);
+        }
+    }
+
+    pub fn on_key(&mut self, key: KeyEvent) {
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        if ctrl && key.code == KeyCode::Char('c') {
+            return self.interrupt();
+        }
+        if self.confirming {
+            self.confirming = false;
+            self.flash = None;
+            if key.code == KeyCode::Char('y') && self.turn_running() {
+                self.cancel_turn();
+            }
+            return;
+        }
+        if let Some(request) = self.dialog_request().cloned() {
+            if let Some(rpc) = self.dialog.key(key, &request) {
+                self.outbox.push(rpc);
+            }
+            return;
+        }
+        if !matches!(self.view, View::Chat) {
+            return crate::views::key(self, key);
+        }
+        self.chat_key(key);
+    }
+
+    /// Ctrl+C: with a turn running, ask before cancelling it; a second
+    /// Ctrl+C detaches (the turn keeps running in the daemon).
+    fn interrupt(&mut self) {
+        if self.confirming {
+            self.quit = true;
+            return;
+        }
+        if !self.turn_running() && !self.editor.text().is_empty() {
+            self.editor.clear();
+            return;
+        }
+        self.confirming = true;
+        let question = if self.turn_running() {
+            "Cancel the running turn? y: cancel · Ctrl+C: detach (the turn keeps running) · other keys: carry on"
+        } else {
+            "Ctrl+C again to detach · other keys: carry on"
+        };
+        self.note(Kind::Approval, question);
+    }
+
+    fn cancel_turn(&mut self) {
+        if let Some(id) = &self.session_id {
+            self.outbox.push(Rpc::Cancel(CancelTurnRequest {
+                session_id: id.clone(),
+            }));
+        }
+    }
+
+    fn chat_key(&mut self, key: KeyEvent) {
+        let page = 10;
+        match key.code {
+            KeyCode::PageUp => return self.transcript.scroll_by(page),
+            KeyCode::PageDown => return self.transcript.scroll_by(-page),
+            KeyCode::Tab => return self.complete(),
+            KeyCode::Esc => {
+                self.flash = None;
+                return;
+            }
+            _ => {}
+        }
+        self.completions.clear();
+        match self.editor.key(key) {
+            Edit::Submit(text) => {
+                self.flash = None;
+                self.transcript.scroll = 0;
+                if text.starts_with('/') {
+                    self.slash(&text);
+                } else {
+                    self.send_text(text);
+                }
+            }
+            Edit::Changed | Edit::Ignored => {}
+        }
+    }
+
+    fn send_text(&mut self, text: String) {
+        let Some(id) = self.session_id.clone() else {
+            return self.note(
+                Kind::Error,
+                "not attached to a session yet; try again in a moment",
+            );
+        };
+        self.outbox.push(Rpc::Send(SendMessageRequest {
+            session_id: id,
+            text,
+        }));
+    }
+
+    fn skills(&self) -> Vec<String> {
+        self.daemon
+            .iter()
+            .flat_map(|d| d.skills.iter().map(|s| s.name.clone()))
+            .collect()
+    }
+
+    /// Tab: complete a command or skill name; several matches are listed.
+    fn complete(&mut self) {
+        let text = self.editor.text();
+        if !text.starts_with('/') || text.contains(char::is_whitespace) {
+            return;
+        }
+        let names = slash::complete(&text, &self.skills());
+        match names.as_slice() {
+            [] => self.note(Kind::Error, format!("no command starts with {text}")),
+            [one] => self.editor.set_text(&format!("/{one} ")),
+            many => {
+                let common = slash::common_prefix(many);
+                self.editor.set_text(&format!("/{common}"));
+                let list: Vec<String> = many.iter().map(|n| format!("/{n}")).collect();
+                self.note(Kind::Notice, list.join("  "));
+            }
+        }
+        self.completions = names;
+    }
+
+    fn slash(&mut self, line: &str) {
+        match slash::parse(line, &self.skills()) {
+            Parsed::Skill(skill, args) => self.send_text(slash::skill_message(&skill, &args)),
+            Parsed::Unknown(name) => self.note(
+                Kind::Error,
+                format!("unknown command /{name}; /help lists the commands and Tab completes them"),
+            ),
+            Parsed::Builtin(command, args) => self.command(command, args),
+        }
+    }
+
+    fn command(&mut self, command: Command, args: String) {
+        let session_id = self.session_id.clone().unwrap_or_default();
+        match command {
+            Command::Help => self.transcript.push(Kind::Notice, slash::help()),
+            Command::New => self.outbox.push(Rpc::Create(CreateSessionRequest {
+                model: self.next_model.clone(),
+                ..CreateSessionRequest::default()
+            })),
+            Command::Clear => self.transcript.clear_screen(),
+            Command::Resume if !args.is_empty() => self.attach(args),
+            Command::Resume | Command::Sessions => {
+                self.view = View::loading_sessions();
+                self.outbox
+                    .push(Rpc::ListSessions(ListSessionsRequest { limit: 50 }));
+            }
+            Command::Model => self.model(args),
+            Command::Skills => {
+                let skills: Vec<String> = self
+                    .daemon
+                    .iter()
+                    .flat_map(|d| &d.skills)
+                    .map(|s| format!("/{:<18} {}", s.name, s.description))
+                    .collect();
+                let text = if skills.is_empty() {
+                    "this workspace has no skills (.tinycode/skills/<name>/SKILL.md)".to_string()
+                } else {
+                    skills.join("\n")
+                };
+                self.transcript.push(Kind::Notice, text);
+            }
+            Command::Mcp => self.note(
+                Kind::Notice,
+                "MCP servers are not built yet: this tinycoded has no MCP client, so there is nothing to list",
+            ),
+            Command::Agents => self.note(
+                Kind::Notice,
+                "sub-agents are not built yet: this tinycoded runs one agent per session",
+            ),
+            Command::Compact => self
+                .outbox
+                .push(Rpc::Compact(CompactSessionRequest { session_id })),
+            Command::Status => {
+                let text = crate::status::describe(self);
+                self.transcript.push(Kind::Notice, text);
+                self.outbox.push(Rpc::Status);
+            }
+            Command::Approvals => self.view = View::Inbox { selected: 0 },
+            Command::Tickets => {
+                self.view = View::loading_tickets();
+                self.outbox.push(Rpc::ListTickets(ListTicketsRequest {
+                    limit: 500,
+                    ..ListTicketsRequest::default()
+                }));
+            }
+            Command::Exit => self.quit = true,
+        }
+    }
+
+    fn model(&mut self, args: String) {
+        let current = self
+            .session
+            .as_ref()
+            .map(|s| s.model.clone())
+            .unwrap_or_default();
+        if args.is_empty() {
+            let default = self
+                .daemon
+                .as_ref()
+                .map(|d| d.default_model.clone())
+                .unwrap_or_default();
+            let next = if self.next_model.is_empty() {
+                default
+            } else {
+                self.next_model.clone()
+            };
+            self.note(
+                Kind::Notice,
+                format!("model: {current} · /new uses {next} · /model provider/model changes that"),
+            );
+        } else {
+            self.note(
+                Kind::Notice,
+                format!("/new will use {args}; this session keeps {current} (a session's model is fixed)"),
+            );
+            self.next_model = args;
+        }
+    }
+
+    pub fn on_net(&mut self, event: NetEvent) {
+        match event {
+            NetEvent::Connected(status) => {
+                self.connection = Connection::Connected;
+                self.transcript.drop_streaming();
+                self.daemon = Some(*status);
+            }
+            NetEvent::Disconnected(why) => self.connection = Connection::Lost(why),
+            NetEvent::Opened(info) => {
+                if self.session_id.as_deref() != Some(info.id.as_str()) {
+                    self.attach(info.id.clone());
+                }
+                self.session = Some(*info);
+            }
+            NetEvent::Info(info) => {
+                if self.session_id.as_deref() == Some(info.id.as_str()) {
+                    self.session = Some(*info);
+                }
+            }
+            NetEvent::Update { session_id, update } => {
+                if self.session_id.as_deref() != Some(session_id.as_str()) {
+                    return;
+                }
+                match update.update {
+                    Some(Update::Event(e)) => self.session_event(&e),
+                    Some(Update::Delta(d)) => self.transcript.delta(&d),
+                    None => {}
+                }
+            }
+            NetEvent::Approval(e) => self.approval_event(&e),
+            NetEvent::Sessions(list) => self.view.set_sessions(list),
+            NetEvent::Tickets(list) => self.view.set_tickets(list),
+            NetEvent::Ticket(t) => self.view = View::Ticket(t),
+            NetEvent::Notice(text) => self.note(Kind::Notice, text),
+            NetEvent::Error(text) => self.note(Kind::Error, text),
+        }
+    }
+
+    fn session_event(&mut self, e: &Event) {
+        if !self.transcript.apply(e) {
+            return;
+        }
+        let refresh = matches!(
+            e.payload,
+            Some(Payload::TurnStarted(_))
+                | Some(Payload::TurnCompleted(_))
+                | Some(Payload::SessionCompacted(_))
+        );
+        if refresh && let Some(id) = &self.session_id {
+            self.outbox.push(Rpc::Refresh {
+                session_id: id.clone(),
+            });
+        }
+    }
+
+    /// Approvals of every session: the dialog's source. A decision by
+    /// anyone closes the dialog and says who decided.
+    fn approval_event(&mut self, e: &Event) {
+        let (id, line) = match &e.payload {
+            Some(Payload::ApprovalRequested(r)) => {
+                self.pending.insert(e.sequence, r.clone());
+                return;
+            }
+            Some(Payload::ApprovalDecided(d)) => {
+                (d.approval_id.clone(), render::approval_decided_line(d))
+            }
+            Some(Payload::ApprovalCancelled(c)) => (
+                c.approval_id.clone(),
+                format!("– {} cancelled: {}", c.approval_id, c.reason),
+            ),
+            _ => return,
+        };
+        let shown = self.dialog_request().map(|r| r.approval_id.clone());
+        self.pending.retain(|_, r| r.approval_id != id);
+        if shown.as_deref() == Some(id.as_str()) {
+            self.dialog.closed();
+            let kind = if line.starts_with('✗') || line.starts_with('–') {
+                Kind::Denied
+            } else {
+                Kind::Allowed
+            };
+            self.note(kind, line);
+        }
+    }
+}

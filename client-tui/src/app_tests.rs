@@ -1,0 +1,362 @@
+//! Keys and daemon events → the requests the app sends.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use tinycode_shared::proto::{
+    ApprovalDecision, CancelTurnRequest, CompactSessionRequest, CreateSessionRequest,
+    DecideApprovalRequest, GetTicketRequest, ListSessionsRequest, SendMessageRequest, SessionInfo,
+    Ticket, TurnOutcome,
+};
+
+use crate::app::{App, Start};
+use crate::fixtures::*;
+use crate::rpc::{NetEvent, Rpc};
+use crate::transcript::Kind;
+use crate::views::View;
+
+fn press(app: &mut App, code: KeyCode) {
+    app.on_key(KeyEvent::new(code, KeyModifiers::NONE));
+}
+
+fn ctrl_c(app: &mut App) {
+    app.on_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
+}
+
+fn type_line(app: &mut App, text: &str) {
+    for c in text.chars() {
+        press(app, KeyCode::Char(c));
+    }
+    press(app, KeyCode::Enter);
+}
+
+fn flash(app: &App) -> String {
+    app.flash.clone().map(|(_, t)| t).unwrap_or_default()
+}
+
+#[test]
+fn how_the_app_starts_decides_what_it_attaches() {
+    let mut new = App::new(Start {
+        model: "openai/gpt-4o".into(),
+        ..Start::default()
+    });
+    assert_eq!(
+        new.take_rpcs(),
+        [Rpc::Create(CreateSessionRequest {
+            model: "openai/gpt-4o".into(),
+            ..CreateSessionRequest::default()
+        })]
+    );
+    // The created session is then attached from its first event.
+    let mut info = session_info();
+    info.id = "s9".into();
+    new.on_net(NetEvent::Opened(Box::new(info)));
+    assert_eq!(
+        new.take_rpcs(),
+        [Rpc::Attach {
+            session_id: "s9".into(),
+            from_sequence: 1
+        }]
+    );
+    let mut latest = App::new(Start {
+        continue_latest: true,
+        ..Start::default()
+    });
+    assert_eq!(latest.take_rpcs(), [Rpc::AttachLatest]);
+}
+
+#[test]
+fn enter_sends_the_message_to_the_attached_session() {
+    let mut app = attached_app();
+    type_line(&mut app, "triage T-1001");
+    assert_eq!(
+        app.take_rpcs(),
+        [Rpc::Send(SendMessageRequest {
+            session_id: SESSION.into(),
+            text: "triage T-1001".into()
+        })]
+    );
+    // Nothing is shown until the daemon stores it.
+    assert!(app.transcript.entries().is_empty());
+    app.on_net(session_event(3, user("triage T-1001", 1)));
+    assert_eq!(app.transcript.entries()[0].text, "› triage T-1001");
+}
+
+#[test]
+fn ctrl_c_asks_before_cancelling_and_twice_detaches_without_cancelling() {
+    let mut app = attached_app();
+    app.on_net(session_event(3, started(1)));
+    app.take_rpcs();
+    ctrl_c(&mut app);
+    assert!(flash(&app).starts_with("Cancel the running turn?"));
+    assert!(app.take_rpcs().is_empty());
+    press(&mut app, KeyCode::Char('y'));
+    assert_eq!(
+        app.take_rpcs(),
+        [Rpc::Cancel(CancelTurnRequest {
+            session_id: SESSION.into()
+        })]
+    );
+    assert!(!app.quit);
+
+    ctrl_c(&mut app);
+    ctrl_c(&mut app);
+    assert!(app.quit);
+    assert!(app.take_rpcs().is_empty(), "detaching never cancels");
+}
+
+#[test]
+fn any_other_key_after_ctrl_c_carries_on() {
+    let mut app = attached_app();
+    app.on_net(session_event(3, started(1)));
+    ctrl_c(&mut app);
+    press(&mut app, KeyCode::Char('n'));
+    assert!(!app.confirming && !app.quit);
+    assert!(app.take_rpcs().iter().all(|r| !matches!(r, Rpc::Cancel(_))));
+}
+
+#[test]
+fn the_dialog_answers_allow_always_and_deny_with_a_reason() {
+    let mut app = attached_app();
+    app.on_net(NetEvent::Approval(Box::new(event(
+        30,
+        "approval-A-1",
+        knowledge_edit_request("A-1"),
+    ))));
+    assert_eq!(app.dialog_request().unwrap().approval_id, "A-1");
+    // Typing goes to the dialog, not the editor.
+    press(&mut app, KeyCode::Char('d'));
+    for c in "wrong sla".chars() {
+        press(&mut app, KeyCode::Char(c));
+    }
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(
+        app.take_rpcs(),
+        [Rpc::Decide(DecideApprovalRequest {
+            approval_id: "A-1".into(),
+            decision: ApprovalDecision::Deny as i32,
+            reason: "wrong sla".into(),
+            workspace_wide: false,
+        })]
+    );
+    assert_eq!(app.editor.text(), "");
+    press(&mut app, KeyCode::Char('w'));
+    assert_eq!(
+        app.take_rpcs(),
+        [Rpc::Decide(DecideApprovalRequest {
+            approval_id: "A-1".into(),
+            decision: ApprovalDecision::AlwaysAllow as i32,
+            reason: String::new(),
+            workspace_wide: true,
+        })]
+    );
+    press(&mut app, KeyCode::Char('a'));
+    assert_eq!(
+        app.take_rpcs(),
+        [Rpc::Decide(DecideApprovalRequest {
+            approval_id: "A-1".into(),
+            decision: ApprovalDecision::AllowOnce as i32,
+            ..DecideApprovalRequest::default()
+        })]
+    );
+}
+
+#[test]
+fn a_decision_by_another_client_closes_the_dialog_and_says_who() {
+    let mut app = attached_app();
+    app.on_net(NetEvent::Approval(Box::new(event(
+        30,
+        "approval-A-1",
+        knowledge_edit_request("A-1"),
+    ))));
+    let cli = tinycode_shared::proto::ClientRef {
+        name: "tinycode-cli/0.1.0".into(),
+        uid: 1000,
+        pid: 99,
+    };
+    app.on_net(NetEvent::Approval(Box::new(event(
+        31,
+        "approval-A-1",
+        decided("A-1", ApprovalDecision::Deny, cli),
+    ))));
+    assert!(app.dialog_request().is_none());
+    assert_eq!(
+        app.flash,
+        Some((
+            Kind::Denied,
+            "✗ A-1 denied by tinycode-cli/0.1.0 (uid 1000, pid 99)".into()
+        ))
+    );
+    // Keys reach the editor again.
+    press(&mut app, KeyCode::Char('a'));
+    assert_eq!(app.editor.text(), "a");
+}
+
+#[test]
+fn other_sessions_approvals_wait_in_the_inbox_unless_in_inbox_mode() {
+    let mut app = attached_app();
+    app.on_net(NetEvent::Approval(Box::new(event(
+        30,
+        "approval-A-2",
+        escalation_request("A-2", "s7"),
+    ))));
+    assert!(app.dialog_request().is_none());
+    type_line(&mut app, "/approvals");
+    assert!(matches!(app.view, View::Inbox { .. }));
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(app.dialog_request().unwrap().approval_id, "A-2");
+
+    let mut inbox = App::new(Start {
+        inbox: true,
+        ..Start::default()
+    });
+    inbox.on_net(NetEvent::Approval(Box::new(event(
+        30,
+        "approval-A-2",
+        escalation_request("A-2", "s7"),
+    ))));
+    assert_eq!(inbox.dialog_request().unwrap().approval_id, "A-2");
+}
+
+#[test]
+fn slash_commands_send_their_requests() {
+    let mut app = attached_app();
+    type_line(&mut app, "/compact");
+    assert_eq!(
+        app.take_rpcs(),
+        [Rpc::Compact(CompactSessionRequest {
+            session_id: SESSION.into()
+        })]
+    );
+    type_line(&mut app, "/model anthropic/claude-sonnet-4");
+    assert!(flash(&app).contains("/new will use anthropic/claude-sonnet-4"));
+    type_line(&mut app, "/new");
+    assert_eq!(
+        app.take_rpcs(),
+        [Rpc::Create(CreateSessionRequest {
+            model: "anthropic/claude-sonnet-4".into(),
+            ..CreateSessionRequest::default()
+        })]
+    );
+    type_line(&mut app, "/resume s7");
+    assert_eq!(
+        app.take_rpcs(),
+        [Rpc::Attach {
+            session_id: "s7".into(),
+            from_sequence: 1
+        }]
+    );
+    type_line(&mut app, "/triage-sop T-1002");
+    assert_eq!(
+        app.take_rpcs(),
+        [Rpc::Send(SendMessageRequest {
+            session_id: "s7".into(),
+            text: "Use the skill triage-sop (load_skill) for: T-1002".into()
+        })]
+    );
+    type_line(&mut app, "/mcp");
+    assert!(flash(&app).contains("not built yet"));
+    type_line(&mut app, "/agents");
+    assert!(flash(&app).contains("not built yet"));
+    type_line(&mut app, "/bogus");
+    assert!(flash(&app).starts_with("unknown command /bogus"));
+    assert!(app.take_rpcs().is_empty());
+    type_line(&mut app, "/help");
+    assert!(
+        app.transcript
+            .entries()
+            .iter()
+            .any(|e| e.text.starts_with("/approvals"))
+    );
+    type_line(&mut app, "/exit");
+    assert!(app.quit);
+}
+
+#[test]
+fn tab_completes_commands_and_skills() {
+    let mut app = attached_app();
+    press(&mut app, KeyCode::Char('/'));
+    press(&mut app, KeyCode::Char('c'));
+    press(&mut app, KeyCode::Char('o'));
+    press(&mut app, KeyCode::Tab);
+    assert_eq!(app.editor.text(), "/compact ");
+    app.editor.clear();
+    press(&mut app, KeyCode::Char('/'));
+    press(&mut app, KeyCode::Char('t'));
+    press(&mut app, KeyCode::Tab);
+    assert_eq!(flash(&app), "/tickets  /triage-sop");
+}
+
+#[test]
+fn the_pickers_attach_a_session_and_open_a_ticket() {
+    let mut app = attached_app();
+    type_line(&mut app, "/sessions");
+    assert_eq!(
+        app.take_rpcs(),
+        [Rpc::ListSessions(ListSessionsRequest { limit: 50 })]
+    );
+    let other = |id: &str| SessionInfo {
+        id: id.into(),
+        ..SessionInfo::default()
+    };
+    app.on_net(NetEvent::Sessions(vec![other("s42"), other("s7")]));
+    press(&mut app, KeyCode::Down);
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(
+        app.take_rpcs(),
+        [Rpc::Attach {
+            session_id: "s7".into(),
+            from_sequence: 1
+        }]
+    );
+    assert!(matches!(app.view, View::Chat));
+
+    type_line(&mut app, "/tickets");
+    assert!(matches!(app.take_rpcs().as_slice(), [Rpc::ListTickets(_)]));
+    app.on_net(NetEvent::Tickets(vec![Ticket {
+        id: "T-1002".into(),
+        ..Ticket::default()
+    }]));
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(
+        app.take_rpcs(),
+        [Rpc::GetTicket(GetTicketRequest {
+            id: "T-1002".into()
+        })]
+    );
+    press(&mut app, KeyCode::Esc);
+    press(&mut app, KeyCode::Esc);
+    assert!(matches!(app.view, View::Chat));
+}
+
+#[test]
+fn a_reconnect_replays_without_duplicates_and_restarts_the_streamed_text() {
+    let mut app = attached_app();
+    app.on_net(session_event(3, user("hello", 1)));
+    app.on_net(session_event(4, started(1)));
+    app.on_net(delta(1, "Hel"));
+    app.on_net(NetEvent::Disconnected("gone".into()));
+    // After the reconnect the daemon resends the text so far, and the
+    // attach resumes after sequence 4 (a replayed 4 is ignored).
+    app.on_net(NetEvent::Connected(Box::new(daemon_status())));
+    app.on_net(session_event(4, started(1)));
+    app.on_net(delta(1, "Hello"));
+    app.on_net(session_event(5, said("Hello", 1)));
+    app.on_net(session_event(6, completed(1, TurnOutcome::Completed)));
+    let texts: Vec<&str> = app
+        .transcript
+        .entries()
+        .iter()
+        .map(|e| e.text.as_str())
+        .collect();
+    assert_eq!(texts[..2], ["› hello", "Hello"]);
+    assert_eq!(texts.len(), 3);
+    assert!(!app.turn_running());
+}
+
+#[test]
+fn updates_of_a_session_left_behind_are_ignored() {
+    let mut app = attached_app();
+    type_line(&mut app, "/resume s7");
+    app.on_net(session_event(3, user("from s42", 1)));
+    assert!(app.transcript.entries().is_empty());
+}

@@ -1,0 +1,210 @@
+//! The approval dialog: a centred overlay over the transcript showing the
+//! tool, the reason, the arguments and, for a knowledge edit, the rationale
+//! and the coloured diff. `a` allows once, `s` always allows in this
+//! session, `w` everywhere, `d` denies (a reason is asked), Esc puts it
+//! aside (`/approvals` lists it again).
+
+use std::collections::{BTreeMap, HashSet};
+
+use ratatui::Frame;
+use ratatui::crossterm::event::{KeyCode, KeyEvent};
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Clear, Paragraph};
+use tinycode_shared::proto::{ApprovalDecision, ApprovalRequested, DecideApprovalRequest};
+
+use crate::rpc::Rpc;
+use tinycode_shared::text::wrap;
+
+#[derive(Debug, Default)]
+pub struct Dialog {
+    /// Put aside with Esc (still pending).
+    dismissed: HashSet<String>,
+    /// Chosen in the inbox: shown before the others.
+    focused: Option<String>,
+    /// Typing the reason of a denial.
+    pub reason: Option<String>,
+    /// The decision was sent; the dialog closes when the daemon records it.
+    pub sent: Option<String>,
+    pub scroll: u16,
+}
+
+impl Dialog {
+    /// The request to show: the focused one, else the oldest not put aside.
+    pub fn current<'a>(
+        &self,
+        mut answerable: impl Iterator<Item = &'a ApprovalRequested>,
+        pending: &'a BTreeMap<u64, ApprovalRequested>,
+    ) -> Option<&'a ApprovalRequested> {
+        if let Some(id) = &self.focused
+            && let Some(r) = pending.values().find(|r| &r.approval_id == id)
+        {
+            return Some(r);
+        }
+        answerable.find(|r| !self.dismissed.contains(&r.approval_id))
+    }
+
+    /// Show this approval now (from the inbox).
+    pub fn focus(&mut self, id: &str) {
+        self.dismissed.remove(id);
+        self.focused = Some(id.to_string());
+    }
+
+    /// The shown approval was decided or cancelled (by anyone).
+    pub fn closed(&mut self) {
+        self.focused = None;
+        self.reason = None;
+        self.sent = None;
+        self.scroll = 0;
+    }
+
+    pub fn key(&mut self, key: KeyEvent, request: &ApprovalRequested) -> Option<Rpc> {
+        let id = request.approval_id.clone();
+        if let Some(reason) = &mut self.reason {
+            match key.code {
+                KeyCode::Enter => {
+                    let reason = std::mem::take(reason);
+                    self.reason = None;
+                    return Some(self.decide(id, ApprovalDecision::Deny, reason, false));
+                }
+                KeyCode::Esc => self.reason = None,
+                KeyCode::Backspace => {
+                    reason.pop();
+                }
+                KeyCode::Char(c) => reason.push(c),
+                _ => {}
+            }
+            return None;
+        }
+        match key.code {
+            KeyCode::Char('a') | KeyCode::Char('y') | KeyCode::Enter => {
+                Some(self.decide(id, ApprovalDecision::AllowOnce, String::new(), false))
+            }
+            KeyCode::Char('s') => {
+                Some(self.decide(id, ApprovalDecision::AlwaysAllow, String::new(), false))
+            }
+            KeyCode::Char('w') => {
+                Some(self.decide(id, ApprovalDecision::AlwaysAllow, String::new(), true))
+            }
+            KeyCode::Char('d') | KeyCode::Char('n') => {
+                self.reason = Some(String::new());
+                None
+            }
+            KeyCode::Esc => {
+                self.dismissed.insert(id);
+                self.closed();
+                None
+            }
+            KeyCode::Down | KeyCode::Char('j') => {
+                self.scroll = self.scroll.saturating_add(1);
+                None
+            }
+            KeyCode::Up | KeyCode::Char('k') => {
+                self.scroll = self.scroll.saturating_sub(1);
+                None
+            }
+            _ => None,
+        }
+    }
+
+    fn decide(
+        &mut self,
+        approval_id: String,
+        decision: ApprovalDecision,
+        reason: String,
+        workspace_wide: bool,
+    ) -> Rpc {
+        self.sent = Some(approval_id.clone());
+        Rpc::Decide(DecideApprovalRequest {
+            approval_id,
+            decision: decision as i32,
+            reason,
+            workspace_wide,
+        })
+    }
+
+    /// Draw the dialog centred in `area`; the keys stay visible at its
+    /// foot while the body scrolls (↑/↓).
+    pub fn render(&self, frame: &mut Frame, area: Rect, request: &ApprovalRequested) {
+        let width = area.width.saturating_sub(4).clamp(20, 100).min(area.width);
+        let inner_width = width.saturating_sub(2) as usize;
+        let body = self.lines(request, inner_width);
+        let footer = self.footer(inner_width);
+        let wanted = (body.len() + footer.len()) as u16 + 2;
+        let height = wanted.min(area.height);
+        let rect = Rect {
+            x: area.x + (area.width - width) / 2,
+            y: area.y + (area.height - height) / 2,
+            width,
+            height,
+        };
+        let block = Block::bordered()
+            .title(format!(
+                " Approval {} · session {} ",
+                request.approval_id, request.session_id
+            ))
+            .border_style(Style::default().fg(Color::Yellow));
+        let inner = block.inner(rect);
+        frame.render_widget(Clear, rect);
+        frame.render_widget(block, rect);
+        let foot = (footer.len() as u16).min(inner.height);
+        let [top, bottom] =
+            Layout::vertical([Constraint::Min(0), Constraint::Length(foot)]).areas(inner);
+        frame.render_widget(Paragraph::new(body).scroll((self.scroll, 0)), top);
+        frame.render_widget(Paragraph::new(footer), bottom);
+    }
+
+    fn footer(&self, width: usize) -> Vec<Line<'static>> {
+        let text = if let Some(reason) = &self.reason {
+            format!("Deny — reason: {reason}▏  (Enter: deny · Esc: back)")
+        } else if let Some(id) = &self.sent {
+            format!("Decision on {id} sent; waiting for the daemon…")
+        } else {
+            "a: allow once · s: always (this session) · w: always (every session) · d: deny · Esc: later"
+                .to_string()
+        };
+        wrap(&text, width)
+            .into_iter()
+            .map(|row| Line::from(Span::styled(row, Style::default().fg(Color::Yellow))))
+            .collect()
+    }
+
+    fn lines(&self, r: &ApprovalRequested, width: usize) -> Vec<Line<'static>> {
+        let call = r.call.clone().unwrap_or_default();
+        let bold = Style::default().add_modifier(Modifier::BOLD);
+        let dim = Style::default().fg(Color::DarkGray);
+        let mut out = Vec::new();
+        let mut text = |label: &str, value: &str, style: Style| {
+            let joined = format!("{label}{value}");
+            for line in joined.lines() {
+                for row in wrap(line, width) {
+                    out.push(Line::from(Span::styled(row, style)));
+                }
+            }
+        };
+        text("Tool: ", &call.name, bold);
+        text("Reason: ", &r.reason, Style::default());
+        let args = serde_json::from_str::<serde_json::Value>(&call.arguments_json)
+            .ok()
+            .and_then(|v| serde_json::to_string_pretty(&v).ok())
+            .unwrap_or(call.arguments_json.clone());
+        if r.diff.is_empty() {
+            text("Arguments: ", &args, dim);
+        } else {
+            text("Article: ", &r.article_id, bold);
+            text("Rationale: ", &r.rationale, Style::default());
+            text("", &format!("Diff (+{} −{}):", r.added, r.removed), bold);
+            for line in r.diff.lines() {
+                let style = match line.chars().next() {
+                    Some('+') => Style::default().fg(Color::Green),
+                    Some('-') => Style::default().fg(Color::Red),
+                    _ => dim,
+                };
+                text("", line, style);
+            }
+        }
+        out.push(Line::default());
+        out
+    }
+}

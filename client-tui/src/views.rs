@@ -1,0 +1,247 @@
+//! The list views over the transcript: the session picker, the tickets
+//! (open one to read it) and the approvals inbox across sessions. ↑/↓ (or
+//! j/k) select, Enter opens, Esc goes back to the chat.
+
+use ratatui::Frame;
+use ratatui::crossterm::event::{KeyCode, KeyEvent};
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Paragraph};
+use tinycode_shared::proto::{GetTicketRequest, SessionInfo, Ticket};
+use tinycode_shared::render;
+
+use crate::app::App;
+use crate::rpc::Rpc;
+use tinycode_shared::text::{clip, pad, wrap};
+
+#[derive(Debug, Clone)]
+pub enum View {
+    Chat,
+    /// `None` while loading.
+    Sessions {
+        list: Option<Vec<SessionInfo>>,
+        selected: usize,
+    },
+    Tickets {
+        list: Option<Vec<Ticket>>,
+        selected: usize,
+    },
+    Ticket(Box<Ticket>),
+    Inbox {
+        selected: usize,
+    },
+}
+
+impl View {
+    pub fn loading_sessions() -> Self {
+        View::Sessions {
+            list: None,
+            selected: 0,
+        }
+    }
+
+    pub fn loading_tickets() -> Self {
+        View::Tickets {
+            list: None,
+            selected: 0,
+        }
+    }
+
+    pub fn set_sessions(&mut self, sessions: Vec<SessionInfo>) {
+        if let View::Sessions { list, .. } = self {
+            *list = Some(sessions);
+        }
+    }
+
+    pub fn set_tickets(&mut self, tickets: Vec<Ticket>) {
+        if let View::Tickets { list, .. } = self {
+            *list = Some(tickets);
+        }
+    }
+}
+
+/// A key in a list view.
+pub fn key(app: &mut App, key: KeyEvent) {
+    let len = match &app.view {
+        View::Sessions { list, .. } => list.as_ref().map_or(0, Vec::len),
+        View::Tickets { list, .. } => list.as_ref().map_or(0, Vec::len),
+        View::Inbox { .. } => app.pending.len(),
+        View::Ticket(_) | View::Chat => 0,
+    };
+    let selected = match &mut app.view {
+        View::Sessions { selected, .. }
+        | View::Tickets { selected, .. }
+        | View::Inbox { selected } => Some(selected),
+        View::Ticket(_) | View::Chat => None,
+    };
+    match key.code {
+        KeyCode::Esc | KeyCode::Char('q') => {
+            app.view = match app.view {
+                View::Ticket(_) => View::loading_tickets(),
+                _ => View::Chat,
+            };
+            if matches!(app.view, View::Tickets { .. }) {
+                app.send(Rpc::ListTickets(Default::default()));
+            }
+        }
+        KeyCode::Down | KeyCode::Char('j') => {
+            if let Some(s) = selected {
+                *s = (*s + 1).min(len.saturating_sub(1));
+            }
+        }
+        KeyCode::Up | KeyCode::Char('k') => {
+            if let Some(s) = selected {
+                *s = s.saturating_sub(1);
+            }
+        }
+        KeyCode::Enter => open(app),
+        _ => {}
+    }
+}
+
+fn open(app: &mut App) {
+    match &app.view {
+        View::Sessions {
+            list: Some(list),
+            selected,
+        } => {
+            if let Some(s) = list.get(*selected) {
+                let id = s.id.clone();
+                app.attach(id);
+            }
+        }
+        View::Tickets {
+            list: Some(list),
+            selected,
+        } => {
+            if let Some(t) = list.get(*selected) {
+                let id = t.id.clone();
+                app.send(Rpc::GetTicket(GetTicketRequest { id }));
+            }
+        }
+        View::Inbox { selected } => {
+            if let Some(r) = app.pending.values().nth(*selected) {
+                let id = r.approval_id.clone();
+                app.dialog.focus(&id);
+                app.view = View::Chat;
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Draw the current list view into `area`.
+pub fn render(frame: &mut Frame, area: Rect, app: &App) {
+    let width = area.width.saturating_sub(2) as usize;
+    let (title, rows, selected): (&str, Vec<String>, usize) = match &app.view {
+        View::Chat => return,
+        View::Sessions { list, selected } => (
+            " Sessions — Enter: attach · Esc: back ",
+            list.as_ref().map_or_else(
+                || vec!["loading…".into()],
+                |l| l.iter().map(session_row).collect(),
+            ),
+            *selected,
+        ),
+        View::Tickets { list, selected } => (
+            " Tickets — Enter: read · Esc: back ",
+            list.as_ref().map_or_else(
+                || vec!["loading…".into()],
+                |l| l.iter().map(ticket_row).collect(),
+            ),
+            *selected,
+        ),
+        View::Inbox { selected } => (
+            " Approvals waiting in every session — Enter: answer · Esc: back ",
+            if app.pending.is_empty() {
+                vec!["no approval is waiting".into()]
+            } else {
+                app.pending
+                    .values()
+                    .map(|r| format!("{}  {}", r.session_id, render::approval_requested_line(r)))
+                    .collect()
+            },
+            *selected,
+        ),
+        View::Ticket(t) => {
+            let lines: Vec<Line> = ticket_text(t)
+                .lines()
+                .flat_map(|l| wrap(l, width))
+                .map(Line::from)
+                .collect();
+            let block = Block::bordered().title(format!(" {} — Esc: back ", t.id));
+            frame.render_widget(Paragraph::new(lines).block(block), area);
+            return;
+        }
+    };
+    // Only the rows that fit are built into lines, scrolled to the selection.
+    let visible = area.height.saturating_sub(2) as usize;
+    let first = selected.saturating_sub(visible.saturating_sub(1));
+    let lines: Vec<Line> = rows
+        .iter()
+        .enumerate()
+        .skip(first)
+        .take(visible)
+        .map(|(i, row)| {
+            let style = if i == selected {
+                Style::default().add_modifier(Modifier::REVERSED)
+            } else {
+                Style::default()
+            };
+            Line::from(Span::styled(clip(row, width), style))
+        })
+        .collect();
+    let block = Block::bordered()
+        .title(title)
+        .border_style(Style::default().fg(Color::Blue));
+    frame.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+fn session_row(s: &SessionInfo) -> String {
+    let state = if s.running { "running" } else { "idle" };
+    format!(
+        "{}  {:<7} {:>3} turns  {}  {}",
+        s.id, state, s.turns, s.model, s.title
+    )
+}
+
+fn ticket_row(t: &Ticket) -> String {
+    let or_dash = |s: &str| {
+        if s.is_empty() {
+            "-".to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    format!(
+        "{}  {} {} {} {}",
+        t.id,
+        pad(&or_dash(&t.status), 10),
+        pad(&or_dash(&t.priority), 3),
+        pad(&or_dash(&t.queue), 8),
+        t.subject
+    )
+}
+
+fn ticket_text(t: &Ticket) -> String {
+    let mut out = format!(
+        "{}\ncustomer: {} · channel: {} · created: {}\nstatus: {} · category: {} · priority: {} · queue: {} · escalation: L{}\n",
+        t.subject,
+        t.customer,
+        t.channel,
+        t.created_at,
+        t.status,
+        t.category,
+        t.priority,
+        t.queue,
+        t.escalate_level
+    );
+    for m in &t.messages {
+        out.push_str(&format!("\n[{}] {}:\n{}\n", m.at, m.from, m.text));
+    }
+    for n in &t.notes {
+        out.push_str(&format!("\nnote: {}\n", n.text));
+    }
+    out
+}
