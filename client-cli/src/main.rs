@@ -81,7 +81,8 @@ enum Command {
     /// Print the event log (optionally following new events).
     Events(events_cmd::EventsArgs),
     /// The terminal UI (runs `tinycode-tui` with these arguments, e.g.
-    /// `tinycode tui --continue`).
+    /// `tinycode tui --continue`; `tinycode tui --help` shows its options).
+    #[command(disable_help_flag = true)]
     Tui {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,

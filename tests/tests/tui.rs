@@ -267,3 +267,19 @@ fn losing_the_daemon_shows_a_banner_and_resumes_without_duplicates() {
         assert_eq!(screen.matches(line).count(), 1, "{line} twice:\n{screen}");
     }
 }
+
+#[test]
+fn tinycode_tui_runs_the_terminal_ui_with_its_arguments() {
+    let desk = Desk::new();
+    let out = desk.run(&["tui", "--version"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(
+        out.stdout.trim(),
+        format!("tinycode-tui {}", env!("CARGO_PKG_VERSION"))
+    );
+    let help = desk.ok(&["tui", "--help"]);
+    assert!(
+        help.contains("--continue") && help.contains("--inbox"),
+        "{help}"
+    );
+}
