@@ -63,7 +63,6 @@ pub struct App {
     /// Ticks (about 10 per second while something moves).
     pub tick: u64,
     pub quit: bool,
-    completions: Vec<String>,
     outbox: Vec<Rpc>,
 }
 
@@ -88,7 +87,6 @@ impl App {
             next_model: start.model.clone(),
             tick: 0,
             quit: false,
-            completions: Vec::new(),
             outbox: Vec::new(),
         };
         match (start.session, start.continue_latest) {
@@ -125,6 +123,15 @@ impl App {
             session_id: id,
             from_sequence: 1,
         });
+    }
+
+    /// The tickets view, loading.
+    pub fn open_tickets(&mut self) {
+        self.view = View::loading_tickets();
+        self.outbox.push(Rpc::ListTickets(ListTicketsRequest {
+            limit: 500,
+            ..ListTicketsRequest::default()
+        }));
     }
 
     pub fn turn_running(&self) -> bool {
@@ -229,7 +236,6 @@ impl App {
             }
             _ => {}
         }
-        self.completions.clear();
         match self.editor.key(key) {
             Edit::Submit(text) => {
                 self.flash = None;
@@ -270,8 +276,7 @@ impl App {
         if !text.starts_with('/') || text.contains(char::is_whitespace) {
             return;
         }
-        let names = slash::complete(&text, &self.skills());
-        match names.as_slice() {
+        match slash::complete(&text, &self.skills()).as_slice() {
             [] => self.note(Kind::Error, format!("no command starts with {text}")),
             [one] => self.editor.set_text(&format!("/{one} ")),
             many => {
@@ -281,7 +286,6 @@ impl App {
                 self.note(Kind::Notice, list.join("  "));
             }
         }
-        self.completions = names;
     }
 
     fn slash(&mut self, line: &str) {
@@ -342,13 +346,7 @@ impl App {
                 self.outbox.push(Rpc::Status);
             }
             Command::Approvals => self.view = View::Inbox { selected: 0 },
-            Command::Tickets => {
-                self.view = View::loading_tickets();
-                self.outbox.push(Rpc::ListTickets(ListTicketsRequest {
-                    limit: 500,
-                    ..ListTicketsRequest::default()
-                }));
-            }
+            Command::Tickets => self.open_tickets(),
             Command::Exit => self.quit = true,
         }
     }
@@ -441,30 +439,25 @@ impl App {
     /// Approvals of every session: the dialog's source. A decision by
     /// anyone closes the dialog and says who decided.
     fn approval_event(&mut self, e: &Event) {
-        let (id, line) = match &e.payload {
-            Some(Payload::ApprovalRequested(r)) => {
+        let Some(payload) = &e.payload else {
+            return;
+        };
+        let id = match payload {
+            Payload::ApprovalRequested(r) => {
                 self.pending.insert(e.sequence, r.clone());
                 return;
             }
-            Some(Payload::ApprovalDecided(d)) => {
-                (d.approval_id.clone(), render::approval_decided_line(d))
-            }
-            Some(Payload::ApprovalCancelled(c)) => (
-                c.approval_id.clone(),
-                format!("– {} cancelled: {}", c.approval_id, c.reason),
-            ),
+            Payload::ApprovalDecided(d) => d.approval_id.clone(),
+            Payload::ApprovalCancelled(c) => c.approval_id.clone(),
             _ => return,
         };
         let shown = self.dialog_request().map(|r| r.approval_id.clone());
         self.pending.retain(|_, r| r.approval_id != id);
-        if shown.as_deref() == Some(id.as_str()) {
+        if shown.as_deref() == Some(id.as_str())
+            && let Some(line) = render::session_line(payload)
+        {
             self.dialog.closed();
-            let kind = if line.starts_with('✗') || line.starts_with('–') {
-                Kind::Denied
-            } else {
-                Kind::Allowed
-            };
-            self.note(kind, line);
+            self.note(crate::transcript::decision_kind(payload), line);
         }
     }
 }

@@ -55,6 +55,19 @@ impl Kind {
     }
 }
 
+/// How a decision on an approval is coloured: green when allowed, red
+/// when denied (or cancelled).
+pub fn decision_kind(payload: &Payload) -> Kind {
+    match payload {
+        Payload::ApprovalDecided(d)
+            if d.decision != tinycode_shared::proto::ApprovalDecision::Deny as i32 =>
+        {
+            Kind::Allowed
+        }
+        _ => Kind::Denied,
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Entry {
     pub kind: Kind,
@@ -167,9 +180,7 @@ impl Transcript {
                 self.push(Kind::Approval, render::approval_requested_line(r))
             }
             Payload::ApprovalDecided(d) => {
-                let denied = d.decision == tinycode_shared::proto::ApprovalDecision::Deny as i32;
-                let kind = if denied { Kind::Denied } else { Kind::Allowed };
-                self.push(kind, render::approval_decided_line(d));
+                self.push(decision_kind(payload), render::approval_decided_line(d))
             }
             other => {
                 if let Some(line) = render::session_line(other) {

@@ -76,15 +76,10 @@ pub fn key(app: &mut App, key: KeyEvent) {
         View::Ticket(_) | View::Chat => None,
     };
     match key.code {
-        KeyCode::Esc | KeyCode::Char('q') => {
-            app.view = match app.view {
-                View::Ticket(_) => View::loading_tickets(),
-                _ => View::Chat,
-            };
-            if matches!(app.view, View::Tickets { .. }) {
-                app.send(Rpc::ListTickets(Default::default()));
-            }
-        }
+        KeyCode::Esc | KeyCode::Char('q') => match app.view {
+            View::Ticket(_) => app.open_tickets(),
+            _ => app.view = View::Chat,
+        },
         KeyCode::Down | KeyCode::Char('j') => {
             if let Some(s) = selected {
                 *s = (*s + 1).min(len.saturating_sub(1));

@@ -46,8 +46,11 @@ impl Daemon for DaemonService {
                 .shared
                 .sessions
                 .skills()
-                .into_iter()
-                .map(|(name, description)| SkillSummary { name, description })
+                .all()
+                .map(|s| SkillSummary {
+                    name: s.name.clone(),
+                    description: s.description.clone(),
+                })
                 .collect(),
         }))
     }

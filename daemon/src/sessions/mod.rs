@@ -418,14 +418,9 @@ impl Sessions {
             .unwrap_or_default()
     }
 
-    /// Names and descriptions of the workspace's skills.
-    pub fn skills(&self) -> Vec<(String, String)> {
-        self.skills
-            .names()
-            .into_iter()
-            .filter_map(|n| self.skills.get(n))
-            .map(|s| (s.name.clone(), s.description.clone()))
-            .collect()
+    /// The workspace's skills.
+    pub fn skills(&self) -> &SkillRegistry {
+        &self.skills
     }
 
     /// The newest turn whose user message came after `sequence`, and its

@@ -92,14 +92,18 @@ impl SkillRegistry {
         self.skills.get(name.trim())
     }
 
+    /// Every skill, by name.
+    pub fn all(&self) -> impl Iterator<Item = &Skill> {
+        self.skills.values()
+    }
+
     pub fn names(&self) -> Vec<&str> {
         self.skills.keys().map(String::as_str).collect()
     }
 
     /// `- name: description` lines for the system prompt.
     pub fn summary(&self) -> String {
-        self.skills
-            .values()
+        self.all()
             .map(|s| format!("- {}: {}", s.name, s.description))
             .collect::<Vec<_>>()
             .join("\n")

@@ -70,7 +70,7 @@ impl Triage {
 
     /// The ticket's status as the log has it now (the desk's projection may
     /// be a moment behind the feed).
-    fn is_open(&self, id: &str) -> bool {
+    pub(super) fn is_open(&self, id: &str) -> bool {
         let Ok(events) = self.store.read_stream(&ticket_stream(id), 1, usize::MAX) else {
             return false;
         };

@@ -18,10 +18,6 @@ use super::board::{Job, Start};
 use super::{Triage, TriageError, outcome_name, triage_stream, worker_client};
 use crate::sessions::LiveUpdate;
 use crate::store::ExpectedVersion;
-
-/// How long a queued ticket may be missing from the desk's projection
-/// (its creation is in the log, not folded yet) before it counts as gone.
-const PROJECTION_WAIT: Duration = Duration::from_secs(2);
 use crate::sync::lock;
 
 /// How a turn ended, for the record.
@@ -139,14 +135,12 @@ impl Triage {
                 Some((_, None)) => {}
             }
         }
-        let open = self.ticket_open(&job.ticket).await;
         // Automatic triage is for open tickets; a ticket someone already
-        // handled is skipped. (A request triages whatever it names.)
-        if record.source != "request" && !matches!(open, Ok(true)) {
-            let why = match open {
-                Ok(_) => "the ticket is no longer open".to_string(),
-                Err(e) => e.to_string(),
-            };
+        // handled is skipped. (A request triages whatever it names.) The
+        // log decides: the desk's projection may not have folded a ticket
+        // created a moment ago.
+        if record.source != "request" && !self.is_open(&job.ticket) {
+            let why = "the ticket is no longer open".to_string();
             // Recorded as skipped; `settle` sees the record finished.
             self.finish(&job.ticket, "skipped", "", &why).await;
             return Ok(Ended::failed(why));
@@ -286,20 +280,6 @@ impl Triage {
                 start: Start::Fresh,
             };
             ended = self.attempt(&job, &mut slot).await;
-        }
-    }
-
-    /// Whether the ticket is open. Intake follows the log, so a ticket can
-    /// be queued a moment before the desk's projection has folded its
-    /// creation: a ticket not found yet is looked up again for a while.
-    async fn ticket_open(&self, id: &str) -> Result<bool, crate::domain::desk::DomainError> {
-        let deadline = tokio::time::Instant::now() + PROJECTION_WAIT;
-        loop {
-            match self.desk.get_ticket(id) {
-                Ok(t) => return Ok(t.status == "open"),
-                Err(e) if tokio::time::Instant::now() >= deadline => return Err(e),
-                Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
-            }
         }
     }
 
