@@ -55,6 +55,32 @@ fn the_cli_auto_starts_the_daemon_and_reports_its_status() {
 }
 
 #[test]
+fn rust_log_selects_what_the_daemon_logs() {
+    let quiet = Desk::new().with_env("RUST_LOG", "warn");
+    quiet.ok(&["daemon", "start"]);
+    quiet.ok(&["daemon", "stop"]);
+    assert!(
+        !quiet.log().contains("tinycoded listening"),
+        "{}",
+        quiet.log()
+    );
+
+    let targeted = Desk::new().with_env("RUST_LOG", "warn,tinycoded=info");
+    targeted.ok(&["daemon", "start"]);
+    assert!(targeted.log().contains("tinycoded listening"));
+
+    // A value it cannot read: the default level, and the log says why.
+    let wrong = Desk::new().with_env("RUST_LOG", "tinycoded=loud");
+    wrong.ok(&["daemon", "start"]);
+    let log = wrong.log();
+    assert!(
+        log.contains("RUST_LOG=\"tinycoded=loud\" is not a list")
+            && log.contains("tinycoded listening"),
+        "{log}"
+    );
+}
+
+#[test]
 fn daemon_start_is_idempotent_and_stop_waits_for_exit() {
     let desk = Desk::new();
     let first = desk.ok(&["daemon", "start"]);

@@ -10,12 +10,11 @@ use tinycode_shared::proto::{
     AgentReplyAdded, Ticket, TicketClassified, TicketEscalated, TicketMessage, TicketNote,
     TicketNoteAdded, TicketRouted,
 };
-use tinycode_shared::render::message_json;
 
 use super::{Tool, ToolContext, ToolError, ToolOutput};
 use crate::domain::desk::TicketFilter;
 use crate::domain::search::{Hit, Kind};
-use crate::domain::ticket::{PRIORITIES, STATUSES, render_ticket_file};
+use crate::domain::ticket::{PRIORITIES, STATUSES, render_ticket_file, ticket_document};
 
 type Run = for<'a> fn(&'a Value, &'a ToolContext) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
 
@@ -65,8 +64,12 @@ fn limit(args: &Value, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// `{ticketId, ticket}`: the ticket as its file holds it, plus the version
+/// of its stream (docs/PROTOCOL.md, tool details).
 fn ticket_details(t: &Ticket) -> Value {
-    json!({ "ticketId": t.id, "ticket": message_json("tinycode.v1.Ticket", t) })
+    let mut ticket = ticket_document(t);
+    ticket.insert("version".into(), t.version.into());
+    json!({ "ticketId": t.id, "ticket": ticket })
 }
 
 fn hits_content(hits: &[Hit]) -> String {

@@ -93,7 +93,19 @@ async fn the_refund_ticket_path_reads_searches_classifies_and_routes() {
         classified.content,
         "T-1001 classified: 退款 · P1 · 未收到货要求全额退款 → triaged"
     );
-    assert_eq!(classified.details["ticket"]["status"], "triaged");
+    let ticket = &classified.details["ticket"];
+    assert_eq!(ticket["status"], "triaged");
+    assert_eq!(
+        (&ticket["category"], &ticket["priority"]),
+        (&json!("退款"), &json!("P1"))
+    );
+    // The file's document plus the stream version, which moved on.
+    assert!(ticket["version"].as_u64().unwrap() > 1, "{ticket}");
+    assert_eq!(ticket["messages"][0]["from"], "customer");
+    assert!(
+        ticket.get("queue").is_none(),
+        "unset fields are omitted: {ticket}"
+    );
     let routed = call(
         "route_ticket",
         json!({"ticket_id": "T-1001", "queue": "售后组", "reason": "refund-policy"}),

@@ -189,6 +189,14 @@ fn one_of(
 /// The ticket as TinyCode writes it: 2-space JSON, TinyCode's key order,
 /// unset optional fields omitted, trailing newline.
 pub fn render_ticket_file(t: &Ticket) -> String {
+    let mut text = serde_json::to_string_pretty(&ticket_document(t)).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// The ticket's file document as a JSON object (TinyCode's keys and order,
+/// unset optional fields omitted).
+pub fn ticket_document(t: &Ticket) -> Map<String, Value> {
     let mut o = Map::new();
     o.insert("id".into(), t.id.clone().into());
     o.insert("subject".into(), t.subject.clone().into());
@@ -224,9 +232,7 @@ pub fn render_ticket_file(t: &Ticket) -> String {
             .collect();
         o.insert("notes".into(), Value::Array(notes));
     }
-    let mut text = serde_json::to_string_pretty(&Value::Object(o)).unwrap_or_default();
-    text.push('\n');
-    text
+    o
 }
 
 /// Content equality, ignoring the stream version.
