@@ -7,12 +7,14 @@
 //!    process, median of 30 runs.
 //!
 //! Release binaries, real processes, a temp workspace. Figures go to
-//! docs/BENCHMARKS.md.
+//! docs/BENCHMARKS.md. Exits 1 when a target (search p50, list median) is
+//! missed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use tinycode_tests::targets::{Targets, settle_disk};
 use tinycode_tests::{Desk, bin, wait_until};
 use tinycoded::domain::search::{Document, Kind, SearchIndex};
 
@@ -104,7 +106,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
-fn search(count: usize) {
+fn search(count: usize, targets: &Targets) {
     let topics = [
         (
             "退款政策",
@@ -178,9 +180,11 @@ fn search(count: usize) {
         percentile(&times, 0.5).as_secs_f64() * 1e3,
         percentile(&times, 0.99).as_secs_f64() * 1e3
     );
+    let p50 = percentile(&times, 0.5).as_secs_f64() * 1e3;
+    targets.at_most("search p50", p50, 2.0, "ms");
 }
 
-fn list_round_trip(count: usize) {
+fn list_round_trip(count: usize, targets: &Targets) {
     let desk = Desk::new();
     write_tickets(&desk, count);
     desk.ok(&["daemon", "start"]);
@@ -211,6 +215,11 @@ fn list_round_trip(count: usize) {
             percentile(&times, 0.5).as_secs_f64() * 1e3,
             percentile(&times, 0.9).as_secs_f64() * 1e3
         );
+        // The target is for the default listing (the first 100 rows).
+        if args.len() == 2 {
+            let median = percentile(&times, 0.5).as_secs_f64() * 1e3;
+            targets.at_most("`tinycode ticket list` median", median, 10.0, "ms");
+        }
     }
     desk.stop();
 }
@@ -218,7 +227,10 @@ fn list_round_trip(count: usize) {
 fn main() {
     // Build the release binaries before anything is timed.
     tinycode_tests::bin_dir();
+    settle_disk();
+    let targets = Targets::new();
     import(10_000);
-    search(10_000);
-    list_round_trip(1_000);
+    search(10_000, &targets);
+    list_round_trip(1_000, &targets);
+    targets.finish();
 }

@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod mock_llm;
+pub mod targets;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -171,7 +171,10 @@ impl SearchIndex {
         }
         let n = self.count as f64;
         let avg = (self.total_len / n).max(1.0);
-        let mut scores: HashMap<u32, f64> = HashMap::new();
+        // Dense scores by slot (every contribution is positive, so 0.0
+        // means "not scored yet") and the slots scored, in first-seen order.
+        let mut scores = vec![0.0_f64; self.slots.len()];
+        let mut scored: Vec<u32> = Vec::new();
         let mut idfs: Vec<(f64, &str)> = Vec::new();
         for term in &terms {
             let Some(list) = self.postings.get(term) else {
@@ -188,20 +191,37 @@ impl SearchIndex {
                     continue;
                 }
                 let norm = tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * doc.len / avg));
-                *scores.entry(slot).or_default() += idf * norm;
+                let score = &mut scores[slot as usize];
+                if *score == 0.0 {
+                    scored.push(slot);
+                }
+                *score += idf * norm;
             }
         }
         idfs.sort_by(|a, b| b.0.total_cmp(&a.0));
-        let mut ranked: Vec<(u32, f64)> = scores.into_iter().collect();
-        ranked.sort_by(|a, b| {
+        let mut ranked: Vec<(u32, f64)> = scored
+            .into_iter()
+            .map(|slot| (slot, scores[slot as usize]))
+            .collect();
+        // Best score first, ties by id: a total order, so the result does
+        // not depend on the order documents were scored in. Only the best
+        // `limit` are sorted.
+        let order = |a: &(u32, f64), b: &(u32, f64)| {
             b.1.total_cmp(&a.1).then_with(|| {
                 let id = |s: u32| self.slots[s as usize].as_ref().map(|d| d.id.as_str());
                 id(a.0).cmp(&id(b.0))
             })
-        });
+        };
+        if limit == 0 {
+            return Vec::new();
+        }
+        if ranked.len() > limit {
+            ranked.select_nth_unstable_by(limit - 1, order);
+            ranked.truncate(limit);
+        }
+        ranked.sort_by(order);
         ranked
             .into_iter()
-            .take(limit)
             .filter_map(|(slot, score)| {
                 let doc = self.slots[slot as usize].as_ref()?;
                 Some(Hit {
@@ -371,5 +391,41 @@ mod tests {
             s.starts_with('…') && s.ends_with('…') && s.contains("needle"),
             "{s}"
         );
+    }
+
+    #[test]
+    fn only_the_best_are_kept_and_ties_go_by_id() {
+        let mut index = SearchIndex::default();
+        // Inserted out of order; "refund" twice in the odd ones scores them
+        // higher, the even ones tie with each other.
+        for n in (0..40).rev() {
+            let body = if n % 2 == 1 {
+                "refund refund window"
+            } else {
+                "refund window"
+            };
+            index.upsert(Document {
+                kind: Kind::Article,
+                id: &format!("kb-{n:02}"),
+                title: "policy",
+                keywords: &[],
+                body,
+            });
+        }
+        let ids = |limit| -> Vec<String> {
+            index
+                .search("refund", limit, None)
+                .into_iter()
+                .map(|h| h.id)
+                .collect()
+        };
+        let all = ids(100);
+        assert_eq!(all.len(), 40);
+        assert_eq!(&all[..3], ["kb-01", "kb-03", "kb-05"]);
+        assert_eq!(&all[20..23], ["kb-00", "kb-02", "kb-04"]);
+        for limit in [1, 5, 20, 21, 39] {
+            assert_eq!(ids(limit), all[..limit], "limit {limit}");
+        }
+        assert!(ids(0).is_empty());
     }
 }
