@@ -165,7 +165,7 @@ fn main() {
     desk.stop();
     // The targets are the issue's, for its 100-prompt session.
     if prompts() == PROMPTS {
-        let targets = Targets::new();
+        let mut targets = Targets::new();
         targets.at_most("median per prompt", ms(times[times.len() / 2]), 5.0, "ms");
         targets.at_most("daemon peak RSS", peak as f64 / 1024.0, 22.0, "MiB");
         targets.finish();

@@ -2,12 +2,10 @@
 //! issue's limit and, at the end, prints a verdict and exits non-zero when
 //! a figure is over its limit, so a regression fails the bench run.
 
-use std::cell::RefCell;
-
 /// The limits a bench run is checked against.
 #[derive(Default)]
 pub struct Targets {
-    checks: RefCell<Vec<Check>>,
+    checks: Vec<Check>,
 }
 
 struct Check {
@@ -29,8 +27,8 @@ impl Targets {
     }
 
     /// `measured` must be at most `limit` (both in `unit`).
-    pub fn at_most(&self, what: &str, measured: f64, limit: f64, unit: &'static str) {
-        self.checks.borrow_mut().push(Check {
+    pub fn at_most(&mut self, what: &str, measured: f64, limit: f64, unit: &'static str) {
+        self.checks.push(Check {
             what: what.to_string(),
             measured,
             limit,
@@ -40,8 +38,8 @@ impl Targets {
 
     /// One line per target; `Err` lists those missed.
     pub fn verdict(&self) -> Result<Vec<String>, Vec<String>> {
-        let checks = self.checks.borrow();
-        let lines: Vec<String> = checks
+        let lines: Vec<String> = self
+            .checks
             .iter()
             .map(|c| {
                 format!(
@@ -55,7 +53,7 @@ impl Targets {
                 )
             })
             .collect();
-        if checks.iter().all(Check::met) {
+        if self.checks.iter().all(Check::met) {
             Ok(lines)
         } else {
             Err(lines)
@@ -64,13 +62,12 @@ impl Targets {
 
     /// Print the verdict; exit 1 when a target was missed.
     pub fn finish(self) {
-        match self.verdict() {
-            Ok(lines) => lines.iter().for_each(|l| println!("{l}")),
-            Err(lines) => {
-                lines.iter().for_each(|l| println!("{l}"));
-                eprintln!("a benchmark target was missed (see the ✗ lines above)");
-                std::process::exit(1);
-            }
+        let verdict = self.verdict();
+        let (Ok(lines) | Err(lines)) = &verdict;
+        lines.iter().for_each(|l| println!("{l}"));
+        if verdict.is_err() {
+            eprintln!("a benchmark target was missed (see the ✗ lines above)");
+            std::process::exit(1);
         }
     }
 }
@@ -87,7 +84,7 @@ mod tests {
 
     #[test]
     fn a_figure_over_its_limit_fails_the_verdict() {
-        let t = Targets::new();
+        let mut t = Targets::new();
         t.at_most("median", 4.2, 5.0, "ms");
         let lines = t.verdict().unwrap();
         assert_eq!(lines, ["✓ median: 4.20 ms (target <= 5 ms)"]);

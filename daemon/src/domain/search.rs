@@ -166,7 +166,7 @@ impl SearchIndex {
         let mut terms = tokenize(query);
         terms.sort();
         terms.dedup();
-        if terms.is_empty() || self.count == 0 {
+        if terms.is_empty() || self.count == 0 || limit == 0 {
             return Vec::new();
         }
         let n = self.count as f64;
@@ -212,9 +212,6 @@ impl SearchIndex {
                 id(a.0).cmp(&id(b.0))
             })
         };
-        if limit == 0 {
-            return Vec::new();
-        }
         if ranked.len() > limit {
             ranked.select_nth_unstable_by(limit - 1, order);
             ranked.truncate(limit);
