@@ -144,6 +144,15 @@ async fn status(ctx: &Ctx) -> anyhow::Result<ExitCode> {
             s.event_count, s.last_sequence
         );
         println!("  store       {}", human_bytes(s.store_bytes));
+        let models: Vec<String> = s
+            .projections
+            .iter()
+            .map(|p| format!("{} {}", p.name, p.applied))
+            .collect();
+        println!(
+            "  read models {} (last sequence applied)",
+            models.join(", ")
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

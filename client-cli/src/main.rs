@@ -4,6 +4,7 @@
 //! daemon when needed), calls the gRPC API and prints the answer as text or,
 //! with `--json`, as JSON. No business logic lives here.
 
+mod admin_cmd;
 mod approvals_cmd;
 mod daemon_cmd;
 mod demo_cmd;
@@ -45,6 +46,11 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Operator commands: rebuild read models from the log.
+    Admin {
+        #[command(subcommand)]
+        action: admin_cmd::AdminAction,
+    },
     /// Start, stop or inspect the daemon.
     Daemon {
         #[command(subcommand)]
@@ -196,6 +202,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         client,
     };
     match command {
+        Command::Admin { action } => admin_cmd::run(&ctx, action).await,
         Command::Daemon { action } => daemon_cmd::run(&ctx, action).await,
         Command::Events(args) => events_cmd::run(&ctx, args).await,
         Command::Ticket { action } => ticket_cmd::run(&ctx, action).await,

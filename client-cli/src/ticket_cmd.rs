@@ -72,6 +72,7 @@ pub async fn run(ctx: &Ctx, action: TicketAction) -> anyhow::Result<ExitCode> {
                     priority: priority.unwrap_or_default(),
                     category: category.unwrap_or_default(),
                     limit,
+                    ..Default::default()
                 })
                 .await?
                 .into_inner();
@@ -92,7 +93,13 @@ pub async fn run(ctx: &Ctx, action: TicketAction) -> anyhow::Result<ExitCode> {
             }
         }
         TicketAction::Show { id } => {
-            let t = client.get(GetTicketRequest { id }).await?.into_inner();
+            let t = client
+                .get(GetTicketRequest {
+                    id,
+                    ..Default::default()
+                })
+                .await?
+                .into_inner();
             if ctx.json {
                 output::json_pretty(&render::message_json("tinycode.v1.Ticket", &t));
             } else {

@@ -320,7 +320,8 @@ fn the_pickers_attach_a_session_and_open_a_ticket() {
     assert_eq!(
         app.take_rpcs(),
         [Rpc::GetTicket(GetTicketRequest {
-            id: "T-1002".into()
+            id: "T-1002".into(),
+            ..Default::default()
         })]
     );
     press(&mut app, KeyCode::Esc);

@@ -112,7 +112,10 @@ fn open(app: &mut App) {
         } => {
             if let Some(t) = list.get(*selected) {
                 let id = t.id.clone();
-                app.send(Rpc::GetTicket(GetTicketRequest { id }));
+                app.send(Rpc::GetTicket(GetTicketRequest {
+                    id,
+                    ..Default::default()
+                }));
             }
         }
         View::Inbox { selected } => {

@@ -12,6 +12,7 @@ pub mod domain;
 pub mod lifecycle;
 pub mod model;
 pub mod permissions;
+pub mod projection;
 pub mod server;
 pub mod sessions;
 pub mod skills;

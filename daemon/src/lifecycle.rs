@@ -24,6 +24,8 @@ use crate::domain::desk::{Desk, DomainError};
 use crate::server::{self, ServeError, Shared};
 use crate::store::{EventStore, ExpectedVersion, StoreError};
 
+/// How long a stop waits for the read models and files to catch up.
+const SETTLE_AT_STOP: std::time::Duration = std::time::Duration::from_secs(5);
 /// How long a stopping daemon waits for in-flight requests and connected
 /// clients before it closes their connections.
 pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
@@ -238,6 +240,7 @@ pub async fn run(layout: Layout) -> Result<(), DaemonError> {
     let (shutdown_tx, mut shutdown_rx) = mpsc::channel::<String>(1);
     let (stopping_tx, stopping_rx) = watch::channel(false);
     let stopping_rx_for_grace = stopping_rx.clone();
+    let desk_at_stop = Arc::clone(&desk);
     let shared = Shared {
         store: store.clone(),
         desk,
@@ -295,6 +298,17 @@ pub async fn run(layout: Layout) -> Result<(), DaemonError> {
             })],
         )
         .await;
+    // The read models and the workspace files catch up before the log
+    // closes (they would at the next start anyway).
+    match tokio::time::timeout(SETTLE_AT_STOP, desk_at_stop.settled()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "the read models did not catch up before the stop")
+        }
+        Err(_) => {
+            tracing::warn!(limit = ?SETTLE_AT_STOP, "the read models did not catch up before the stop; they resume at the next start")
+        }
+    }
     let closed = store.close().await;
     if let Err(e) = std::fs::remove_file(&layout.socket) {
         tracing::warn!(error = %e, "could not remove the socket");

@@ -1,8 +1,12 @@
 use tinycode_shared::PROTOCOL_VERSION;
 use tinycode_shared::proto::daemon_server::Daemon;
 use tinycode_shared::proto::{
-    DaemonStatus, GetStatusRequest, ShutdownRequest, ShutdownResponse, SkillSummary,
+    DaemonStatus, GetStatusRequest, ProjectionProgress, RebuildRequest, RebuildResponse,
+    ShutdownRequest, ShutdownResponse, SkillSummary,
 };
+
+use super::IntoStatus;
+use crate::domain::desk::Model;
 use tonic::{Request, Response, Status};
 
 use super::{Peer, Shared};
@@ -52,7 +56,36 @@ impl Daemon for DaemonService {
                     description: s.description.clone(),
                 })
                 .collect(),
+            projections: Model::ALL
+                .into_iter()
+                .map(|m| ProjectionProgress {
+                    name: m.name().into(),
+                    applied: self.shared.desk.applied(m),
+                })
+                .collect(),
         }))
+    }
+
+    async fn rebuild(
+        &self,
+        request: Request<RebuildRequest>,
+    ) -> Result<Response<RebuildResponse>, Status> {
+        let models = models(&request.into_inner().models)?;
+        let mut done = Vec::new();
+        for model in models {
+            let applied = self
+                .shared
+                .desk
+                .rebuild(model)
+                .await
+                .map_err(IntoStatus::into_status)?;
+            tracing::info!(model = model.name(), applied, "rebuilt from the log");
+            done.push(ProjectionProgress {
+                name: model.name().into(),
+                applied,
+            });
+        }
+        Ok(Response::new(RebuildResponse { models: done }))
     }
 
     async fn shutdown(
@@ -66,4 +99,24 @@ impl Daemon for DaemonService {
         let _ = self.shared.shutdown.try_send(reason);
         Ok(Response::new(ShutdownResponse {}))
     }
+}
+
+/// The models a rebuild names (none: all of them, in dependency order).
+fn models(names: &[String]) -> Result<Vec<Model>, Status> {
+    if names.is_empty() {
+        return Ok(Model::ALL.to_vec());
+    }
+    names
+        .iter()
+        .map(|n| {
+            Model::parse(n).ok_or_else(|| {
+                let known: Vec<&str> = Model::ALL.iter().map(|m| m.name()).collect();
+                Status::invalid_argument(format!(
+                    "unknown read model {:?}; the models are {}",
+                    n.chars().take(40).collect::<String>(),
+                    known.join(", ")
+                ))
+            })
+        })
+        .collect()
 }

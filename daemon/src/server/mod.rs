@@ -25,6 +25,7 @@ use tinycode_shared::proto::sessions_server::SessionsServer;
 use tinycode_shared::proto::tickets_server::TicketsServer;
 use tinycode_shared::proto::triage_server::TriageServer;
 use tokio::sync::{mpsc, watch};
+use tonic::Status;
 use tonic::service::InterceptorLayer;
 use tonic::transport::Server;
 
@@ -49,6 +50,27 @@ pub struct Shared {
     pub shutdown: mpsc::Sender<ShutdownReason>,
     /// Flips to true when the daemon begins stopping: long streams end.
     pub stopping: watch::Receiver<bool>,
+}
+
+impl Shared {
+    /// Read-your-writes: wait until the tickets model has every event up to
+    /// `min_sequence` (0: no wait). A sequence the log does not have yet is
+    /// refused rather than waited for.
+    pub async fn read_at(&self, min_sequence: u64) -> Result<(), Status> {
+        if min_sequence == 0 {
+            return Ok(());
+        }
+        let head = self.store.last_sequence();
+        if min_sequence > head {
+            return Err(Status::out_of_range(format!(
+                "`min_sequence` is {min_sequence}, but the log ends at {head}; pass a sequence this daemon has sent"
+            )));
+        }
+        self.desk
+            .tickets_at(min_sequence)
+            .await
+            .map_err(IntoStatus::into_status)
+    }
 }
 
 /// Serve every service on `incoming` until `stop` resolves.

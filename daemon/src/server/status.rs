@@ -42,6 +42,19 @@ impl IntoStatus for DomainError {
             DomainError::Busy(_) => Status::aborted(message),
             DomainError::Store(e) => e.into_status(),
             DomainError::Io { .. } => Status::internal(message),
+            DomainError::Projection(e) => e.into_status(),
+        }
+    }
+}
+
+impl IntoStatus for crate::projection::ProjectionError {
+    fn into_status(self) -> Status {
+        use crate::projection::ProjectionError as E;
+        let message = self.to_string();
+        match self {
+            E::Stopped { .. } => Status::unavailable(message),
+            E::Corrupt(_) => Status::data_loss(message),
+            E::Storage(_) => Status::internal(message),
         }
     }
 }

@@ -77,6 +77,7 @@ impl Tickets for TicketsService {
         validate::max_len("queue", &req.queue, MAX_NAME)?;
         validate::max_len("category", &req.category, MAX_NAME)?;
         let limit = validate::limit("limit", req.limit, 100, MAX_LIST)?;
+        self.shared.read_at(req.min_sequence).await?;
         let (tickets, total) = self.shared.desk.list_tickets(
             &TicketFilter {
                 status: req.status,
@@ -93,10 +94,11 @@ impl Tickets for TicketsService {
     }
 
     async fn get(&self, request: Request<GetTicketRequest>) -> Result<Response<Ticket>, Status> {
-        let id = request.into_inner().id;
+        let req = request.into_inner();
+        self.shared.read_at(req.min_sequence).await?;
         self.shared
             .desk
-            .get_ticket(&id)
+            .get_ticket(&req.id)
             .map(Response::new)
             .map_err(IntoStatus::into_status)
     }

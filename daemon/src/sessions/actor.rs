@@ -209,8 +209,9 @@ pub struct Compacted {
 /// What the turn's writer handles, in order.
 pub(super) enum Write {
     Store(Box<Payload>),
-    /// Store, then say so (an approval request is durable before the wait).
-    StoreAck(Box<Payload>, oneshot::Sender<()>),
+    /// Store, then say whether it is durable (an approval wait starts only
+    /// after its request is stored).
+    StoreAck(Box<Payload>, oneshot::Sender<Result<(), String>>),
     Delta(&'static str, String),
 }
 
@@ -313,23 +314,41 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
     };
 
     // One writer stores events and emits deltas in the order the turn
-    // produced them, so every attached client sees one order.
+    // produced them, so every attached client sees one order. The first
+    // failed append stops the turn (as a cancel does) and fails it: nothing
+    // after an event that was never stored is stored or acknowledged.
     let (tx, mut rx) = mpsc::unbounded_channel::<Write>();
     let writer = {
         let (sessions, live, id) = (Arc::clone(sessions), Arc::clone(live), id.to_string());
         tokio::spawn(async move {
+            let mut failed: Option<String> = None;
             while let Some(w) = rx.recv().await {
-                match w {
-                    Write::Store(p) => {
-                        let _ = append(&sessions, &live, &id, *p).await;
+                let (p, ack) = match w {
+                    Write::Store(p) => (p, None),
+                    Write::StoreAck(p, ack) => (p, Some(ack)),
+                    Write::Delta(kind, text) => {
+                        if failed.is_none() {
+                            live.emit(turn, kind, &text);
+                        }
+                        continue;
                     }
-                    Write::StoreAck(p, ack) => {
-                        let _ = append(&sessions, &live, &id, *p).await;
-                        let _ = ack.send(());
-                    }
-                    Write::Delta(kind, text) => live.emit(turn, kind, &text),
+                };
+                let stored = match &failed {
+                    Some(e) => Err(e.clone()),
+                    None => append(&sessions, &live, &id, *p)
+                        .await
+                        .map(drop)
+                        .map_err(|e| e.to_string()),
+                };
+                if let (Err(e), None) = (&stored, &failed) {
+                    failed = Some(e.clone());
+                    live.cancel.send_replace(true);
+                }
+                if let Some(ack) = ack {
+                    let _ = ack.send(stored);
                 }
             }
+            failed
         })
     };
     let approver = SessionApprover {
@@ -418,8 +437,15 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
     }
     drop(approver);
     drop(tx);
-    let _ = writer.await;
+    let write_failed = writer.await.ok().flatten();
     let (outcome, error) = match &result.outcome {
+        _ if write_failed.is_some() => (
+            Outcome::Failed,
+            format!(
+                "the turn stopped: an event could not be stored ({})",
+                write_failed.unwrap_or_default()
+            ),
+        ),
         TurnOutcome::Completed => (Outcome::Completed, String::new()),
         TurnOutcome::EmptyResponse => (Outcome::EmptyResponse, String::new()),
         TurnOutcome::MaxSteps => (Outcome::MaxSteps, String::new()),

@@ -81,15 +81,14 @@ impl SessionApprover {
 
     /// Store the request copy in the session through the turn's writer, so
     /// it lands after the assistant message that made the call.
-    async fn copy_to_session(&self, payload: Payload) {
+    async fn copy_to_session(&self, payload: Payload) -> Result<(), String> {
         let (ack, stored) = oneshot::channel();
-        if self
-            .writer
+        self.writer
             .send(Write::StoreAck(Box::new(payload), ack))
-            .is_ok()
-        {
-            let _ = stored.await;
-        }
+            .map_err(|_| "the turn's writer stopped".to_string())?;
+        stored
+            .await
+            .map_err(|_| "the turn's writer stopped".to_string())?
     }
 
     async fn ask(&self, call: &ToolCall, reason: &str) -> Decision {
@@ -111,7 +110,11 @@ impl SessionApprover {
                     return Decision::Deny("the approval could not be recorded".into());
                 };
                 let id = r.approval_id.clone();
-                self.copy_to_session(Payload::ApprovalRequested(r)).await;
+                if let Err(e) = self.copy_to_session(Payload::ApprovalRequested(r)).await {
+                    return Decision::Deny(format!(
+                        "the approval request could not be stored: {e}"
+                    ));
+                }
                 tracing::info!(session = %self.session, approval = %id, tool = %call.name, "waiting for approval");
                 id
             }

@@ -478,3 +478,34 @@ async fn an_idle_session_gives_up_its_actor_and_wakes_for_the_next_message() {
         Some(Payload::TurnCompleted(c)) if c.turn == turn && c.outcome == TurnOutcome::Completed as i32
     )));
 }
+
+#[tokio::test]
+async fn a_failed_append_fails_the_turn_and_nothing_after_it_is_stored() {
+    let (tmp, ws) = fixture_copy();
+    let store = EventStore::open(&tmp.path().join("db")).unwrap();
+    let sessions = open(&ws, &store).await;
+    let s = sessions.create("T-1001", "", "", me()).await.unwrap();
+    // TurnStarted and the first assistant message go through; the next
+    // write (the first tool result) fails.
+    store.inject_failure_after(3);
+    let (_, turn, _) = sessions.send(&s.id, "triage T-1001", me()).await.unwrap();
+    let events = until_done(&sessions, &s.id, turn).await;
+    let Some(Payload::TurnCompleted(done)) = &events.last().unwrap().payload else {
+        panic!()
+    };
+    assert_eq!(done.outcome, TurnOutcome::Failed as i32, "{done:?}");
+    assert!(
+        done.error.contains("could not be stored") && done.error.contains("injected failure"),
+        "{}",
+        done.error
+    );
+    // Nothing after the lost event was stored: no tool result, and the
+    // ticket was not routed (the turn stopped before it could be).
+    let tools = events
+        .iter()
+        .filter(|e| matches!(e.payload, Some(Payload::ToolCallFinished(_))))
+        .count();
+    assert_eq!(tools, 0, "{events:?}");
+    let t = sessions.desk.get_ticket("T-1001").unwrap();
+    assert_eq!(t.queue, "", "the turn did not go on");
+}

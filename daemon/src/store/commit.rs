@@ -36,6 +36,9 @@ pub(crate) struct Committer {
     durable: AtomicU64,
     live: broadcast::Sender<Arc<Event>>,
     fsyncs: AtomicU64,
+    /// Tests: the batches to let through before one injected failure
+    /// (`u64::MAX`: none).
+    fail_after: AtomicU64,
 }
 
 #[derive(Default)]
@@ -67,7 +70,26 @@ impl Committer {
             durable: AtomicU64::new(last_sequence),
             live,
             fsyncs: AtomicU64::new(0),
+            fail_after: AtomicU64::new(u64::MAX),
         }
+    }
+
+    /// Tests: let `batches` more batches through, then fail one write (a
+    /// transient failure: the store goes on afterwards).
+    #[cfg(test)]
+    pub(crate) fn inject_failure_after(&self, batches: u64) {
+        self.fail_after.store(batches, Ordering::SeqCst);
+    }
+
+    /// Is this batch the one to fail?
+    fn injected_failure(&self) -> bool {
+        let left = self.fail_after.load(Ordering::SeqCst);
+        if left == u64::MAX {
+            return false;
+        }
+        self.fail_after
+            .store(left.checked_sub(1).unwrap_or(u64::MAX), Ordering::SeqCst);
+        left == 0
     }
 
     fn lock(&self) -> MutexGuard<'_, Queue> {
@@ -198,6 +220,12 @@ impl Committer {
             accepted.push((reply, events));
         }
         if accepted.is_empty() {
+            return;
+        }
+        if self.injected_failure() {
+            for (reply, _) in accepted {
+                let _ = reply.send(Err(StoreError::Io("injected failure (test)".into())));
+            }
             return;
         }
         if let Err(e) = write_and_flush(writer, &accepted) {

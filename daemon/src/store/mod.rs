@@ -233,6 +233,18 @@ impl EventStore {
             .transpose()
     }
 
+    /// The sled tree of a projection (same database as the log, so one
+    /// flush covers both).
+    pub(crate) fn projection_tree(&self, name: &str) -> Result<sled::Tree, StoreError> {
+        Ok(self.inner.db.open_tree(name)?)
+    }
+
+    /// Tests: let `batches` more write batches through, then fail one.
+    #[cfg(test)]
+    pub(crate) fn inject_failure_after(&self, batches: u64) {
+        self.inner.committer.inject_failure_after(batches);
+    }
+
     /// Last durable sequence (= number of events: the log has no gaps).
     pub fn last_sequence(&self) -> u64 {
         self.inner.committer.durable_sequence()

@@ -1,16 +1,13 @@
 //! What queues tickets automatically: the ticket events of the log (a file
-//! imported, `Tickets.Create`, a ticket reopened), whoever caused them, and
-//! a short poll of `tickets/` that imports files dropped or edited while the
-//! daemon runs (which then show up here as events).
+//! imported — the desk's mirror polls `tickets/` —, `Tickets.Create`, a
+//! ticket reopened), whoever caused them.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tinycode_shared::proto::Event;
 use tinycode_shared::proto::event::Payload;
 
 use super::{Triage, worker_client};
-use crate::domain::desk::{FileStamps, ticket_stream};
 use crate::store::{ExpectedVersion, SubscriptionOptions};
 use crate::sync::lock;
 
@@ -49,7 +46,8 @@ impl Triage {
             else {
                 continue;
             };
-            if lock(&self.board).records.contains_key(id) || !self.is_open(id) {
+            if lock(&self.board).records.contains_key(id) || !self.is_open(id, event.sequence).await
+            {
                 continue;
             }
             let queued = self
@@ -68,38 +66,15 @@ impl Triage {
         }
     }
 
-    /// The ticket's status as the log has it now (the desk's projection may
-    /// be a moment behind the feed).
-    pub(super) fn is_open(&self, id: &str) -> bool {
-        let Ok(events) = self.store.read_stream(&ticket_stream(id), 1, usize::MAX) else {
+    /// Is the ticket open, as the tickets projection has it once it has
+    /// applied every event up to `sequence`?
+    pub(super) async fn is_open(&self, id: &str, sequence: u64) -> bool {
+        if let Err(e) = self.desk.tickets_at(sequence).await {
+            tracing::error!(ticket = id, error = %e, "cannot read the ticket");
             return false;
-        };
-        let mut ticket = tinycode_shared::proto::Ticket::default();
-        for e in &events {
-            crate::domain::ticket::apply(&mut ticket, e);
         }
-        ticket.status == "open"
-    }
-
-    /// Import new and edited ticket files every `pollIntervalMs`.
-    pub(super) async fn poll_ticket_files(self: Arc<Self>) {
-        let mut seen = FileStamps::new();
-        let every = Duration::from_millis(self.config.poll_interval_ms);
-        // The first scan only learns the files start-up imported.
-        let _ = self.desk.rescan_ticket_files(&mut seen).await;
-        loop {
-            tokio::time::sleep(every).await;
-            match self.desk.rescan_ticket_files(&mut seen).await {
-                Ok(r) if r.imported + r.updated > 0 => {
-                    tracing::info!(
-                        imported = r.imported,
-                        updated = r.updated,
-                        "picked up ticket files"
-                    );
-                }
-                Ok(_) => {}
-                Err(e) => tracing::error!(error = %e, "cannot scan the ticket files"),
-            }
-        }
+        self.desk
+            .with_ticket(id, |t| t.status == "open")
+            .unwrap_or(false)
     }
 }

@@ -115,7 +115,6 @@ impl Triage {
         }
         tokio::spawn(Arc::clone(&triage).dispatch());
         tokio::spawn(Arc::clone(&triage).follow_tickets(head + 1));
-        tokio::spawn(Arc::clone(&triage).poll_ticket_files());
         Ok(triage)
     }
 

@@ -137,9 +137,10 @@ impl Triage {
         }
         // Automatic triage is for open tickets; a ticket someone already
         // handled is skipped. (A request triages whatever it names.) The
-        // log decides: the desk's projection may not have folded a ticket
-        // created a moment ago.
-        if record.source != "request" && !self.is_open(&job.ticket) {
+        // projection is read once it has every event stored so far.
+        if record.source != "request"
+            && !self.is_open(&job.ticket, self.store.last_sequence()).await
+        {
             let why = "the ticket is no longer open".to_string();
             // Recorded as skipped; `settle` sees the record finished.
             self.finish(&job.ticket, "skipped", "", &why).await;

@@ -1,14 +1,14 @@
-//! Knowledge articles: list, get, and edits recorded in `kb-<id>` before the
-//! file is written.
+//! Knowledge articles: list and get (the knowledge projection), and edits
+//! recorded in `kb-<id>`; the mirror writes the file.
 
 use std::sync::Arc;
 
 use tinycode_shared::proto::event::Payload;
 use tinycode_shared::proto::{Event, KnowledgeArticle, KnowledgeEdited};
 
-use super::{Desk, DomainError, article_id, article_stream, lock, write_atomic};
-use crate::domain::knowledge::{EditPlan, parse_article, plan_edit};
-use crate::domain::search::{Document, Kind};
+use super::models::{all_articles, parse_stored, stored_article};
+use super::{Desk, DomainError, article_id, article_stream};
+use crate::domain::knowledge::{EditPlan, plan_edit};
 use crate::store::{ExpectedVersion, StoreError};
 
 /// An applied knowledge edit.
@@ -22,33 +22,31 @@ pub struct AppliedEdit {
 impl Desk {
     /// Articles ordered by id, optionally only those carrying `tag`.
     pub fn list_articles(&self, tag: &str) -> Vec<KnowledgeArticle> {
-        lock(&self.articles)
-            .values()
+        all_articles(self.kb.tree())
+            .filter_map(|row| match row {
+                Ok((id, content)) => parse_stored(&id, &content),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot read a stored article");
+                    None
+                }
+            })
             .filter(|a| tag.is_empty() || a.tags.iter().any(|t| t == tag))
-            .cloned()
             .collect()
+    }
+
+    pub(super) fn article_count(&self) -> Result<usize, DomainError> {
+        Ok(all_articles(self.kb.tree()).count())
     }
 
     pub fn get_article(&self, raw_id: &str) -> Result<KnowledgeArticle, DomainError> {
         let id = article_id(raw_id)?;
-        lock(&self.articles)
-            .get(&id)
-            .cloned()
-            .ok_or(DomainError::ArticleNotFound(id))
+        let (content, _) = self.article_content(&id)?;
+        parse_stored(&id, &content).ok_or(DomainError::ArticleNotFound(id))
     }
 
-    fn article_path(&self, id: &str) -> std::path::PathBuf {
-        self.knowledge_dir.join(format!("{id}.md"))
-    }
-
-    fn read_article_file(&self, id: &str) -> Result<String, DomainError> {
-        self.get_article(id)?;
-        let path = self.article_path(id);
-        std::fs::read_to_string(&path).map_err(|source| DomainError::Io {
-            action: "read",
-            path,
-            source,
-        })
+    /// The article's file content and stream version, as the log has them.
+    fn article_content(&self, id: &str) -> Result<(String, u64), DomainError> {
+        stored_article(self.kb.tree(), id)?.ok_or_else(|| DomainError::ArticleNotFound(id.into()))
     }
 
     /// What an edit would do, without doing it (approval previews).
@@ -59,12 +57,13 @@ impl Desk {
         new_text: &str,
     ) -> Result<EditPlan, DomainError> {
         let id = article_id(raw_id)?;
-        let content = self.read_article_file(&id)?;
+        let (content, _) = self.article_content(&id)?;
         Ok(plan_edit(&id, &content, old_text, new_text)?)
     }
 
-    /// Edit an article: plan on the current file, record `KnowledgeEdited`,
-    /// then write the file and re-index. The same plan as the preview.
+    /// Edit an article: plan on its content as the log has it, record
+    /// `KnowledgeEdited` (with the whole file after), wait for the
+    /// projection. The same plan as the preview; the mirror writes the file.
     pub async fn edit_article(
         &self,
         raw_id: &str,
@@ -74,13 +73,11 @@ impl Desk {
     ) -> Result<AppliedEdit, DomainError> {
         let id = article_id(raw_id)?;
         let _one_at_a_time = self.edit_lock.lock().await;
-        let content = self.read_article_file(&id)?;
+        let (content, version) = self.article_content(&id)?;
         let plan = plan_edit(&id, &content, old_text, new_text)?;
         if plan.is_noop() {
             return Ok(AppliedEdit { plan, event: None });
         }
-        let stream = article_stream(&id);
-        let version = self.store.stream_version(&stream)?;
         let payload = Payload::KnowledgeEdited(KnowledgeEdited {
             article_id: id.clone(),
             old_text: old_text.to_string(),
@@ -91,9 +88,14 @@ impl Desk {
             removed: plan.removed,
             content_after: plan.after.clone(),
         });
+        let expected = if version == 0 {
+            ExpectedVersion::NoStream
+        } else {
+            ExpectedVersion::Exact(version)
+        };
         let events = match self
             .store
-            .append(&stream, ExpectedVersion::Exact(version), vec![payload])
+            .append(&article_stream(&id), expected, vec![payload])
             .await
         {
             Ok(events) => events,
@@ -102,30 +104,12 @@ impl Desk {
             }
             Err(e) => return Err(e.into()),
         };
-        write_atomic(&self.article_path(&id), &plan.after)?;
-        match parse_article(&id, &plan.after) {
-            Ok(mut article) => {
-                article.id = id.clone();
-                self.index_article(&article);
-                lock(&self.articles).insert(id, article);
-            }
-            Err(e) => {
-                tracing::warn!(article = %id, error = %e, "edited article no longer parses; keeping the previous metadata")
-            }
+        if let Some(last) = events.last() {
+            self.kb.wait_for(last.sequence).await?;
         }
         Ok(AppliedEdit {
             plan,
             event: events.into_iter().next(),
         })
-    }
-
-    pub(crate) fn index_article(&self, a: &KnowledgeArticle) {
-        lock(&self.index).upsert(Document {
-            kind: Kind::Article,
-            id: &a.id,
-            title: &a.title,
-            keywords: &a.tags,
-            body: &a.body,
-        });
     }
 }

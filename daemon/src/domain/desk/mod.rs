@@ -1,32 +1,32 @@
-//! The desk: the workspace's tickets and articles held in memory as
-//! projections of the event log, mirrored to `tickets/*.json` and
-//! `knowledge/*.md`, and searchable.
+//! The desk: the workspace's tickets and articles as projections of the
+//! event log (sled trees that follow the log from a checkpoint, see
+//! [`crate::projection`]), mirrored to `tickets/*.json` and `knowledge/*.md`
+//! by the one mirror projector, and searchable.
 //!
-//! Every change is appended to the log first (with the stream's expected
-//! version), then folded into the projection, then written back to the
-//! workspace file atomically (temp file + rename), then re-indexed.
-//! Nothing here is cached outside memory: the projections are rebuilt from
-//! the log at every start.
+//! Writers append to the log (with the stream's expected version) and wait
+//! until the model's projector has passed their event; they never fold, and
+//! never write a workspace file.
 
-mod import;
 mod knowledge;
+mod mirror;
+mod models;
+mod open;
 mod tickets;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-
-use tinycode_shared::proto::{KnowledgeArticle, Ticket};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
 
 use super::ids::{IdError, sanitize_id};
 use super::knowledge::EditError;
 use super::search::SearchIndex;
-use crate::config::Config;
+use crate::projection::{ProjectionError, ProjectorHandle};
 use crate::store::{EventStore, StoreError};
 pub(crate) use crate::sync::lock;
 
-pub use import::{FileStamps, LoadReport};
 pub use knowledge::AppliedEdit;
+pub use mirror::MAX_FILE_BYTES;
+pub use open::{LoadReport, Model};
 pub use tickets::{NewTicket, TicketFilter, now};
 
 /// Stream of one ticket.
@@ -66,6 +66,8 @@ pub enum DomainError {
     Busy(String),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Projection(#[from] ProjectionError),
     #[error("cannot {action} {}: {source}", path.display())]
     Io {
         action: &'static str,
@@ -95,26 +97,33 @@ pub struct Desk {
     tickets_dir: PathBuf,
     knowledge_dir: PathBuf,
     queues: Vec<String>,
-    tickets: Mutex<BTreeMap<String, Ticket>>,
-    articles: Mutex<BTreeMap<String, KnowledgeArticle>>,
-    index: Mutex<SearchIndex>,
-    /// Knowledge edits are rare and read-modify-write a file: one at a time.
+    /// The tickets projection (tree `proj-tickets`).
+    tickets: ProjectorHandle,
+    tickets_model: Arc<models::TicketsModel>,
+    /// The knowledge projection (tree `proj-kb`).
+    kb: ProjectorHandle,
+    /// The workspace mirror (tree `proj-mirror`).
+    mirror: ProjectorHandle,
+    /// Kept in step by both projections; lives in memory.
+    index: Arc<Mutex<SearchIndex>>,
+    /// Highest `T-<n>` this desk handed out (ids of created tickets).
+    issued: AtomicU64,
+    /// Knowledge edits are rare: one at a time.
     edit_lock: tokio::sync::Mutex<()>,
+    /// Changes to one ticket from this daemon take turns (striped by id),
+    /// so concurrent writers queue instead of conflicting in a loop; the
+    /// expected-version check still guards against other writers.
+    ticket_locks: [tokio::sync::Mutex<()>; TICKET_LOCKS],
 }
 
+const TICKET_LOCKS: usize = 64;
+
 impl Desk {
-    fn new(store: EventStore, workspace: &Path, config: &Config) -> Self {
-        Self {
-            store,
-            workspace: workspace.to_path_buf(),
-            tickets_dir: workspace.join(&config.tickets_dir),
-            knowledge_dir: workspace.join(&config.knowledge_dir),
-            queues: config.queues.clone(),
-            tickets: Mutex::new(BTreeMap::new()),
-            articles: Mutex::new(BTreeMap::new()),
-            index: Mutex::new(SearchIndex::default()),
-            edit_lock: tokio::sync::Mutex::new(()),
-        }
+    fn ticket_lock(&self, id: &str) -> &tokio::sync::Mutex<()> {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        id.hash(&mut h);
+        &self.ticket_locks[(h.finish() as usize) % TICKET_LOCKS]
     }
 
     pub fn store(&self) -> &EventStore {
@@ -148,7 +157,8 @@ impl Desk {
     }
 }
 
-/// Write `content` to `path` atomically: a temp file beside it, then rename.
+/// Write `content` to `path` atomically and durably: a temp file beside it,
+/// fsynced, then renamed (the caller fsyncs the directory).
 pub(crate) fn write_atomic(path: &Path, content: &str) -> Result<(), DomainError> {
     let io = |action| {
         move |source| DomainError::Io {
@@ -164,7 +174,13 @@ pub(crate) fn write_atomic(path: &Path, content: &str) -> Result<(), DomainError
         .map(|n| n.to_string_lossy())
         .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    std::fs::write(&tmp, content).map_err(io("write"))?;
+    let write = || -> std::io::Result<()> {
+        use std::io::Write;
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(content.as_bytes())?;
+        file.sync_all()
+    };
+    write().map_err(io("write"))?;
     std::fs::rename(&tmp, path).map_err(io("replace"))
 }
 

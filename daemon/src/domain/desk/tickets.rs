@@ -1,16 +1,19 @@
-//! Ticket operations: read, list, create (intake), and every change through
-//! the log with the stream's expected version — a concurrent change makes
-//! the append conflict, the projection catches up and the change is
-//! re-applied to the fresh state, so no update is lost.
+//! Ticket operations: read and list (the tickets projection), create
+//! (intake), and every change through the log with the stream's expected
+//! version — a concurrent change makes the append conflict, the writer waits
+//! for the projection to catch up and re-applies the change to the fresh
+//! state, so no update is lost. Writers never fold: after an append they
+//! wait for the projector to pass their event.
 
+use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
 use tinycode_shared::proto::event::Payload;
 use tinycode_shared::proto::{CustomerMessageAdded, Ticket, TicketCreated, TicketMessage};
 use tinycode_shared::render::rfc3339;
 
-use super::{Desk, DomainError, lock, ticket_id, ticket_stream};
-use crate::domain::search::{Document, Kind};
+use super::models::{decode_ticket, ticket_key};
+use super::{Desk, DomainError, ticket_id, ticket_stream};
 use crate::domain::ticket::CHANNELS;
 use crate::store::{ExpectedVersion, StoreError};
 
@@ -44,36 +47,83 @@ pub fn now() -> String {
 }
 
 impl Desk {
+    /// The ticket as the projection has it (`None`: no such ticket).
+    pub(super) fn stored_ticket(&self, id: &str) -> Result<Option<Ticket>, DomainError> {
+        match self.tickets.tree().get(ticket_key(id)) {
+            Ok(Some(bytes)) => Ok(Some(decode_ticket(&bytes)?).filter(|t| t.version > 0)),
+            Ok(None) => Ok(None),
+            Err(e) => Err(crate::projection::ProjectionError::from(e).into()),
+        }
+    }
+
     pub fn get_ticket(&self, raw_id: &str) -> Result<Ticket, DomainError> {
         let id = ticket_id(raw_id)?;
-        lock(&self.tickets)
-            .get(&id)
-            .filter(|t| t.version > 0)
-            .cloned()
+        self.stored_ticket(&id)?
             .ok_or(DomainError::TicketNotFound(id))
     }
 
-    /// Look at a ticket without copying it.
+    /// Wait until the tickets projection has applied `sequence` (a client
+    /// that saw that event never reads older state).
+    pub async fn tickets_at(&self, sequence: u64) -> Result<(), DomainError> {
+        Ok(self.tickets.wait_for(sequence).await?)
+    }
+
+    /// Look at a ticket (as the projection has it).
     pub fn with_ticket<R>(&self, id: &str, f: impl FnOnce(&Ticket) -> R) -> Option<R> {
-        lock(&self.tickets).get(id).filter(|t| t.version > 0).map(f)
+        self.stored_ticket(id).ok().flatten().as_ref().map(f)
+    }
+
+    /// Every stored ticket, ordered by id.
+    fn stored_tickets(&self) -> impl Iterator<Item = Result<Ticket, DomainError>> + '_ {
+        self.tickets.tree().scan_prefix(b"t/").map(|row| {
+            let (_, value) = row.map_err(crate::projection::ProjectionError::from)?;
+            Ok(decode_ticket(&value)?)
+        })
+    }
+
+    /// Ids of every ticket, ordered.
+    pub(super) fn ticket_ids(&self) -> Result<Vec<String>, DomainError> {
+        self.tickets
+            .tree()
+            .scan_prefix(b"t/")
+            .keys()
+            .map(|k| {
+                let k = k.map_err(crate::projection::ProjectionError::from)?;
+                Ok(String::from_utf8_lossy(&k[2..]).to_string())
+            })
+            .collect()
+    }
+
+    pub(super) fn ticket_count(&self) -> Result<usize, DomainError> {
+        Ok(self.ticket_ids()?.len())
     }
 
     /// Matching tickets, ordered by id, and how many matched in all.
     pub fn list_tickets(&self, filter: &TicketFilter, limit: usize) -> (Vec<Ticket>, usize) {
         let matches = |want: &str, have: &str| want.is_empty() || want == have;
-        let tickets = lock(&self.tickets);
-        let all: Vec<&Ticket> = tickets
-            .values()
-            .filter(|t| {
-                t.version > 0
-                    && matches(&filter.status, &t.status)
-                    && matches(&filter.queue, &t.queue)
-                    && matches(&filter.priority, &t.priority)
-                    && matches(&filter.category, &t.category)
-            })
-            .collect();
-        let total = all.len();
-        (all.into_iter().take(limit).cloned().collect(), total)
+        let mut total = 0;
+        let mut out = Vec::new();
+        for ticket in self.stored_tickets() {
+            let t = match ticket {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot read a stored ticket");
+                    continue;
+                }
+            };
+            if t.version > 0
+                && matches(&filter.status, &t.status)
+                && matches(&filter.queue, &t.queue)
+                && matches(&filter.priority, &t.priority)
+                && matches(&filter.category, &t.category)
+            {
+                total += 1;
+                if out.len() < limit {
+                    out.push(t);
+                }
+            }
+        }
+        (out, total)
     }
 
     /// Create a ticket with the next free id `T-<n>`.
@@ -138,10 +188,7 @@ impl Desk {
                 )
                 .await
             {
-                Ok(events) => {
-                    self.fold(&events, true);
-                    return self.get_ticket(&id);
-                }
+                Ok(events) => return self.read_own(&id, &events).await,
                 // Someone took this id first: take the next one.
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return Err(e.into()),
@@ -150,20 +197,33 @@ impl Desk {
         Err(DomainError::Busy("ticket intake".into()))
     }
 
-    /// `T-<max+1>` over existing ids and files (at least T-1001).
+    /// `T-<max+1>` over existing ids, ids handed out and files (at least
+    /// T-1001).
     fn next_ticket_id(&self) -> String {
-        let number = |id: &str| id.strip_prefix("T-").and_then(|n| n.parse::<u64>().ok());
-        let max = lock(&self.tickets)
-            .keys()
-            .filter_map(|id| number(id))
-            .max()
-            .unwrap_or(1000);
-        let mut n = max + 1;
+        let known = self
+            .tickets_model
+            .max_number()
+            .max(self.issued.load(Ordering::Acquire))
+            .max(1000);
+        let mut n = known + 1;
         // A malformed file may hold a number the log does not know.
         while self.tickets_dir.join(format!("T-{n}.json")).exists() {
             n += 1;
         }
+        self.issued.fetch_max(n, Ordering::AcqRel);
         format!("T-{n}")
+    }
+
+    /// After an append: wait for the projection to have it, then read.
+    async fn read_own(
+        &self,
+        id: &str,
+        events: &[std::sync::Arc<tinycode_shared::proto::Event>],
+    ) -> Result<Ticket, DomainError> {
+        if let Some(last) = events.last() {
+            self.tickets.wait_for(last.sequence).await?;
+        }
+        self.get_ticket(id)
     }
 
     pub async fn add_customer_message(&self, id: &str, text: &str) -> Result<Ticket, DomainError> {
@@ -195,6 +255,7 @@ impl Desk {
     ) -> Result<Ticket, DomainError> {
         let id = ticket_id(raw_id)?;
         let stream = ticket_stream(&id);
+        let _my_turn = self.ticket_lock(&id).lock().await;
         for _ in 0..MAX_ATTEMPTS {
             let current = self.get_ticket(&id)?;
             let payloads = change(&current)?;
@@ -206,37 +267,15 @@ impl Desk {
                 .append(&stream, ExpectedVersion::Exact(current.version), payloads)
                 .await
             {
-                Ok(events) => {
-                    self.fold(&events, true);
-                    return self.get_ticket(&id);
-                }
+                Ok(events) => return self.read_own(&id, &events).await,
                 Err(StoreError::Conflict { .. }) => {
-                    // Fold what the other writer appended, then retry.
-                    let missing =
-                        self.store
-                            .read_stream(&stream, current.version + 1, usize::MAX)?;
-                    let missing: Vec<_> = missing.into_iter().map(std::sync::Arc::new).collect();
-                    self.fold(&missing, false);
+                    // The other writer's event is durable: wait until the
+                    // projection has it, then retry on the fresh state.
+                    self.tickets.wait_for(self.store.last_sequence()).await?;
                 }
                 Err(e) => return Err(e.into()),
             }
         }
         Err(DomainError::Busy(format!("ticket {id}")))
-    }
-
-    pub(crate) fn index_ticket(&self, t: &Ticket) {
-        let body: Vec<&str> = t
-            .messages
-            .iter()
-            .map(|m| m.text.as_str())
-            .chain(t.notes.iter().map(|n| n.text.as_str()))
-            .collect();
-        lock(&self.index).upsert(Document {
-            kind: Kind::Ticket,
-            id: &t.id,
-            title: &t.subject,
-            keywords: &[],
-            body: &body.join("\n"),
-        });
     }
 }

@@ -1,0 +1,719 @@
+//! The workspace mirror: the one writer of `tickets/<id>.json` and
+//! `knowledge/<id>.md`, a projector that follows the log from its
+//! checkpoint (tree `proj-mirror`).
+//!
+//! For every ticket or article event it writes the file from the tickets or
+//! knowledge projection (temp file + fsync + rename, then the directory is
+//! fsynced), and records per file, in the same sled batch as its
+//! checkpoint, the stream version, the sequence and the content hash it
+//! wrote. Files are read back by [`Mirror::scan`] (at start, and every poll):
+//!
+//! - content equal to what the mirror last wrote: ours (re-written when the
+//!   log has moved on);
+//! - content equal to the model, or to an earlier version of it (a write a
+//!   crash cut short): ours, re-written if behind, never imported;
+//! - anything else is a hand edit and is imported (`TicketUpdatedFromFile`,
+//!   `KnowledgeUpdatedFromFile`) at the version the file was written at; a
+//!   hand edit that lost a race with a newer change is kept beside the file
+//!   as `<name>.rejected` and the file is re-written;
+//! - a file with no stream is imported; a model entry with no file gets one.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use futures::StreamExt;
+use tinycode_shared::proto::event::Payload;
+use tinycode_shared::proto::{Event, KnowledgeFileRead, TicketImported, TicketUpdatedFromFile};
+
+use super::models::{article_content, stored_article};
+use super::{Desk, DomainError, LoadReport, article_stream, ticket_stream};
+use crate::domain::ids::sanitize_id;
+use crate::domain::knowledge::parse_article;
+use crate::domain::ticket::{parse_ticket_file, render_ticket_file, same_content};
+use crate::projection::{self, ProjectionError, Reporter, Writes, decode_u64};
+use crate::store::{ExpectedVersion, StoreError, SubscriptionOptions};
+
+/// Version of the mirror's records.
+const VERSION: u32 = 1;
+const RECORD_PREFIX: &[u8] = b"f/";
+/// Files appended concurrently during an import (shares flushes).
+const IMPORT_CONCURRENCY: usize = 64;
+/// A ticket or article file larger than this is not read.
+pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
+/// Events handled per batch at most.
+const MAX_BATCH: usize = 256;
+
+/// Modification time and size of each file at the last scan.
+pub type FileStamps = HashMap<PathBuf, (Option<SystemTime>, u64)>;
+
+/// What the mirror last wrote to one file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Record {
+    version: u64,
+    sequence: u64,
+    hash: u64,
+}
+
+impl Record {
+    fn encode(&self) -> Vec<u8> {
+        [self.version, self.sequence, self.hash]
+            .iter()
+            .flat_map(|n| n.to_be_bytes())
+            .collect()
+    }
+
+    fn decode(bytes: &[u8]) -> Option<Self> {
+        (bytes.len() == 24).then(|| Self {
+            version: decode_u64(&bytes[0..8]),
+            sequence: decode_u64(&bytes[8..16]),
+            hash: decode_u64(&bytes[16..24]),
+        })
+    }
+}
+
+/// FNV-1a, 64 bits: stable across builds (the records outlive the binary).
+fn content_hash(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The two kinds of mirrored file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Kind {
+    Ticket,
+    Article,
+}
+
+impl Kind {
+    fn of_stream(stream: &str) -> Option<(Self, &str)> {
+        if let Some(id) = stream.strip_prefix("ticket-") {
+            Some((Self::Ticket, id))
+        } else {
+            stream.strip_prefix("kb-").map(|id| (Self::Article, id))
+        }
+    }
+
+    fn stream(self, id: &str) -> String {
+        match self {
+            Self::Ticket => ticket_stream(id),
+            Self::Article => article_stream(id),
+        }
+    }
+
+    fn ext(self) -> &'static str {
+        match self {
+            Self::Ticket => "json",
+            Self::Article => "md",
+        }
+    }
+}
+
+/// A file's content as the model has it, with the stream version.
+struct Desired {
+    text: String,
+    version: u64,
+}
+
+/// A file read back: what it means against the log.
+enum Finding {
+    /// Nothing to do (ours and current, or recorded now).
+    InSync,
+    /// Ours but behind the log (or missing): write it again.
+    Stale,
+    /// New or edited by hand: append this.
+    Import {
+        expected: ExpectedVersion,
+        payload: Box<Payload>,
+    },
+}
+
+impl Desk {
+    fn dir(&self, kind: Kind) -> &Path {
+        match kind {
+            Kind::Ticket => &self.tickets_dir,
+            Kind::Article => &self.knowledge_dir,
+        }
+    }
+
+    fn file_path(&self, kind: Kind, id: &str) -> PathBuf {
+        self.dir(kind).join(format!("{id}.{}", kind.ext()))
+    }
+
+    fn record_key(&self, path: &Path) -> Vec<u8> {
+        [RECORD_PREFIX, self.relative(path).as_bytes()].concat()
+    }
+
+    fn record(&self, path: &Path) -> Result<Option<Record>, ProjectionError> {
+        Ok(self
+            .mirror
+            .tree()
+            .get(self.record_key(path))?
+            .and_then(|v| Record::decode(&v)))
+    }
+
+    /// The file as the model has it now.
+    fn desired(&self, kind: Kind, id: &str) -> Result<Option<Desired>, DomainError> {
+        Ok(match kind {
+            Kind::Ticket => self.stored_ticket(id)?.map(|t| Desired {
+                text: render_ticket_file(&t),
+                version: t.version,
+            }),
+            Kind::Article => stored_article(self.kb.tree(), id)
+                .map_err(DomainError::from)?
+                .map(|(text, version)| Desired { text, version }),
+        })
+    }
+
+    /// Bring one file up to the model; the record to store, if any.
+    fn sync_file(
+        &self,
+        kind: Kind,
+        id: &str,
+        sequence: u64,
+        rejected: Option<&mut Vec<String>>,
+    ) -> Result<Option<(Vec<u8>, Record)>, DomainError> {
+        let Some(desired) = self.desired(kind, id)? else {
+            return Ok(None);
+        };
+        let path = self.file_path(kind, id);
+        let record = self.record(&path).map_err(DomainError::from)?;
+        let current = std::fs::read_to_string(&path).ok();
+        let record_of = |hash| Record {
+            version: desired.version,
+            sequence,
+            hash,
+        };
+        if let Some(current) = &current {
+            let hash = content_hash(current);
+            if current == &desired.text {
+                return Ok(Some((self.record_key(&path), record_of(hash))));
+            }
+            if self.same_as_model(kind, id, current, &desired.text) {
+                // Imported from this very file: keep the person's layout.
+                return Ok(Some((self.record_key(&path), record_of(hash))));
+            }
+            if let Some(rejected) = rejected.filter(|_| record.is_some_and(|r| r.hash != hash)) {
+                // Edited by hand since we wrote it, and the log has moved on
+                // (the scan imports edits before they can race here): keep
+                // the edit beside the file rather than lose it.
+                let aside = path.with_extension(format!("{}.rejected", kind.ext()));
+                if std::fs::write(&aside, current).is_ok() {
+                    rejected.push(self.relative(&aside));
+                }
+            }
+        }
+        super::write_atomic(&path, &desired.text)?;
+        Ok(Some((
+            self.record_key(&path),
+            record_of(content_hash(&desired.text)),
+        )))
+    }
+
+    /// Does `text` parse to what the model holds?
+    fn same_as_model(&self, kind: Kind, id: &str, text: &str, desired: &str) -> bool {
+        match kind {
+            Kind::Ticket => match (parse_ticket_file(text), parse_ticket_file(desired)) {
+                (Ok(a), Ok(b)) => same_content(&a, &b),
+                _ => false,
+            },
+            Kind::Article => {
+                let _ = id;
+                text == desired
+            }
+        }
+    }
+
+    /// Follow the log and poll the files until the store closes.
+    pub(super) async fn run_mirror(
+        self: Arc<Self>,
+        mut checkpoint: u64,
+        mut reporter: Reporter,
+        poll: Duration,
+        mut stamps: FileStamps,
+    ) {
+        let mut pending_rebuild: Option<projection::RebuildReply> = None;
+        'follow: loop {
+            let mut sub = self.store.subscribe(SubscriptionOptions {
+                from_sequence: checkpoint + 1,
+                stream_prefix: String::new(),
+                follow: true,
+            });
+            let mut tick = tokio::time::interval(poll);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                if let Some(reply) = pending_rebuild.take() {
+                    if self.store.last_sequence() <= checkpoint {
+                        reply.send(Ok(checkpoint));
+                    } else {
+                        pending_rebuild = Some(reply);
+                    }
+                }
+                let first = tokio::select! {
+                    first = sub.recv() => first,
+                    _ = tick.tick() => {
+                        if let Err(e) = self.rescan(&mut stamps).await {
+                            tracing::error!(error = %e, "cannot scan the workspace files");
+                        }
+                        continue;
+                    }
+                    request = reporter.rebuild_requested() => match request {
+                        Some(reply) => {
+                            if let Err(e) = projection::reset_tree(self.mirror.tree(), VERSION) {
+                                reply.send(Err(e));
+                                continue;
+                            }
+                            checkpoint = 0;
+                            pending_rebuild = Some(reply);
+                            continue 'follow;
+                        }
+                        None => return,
+                    },
+                };
+                let Some(first) = first else { return };
+                let mut batch = vec![first];
+                while batch.len() < MAX_BATCH {
+                    match sub.try_recv() {
+                        Ok(next) => batch.push(next),
+                        Err(_) => break,
+                    }
+                }
+                match self.mirror_batch(batch).await {
+                    Ok(Some((last, written))) => {
+                        checkpoint = last;
+                        reporter.applied(last);
+                        // Our own writes are not changes to read back.
+                        for path in written {
+                            if let Some(now) = stamp(&path) {
+                                stamps.insert(path, now);
+                            }
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::error!(error = %e, "the workspace mirror stopped");
+                        if let Some(reply) = pending_rebuild.take() {
+                            reply.send(Err(ProjectionError::Storage(e.to_string())));
+                        }
+                        reporter.failed(e.to_string());
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Write the files a batch of events touched; commit records and
+    /// checkpoint together.
+    async fn mirror_batch(
+        &self,
+        batch: Vec<Result<Arc<Event>, StoreError>>,
+    ) -> Result<Option<(u64, Vec<PathBuf>)>, DomainError> {
+        let mut touched = BTreeSet::new();
+        let mut last = None;
+        for event in batch {
+            let event = event?;
+            if let Some((kind, id)) = Kind::of_stream(&event.stream_id) {
+                touched.insert((kind, id.to_string()));
+            }
+            last = Some(event.sequence);
+        }
+        let Some(last) = last else { return Ok(None) };
+        // The files render the models: wait until they have this batch.
+        self.tickets.wait_for(last).await?;
+        self.kb.wait_for(last).await?;
+        let mut writes = Writes::new(self.mirror.tree());
+        let mut rejected = Vec::new();
+        let mut written = Vec::new();
+        for (kind, id) in &touched {
+            if let Some((key, record)) = self.sync_file(*kind, id, last, Some(&mut rejected))? {
+                writes.put(key, record.encode());
+                written.push(self.file_path(*kind, id));
+            }
+        }
+        for file in rejected {
+            tracing::warn!(
+                file,
+                "a hand edit lost a race with a newer change of the same item and was not imported; it is kept in this file: re-apply it"
+            );
+        }
+        if !touched.is_empty() {
+            sync_dir(&self.tickets_dir);
+            sync_dir(&self.knowledge_dir);
+        }
+        writes.commit(last).map_err(DomainError::from)?;
+        Ok(Some((last, written)))
+    }
+
+    pub(super) fn stamp_all(&self, stamps: &mut FileStamps) {
+        for kind in [Kind::Ticket, Kind::Article] {
+            for path in list_dir(self.dir(kind), kind.ext()) {
+                if let Some(stamp) = stamp(&path) {
+                    stamps.insert(path, stamp);
+                }
+            }
+        }
+    }
+
+    /// Read back the files that changed (or vanished) since the last scan.
+    async fn rescan(&self, stamps: &mut FileStamps) -> Result<(), DomainError> {
+        let mut changed = Vec::new();
+        let mut present = std::collections::HashSet::new();
+        for kind in [Kind::Ticket, Kind::Article] {
+            for path in list_dir(self.dir(kind), kind.ext()) {
+                let now = stamp(&path);
+                present.insert(path.clone());
+                if stamps.get(&path) != now.as_ref() {
+                    if let Some(now) = now {
+                        stamps.insert(path.clone(), now);
+                    }
+                    changed.push((kind, path));
+                }
+            }
+        }
+        let vanished: Vec<PathBuf> = stamps
+            .keys()
+            .filter(|p| !present.contains(*p))
+            .cloned()
+            .collect();
+        for path in vanished {
+            stamps.remove(&path);
+            let kind = if path.extension().is_some_and(|e| e == "md") {
+                Kind::Article
+            } else {
+                Kind::Ticket
+            };
+            changed.push((kind, path));
+        }
+        if changed.is_empty() {
+            return Ok(());
+        }
+        let mut report = LoadReport::default();
+        self.scan(changed, &mut report).await?;
+        for warning in &report.warnings {
+            tracing::warn!("{warning}");
+        }
+        if report.imported + report.updated > 0 {
+            tracing::info!(
+                imported = report.imported,
+                updated = report.updated,
+                "picked up workspace files"
+            );
+        }
+        Ok(())
+    }
+
+    /// Every file of the workspace, and every model entry with no file.
+    pub(super) async fn scan_all(&self, report: &mut LoadReport) -> Result<(), DomainError> {
+        let mut paths = Vec::new();
+        for kind in [Kind::Ticket, Kind::Article] {
+            paths.extend(
+                list_dir(self.dir(kind), kind.ext())
+                    .into_iter()
+                    .map(|p| (kind, p)),
+            );
+        }
+        self.scan(paths, report).await?;
+        // Entries whose file is missing get it back.
+        let mut missing = Vec::new();
+        for id in self.ticket_ids()? {
+            if !self.file_path(Kind::Ticket, &id).exists() {
+                missing.push((Kind::Ticket, id));
+            }
+        }
+        for row in super::models::all_articles(self.kb.tree()) {
+            let (id, _) = row.map_err(DomainError::from)?;
+            if !self.file_path(Kind::Article, &id).exists() {
+                missing.push((Kind::Article, id));
+            }
+        }
+        self.rewrite(&missing, false)
+    }
+
+    /// Write these files from the model now and record them (with
+    /// `keep_edits`, a file edited by hand is first copied aside).
+    fn rewrite(&self, items: &[(Kind, String)], keep_edits: bool) -> Result<(), DomainError> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        let mut batch = sled::Batch::default();
+        let mut rejected = Vec::new();
+        for (kind, id) in items {
+            let applied = self.kb.applied().min(self.tickets.applied());
+            let keep = keep_edits.then_some(&mut rejected);
+            if let Some((key, record)) = self.sync_file(*kind, id, applied, keep)? {
+                batch.insert(key, record.encode());
+            }
+        }
+        sync_dir(&self.tickets_dir);
+        sync_dir(&self.knowledge_dir);
+        self.mirror
+            .tree()
+            .apply_batch(batch)
+            .map_err(|e| DomainError::from(ProjectionError::from(e)))
+    }
+
+    /// Read `paths` and act on what each means: import, re-write, nothing.
+    async fn scan(
+        &self,
+        paths: Vec<(Kind, PathBuf)>,
+        report: &mut LoadReport,
+    ) -> Result<(), DomainError> {
+        let mut imports = Vec::new();
+        let mut stale = Vec::new();
+        for (kind, path) in paths {
+            let id = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().to_string())
+                .unwrap_or_default();
+            match self.read_back(kind, &path) {
+                Ok(Finding::InSync) => {}
+                Ok(Finding::Stale) => stale.push((kind, id)),
+                Ok(Finding::Import { expected, payload }) => {
+                    imports.push((kind.stream(&id), path, expected, *payload));
+                }
+                Err(problem) => report
+                    .warnings
+                    .push(format!("skipped {}: {problem}", self.relative(&path))),
+            }
+        }
+        self.rewrite(&stale, false)?;
+        let store = &self.store;
+        let mut results = futures::stream::iter(imports)
+            .map(|(stream, path, expected, payload)| async move {
+                let updated = matches!(
+                    payload,
+                    Payload::TicketUpdatedFromFile(_) | Payload::KnowledgeUpdatedFromFile(_)
+                );
+                let article = stream.starts_with("kb-");
+                let appended = store.append(&stream, expected, vec![payload]).await;
+                (path, (article, updated), appended)
+            })
+            .buffer_unordered(IMPORT_CONCURRENCY);
+        let mut last = 0;
+        let mut lost_races = Vec::new();
+        while let Some((path, updated, appended)) = results.next().await {
+            match appended {
+                Ok(events) => {
+                    last = last.max(events.last().map_or(0, |e| e.sequence));
+                    match updated {
+                        (false, false) => report.imported += 1,
+                        (false, true) => report.updated += 1,
+                        (true, false) => report.articles_imported += 1,
+                        (true, true) => report.articles_updated += 1,
+                    }
+                }
+                Err(StoreError::Conflict { .. }) => lost_races.push(path),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        drop(results);
+        for path in lost_races {
+            // The item changed after the file was written: keep the edit
+            // aside, put the current content back.
+            let kind = if path.extension().is_some_and(|e| e == "md") {
+                Kind::Article
+            } else {
+                Kind::Ticket
+            };
+            let id = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().to_string())
+                .unwrap_or_default();
+            report.warnings.push(format!(
+                "not imported {}: it was edited by hand while the daemon changed it; the edit is kept in {}.rejected: re-apply it",
+                self.relative(&path),
+                self.relative(&path)
+            ));
+            self.rewrite(&[(kind, id)], true)?;
+        }
+        self.tickets.wait_for(last).await?;
+        self.kb.wait_for(last).await?;
+        Ok(())
+    }
+
+    /// What one file means against the log (`Err`: a reason to skip it).
+    fn read_back(&self, kind: Kind, path: &Path) -> Result<Finding, String> {
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().to_string())
+            .unwrap_or_default();
+        let id = sanitize_id(&stem).map_err(|e| format!("bad file name: {e}"))?;
+        let Ok(meta) = std::fs::metadata(path) else {
+            return Ok(Finding::Stale); // vanished: write it again
+        };
+        if meta.len() > MAX_FILE_BYTES {
+            return Err(format!(
+                "it is {} bytes; files over {MAX_FILE_BYTES} bytes (1 MiB) are not read",
+                meta.len()
+            ));
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))?;
+        let record = self.record(path).map_err(|e| e.to_string())?;
+        let desired = self.desired(kind, &id).map_err(|e| e.to_string())?;
+        let hash = content_hash(&text);
+        if let (Some(record), Some(desired)) = (&record, &desired)
+            && record.hash == hash
+        {
+            return Ok(if record.version < desired.version {
+                Finding::Stale
+            } else {
+                Finding::InSync
+            });
+        }
+        let file = self.relative(path);
+        match kind {
+            Kind::Ticket => {
+                let ticket = parse_ticket_file(&text).map_err(|e| e.to_string())?;
+                if ticket.id != id {
+                    return Err(format!(
+                        "field `id` is {:?} but the file is named {id}.json",
+                        ticket.id
+                    ));
+                }
+                let Some(desired) = desired else {
+                    return Ok(Finding::Import {
+                        expected: ExpectedVersion::NoStream,
+                        payload: Box::new(Payload::TicketImported(TicketImported {
+                            ticket: Some(ticket),
+                            file,
+                        })),
+                    });
+                };
+                if self.same_as_model(kind, &id, &text, &desired.text) {
+                    return Ok(Finding::Stale); // re-recorded, not re-written
+                }
+                if self.was_ticket_version(&id, &ticket)? {
+                    return Ok(Finding::Stale);
+                }
+                Ok(Finding::Import {
+                    expected: ExpectedVersion::Exact(record.map_or(desired.version, |r| r.version)),
+                    payload: Box::new(Payload::TicketUpdatedFromFile(TicketUpdatedFromFile {
+                        ticket: Some(ticket),
+                        file,
+                    })),
+                })
+            }
+            Kind::Article => {
+                parse_article(&id, &text).map_err(|e| e.to_string())?;
+                let read = KnowledgeFileRead {
+                    article_id: id.clone(),
+                    content: text.clone(),
+                    file,
+                };
+                let Some(desired) = desired else {
+                    // Never imported; an article edited before imports
+                    // existed has a stream already.
+                    let version = self
+                        .store
+                        .stream_version(&article_stream(&id))
+                        .map_err(|e| e.to_string())?;
+                    return Ok(Finding::Import {
+                        expected: if version == 0 {
+                            ExpectedVersion::NoStream
+                        } else {
+                            ExpectedVersion::Exact(version)
+                        },
+                        payload: Box::new(Payload::KnowledgeImported(read)),
+                    });
+                };
+                if text == desired.text || self.was_article_version(&id, &text)? {
+                    return Ok(Finding::Stale);
+                }
+                Ok(Finding::Import {
+                    expected: ExpectedVersion::Exact(record.map_or(desired.version, |r| r.version)),
+                    payload: Box::new(Payload::KnowledgeUpdatedFromFile(read)),
+                })
+            }
+        }
+    }
+
+    /// Was `ticket` the content of the ticket at some earlier version (a
+    /// file the mirror wrote, whose record a crash lost)?
+    fn was_ticket_version(
+        &self,
+        id: &str,
+        ticket: &tinycode_shared::proto::Ticket,
+    ) -> Result<bool, String> {
+        let events = self
+            .store
+            .read_stream(&ticket_stream(id), 1, usize::MAX)
+            .map_err(|e| e.to_string())?;
+        let mut state = tinycode_shared::proto::Ticket::default();
+        for event in &events {
+            crate::domain::ticket::apply(&mut state, event);
+            if same_content(&state, ticket) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    fn was_article_version(&self, id: &str, text: &str) -> Result<bool, String> {
+        let events = self
+            .store
+            .read_stream(&article_stream(id), 1, usize::MAX)
+            .map_err(|e| e.to_string())?;
+        Ok(events.iter().any(|e| article_content(e) == Some(text)))
+    }
+}
+
+fn stamp(path: &Path) -> Option<(Option<SystemTime>, u64)> {
+    std::fs::metadata(path)
+        .ok()
+        .map(|m| (m.modified().ok(), m.len()))
+}
+
+pub(super) fn list_dir(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.extension().is_some_and(|e| e == ext)
+                && p.file_name()
+                    .is_some_and(|n| !n.to_string_lossy().starts_with('.'))
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// fsync a directory, so renames in it are durable.
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = std::fs::File::open(dir)
+        && let Err(e) = d.sync_all()
+    {
+        tracing::warn!(dir = %dir.display(), error = %e, "cannot fsync the directory");
+    }
+}
+
+/// Open the mirror's state: the tree and its checkpoint.
+pub(super) fn open_state(
+    store: &crate::store::EventStore,
+) -> Result<(sled::Tree, u64), ProjectionError> {
+    let (tree, checkpoint, _) = projection::open_state(store, "mirror", VERSION)?;
+    Ok((tree, checkpoint))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_hash_is_stable() {
+        let r = Record {
+            version: 3,
+            sequence: 99,
+            hash: content_hash("abc"),
+        };
+        assert_eq!(Record::decode(&r.encode()), Some(r));
+        // FNV-1a 64 of "abc", a published test vector.
+        assert_eq!(content_hash("abc"), 0xe71f_a219_0541_574b);
+        assert_eq!(Record::decode(b"short"), None);
+    }
+}

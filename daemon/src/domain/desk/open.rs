@@ -1,0 +1,138 @@
+//! Start-up, rebuilds and settling of the desk's projections.
+//!
+//! Start: the tickets and knowledge projectors resume from their
+//! checkpoints and catch up with the log; the mirror reads the workspace
+//! files back (hand edits made while the daemon was down are imported, stale
+//! files re-written, missing ones written), then follows the log from its
+//! own checkpoint.
+
+use std::path::Path;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::models::{KnowledgeModel, TicketsModel};
+use super::{Desk, DomainError, mirror};
+use crate::config::Config;
+use crate::domain::search::SearchIndex;
+use crate::projection::{self, Projector};
+use crate::store::EventStore;
+
+/// What start-up found.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct LoadReport {
+    pub tickets: usize,
+    /// Ticket files new to the log.
+    pub imported: usize,
+    /// Ticket files edited by hand.
+    pub updated: usize,
+    pub articles: usize,
+    pub articles_imported: usize,
+    pub articles_updated: usize,
+    /// One line per skipped file: `path: problem`.
+    pub warnings: Vec<String>,
+}
+
+/// The desk's read models, by name (`tinycode admin rebuild MODEL`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Model {
+    Tickets,
+    Knowledge,
+    Mirror,
+}
+
+impl Model {
+    pub const ALL: [Model; 3] = [Model::Tickets, Model::Knowledge, Model::Mirror];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Model::Tickets => "tickets",
+            Model::Knowledge => "kb",
+            Model::Mirror => "mirror",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| m.name() == name)
+    }
+}
+
+impl Desk {
+    /// Open the projections, catch up, read the workspace files back.
+    pub async fn open(
+        store: EventStore,
+        workspace: &Path,
+        config: &Config,
+    ) -> Result<(Arc<Desk>, LoadReport), DomainError> {
+        let index = Arc::new(Mutex::new(SearchIndex::default()));
+        let tickets_model = Arc::new(TicketsModel::new(Arc::clone(&index)));
+        let tickets = Projector::spawn(&store, Arc::clone(&tickets_model))?;
+        let kb = Projector::spawn(&store, Arc::new(KnowledgeModel::new(Arc::clone(&index))))?;
+        let (mirror_tree, checkpoint) = mirror::open_state(&store)?;
+        let (mirror, reporter) = projection::channel("mirror", mirror_tree, checkpoint);
+        let desk = Arc::new(Desk {
+            workspace: workspace.to_path_buf(),
+            tickets_dir: workspace.join(&config.tickets_dir),
+            knowledge_dir: workspace.join(&config.knowledge_dir),
+            queues: config.queues.clone(),
+            tickets,
+            tickets_model,
+            kb,
+            mirror,
+            index,
+            issued: AtomicU64::new(0),
+            edit_lock: tokio::sync::Mutex::new(()),
+            ticket_locks: std::array::from_fn(|_| tokio::sync::Mutex::new(())),
+            store,
+        });
+        let head = desk.store.last_sequence();
+        desk.tickets.wait_for(head).await?;
+        desk.kb.wait_for(head).await?;
+        let mut report = LoadReport::default();
+        // Stamped before the read-back: a file changed from here on is
+        // read again by the mirror's first poll.
+        let mut stamps = mirror::FileStamps::new();
+        desk.stamp_all(&mut stamps);
+        desk.scan_all(&mut report).await?;
+        let poll = Duration::from_millis(config.auto_triage.poll_interval_ms.max(10));
+        tokio::spawn(Arc::clone(&desk).run_mirror(checkpoint, reporter, poll, stamps));
+        desk.settled().await?;
+        report.tickets = desk.ticket_count()?;
+        report.articles = desk.article_count()?;
+        for warning in &report.warnings {
+            tracing::warn!("{warning}");
+        }
+        tracing::info!(?report, "desk loaded");
+        Ok((desk, report))
+    }
+
+    /// Wait until every model and every workspace file has caught up with
+    /// the log as it is now.
+    pub async fn settled(&self) -> Result<(), DomainError> {
+        let head = self.store.last_sequence();
+        self.tickets.wait_for(head).await?;
+        self.kb.wait_for(head).await?;
+        self.mirror.wait_for(head).await?;
+        Ok(())
+    }
+
+    /// Fold the log again into `model` from scratch; returns the sequence
+    /// it caught up to.
+    pub async fn rebuild(&self, model: Model) -> Result<u64, DomainError> {
+        let handle = match model {
+            Model::Tickets => &self.tickets,
+            Model::Knowledge => &self.kb,
+            Model::Mirror => &self.mirror,
+        };
+        Ok(handle.rebuild().await?)
+    }
+
+    /// The last sequence `model` has applied.
+    pub fn applied(&self, model: Model) -> u64 {
+        match model {
+            Model::Tickets => self.tickets.applied(),
+            Model::Knowledge => self.kb.applied(),
+            Model::Mirror => self.mirror.applied(),
+        }
+    }
+}
