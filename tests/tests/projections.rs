@@ -217,8 +217,9 @@ async fn files_changed_while_the_daemon_was_down_are_imported_rewritten_or_resto
     consistent(&desk, &ch).await;
     desk.stop();
 
-    // A hand edit (the TinyCode workflow), an older version of a file put
-    // back (what a crash between write and record leaves), a deleted file.
+    // A hand edit (the TinyCode workflow), a file put back as it was before
+    // the last change (a hand edit too: it undoes the message), a deleted
+    // file.
     let mut t1001 = desk.ticket_file("T-1001");
     t1001["subject"] = "改过的标题".into();
     desk.write(
@@ -237,11 +238,7 @@ async fn files_changed_while_the_daemon_was_down_are_imported_rewritten_or_resto
     let t = tickets.get(get("T-1001")).await.unwrap().into_inner();
     assert_eq!(t.subject, "改过的标题", "the hand edit was imported");
     let t = tickets.get(get("T-1002")).await.unwrap().into_inner();
-    assert_eq!(t.messages.len(), 2, "the stale file was not imported");
-    assert!(
-        desk.read("tickets/T-1002.json").contains("还没到"),
-        "and was re-written"
-    );
+    assert_eq!(t.messages.len(), 1, "the older file is an edit: imported");
     assert!(
         desk.workspace().join("tickets/T-1003.json").exists(),
         "restored"
@@ -254,8 +251,8 @@ async fn files_changed_while_the_daemon_was_down_are_imported_rewritten_or_resto
         .collect();
     assert_eq!(
         updates,
-        ["ticket-T-1001"],
-        "only the hand edit is an import"
+        ["ticket-T-1001", "ticket-T-1002"],
+        "the two edits are imports; the deleted file is not"
     );
     consistent(&desk, &ch).await;
 

@@ -339,7 +339,10 @@ impl Turn<'_> {
             },
         };
         match decision {
-            Decision::Allow => self.tools.call(&call.name, &call.arguments, self.ctx).await,
+            Decision::Allow => {
+                let ctx = self.ctx.for_call(&call.id);
+                self.tools.call(&call.name, &call.arguments, &ctx).await
+            }
             Decision::Deny(reason) => {
                 ToolOutput::error(format!("{} was not run: {reason}", call.name))
             }

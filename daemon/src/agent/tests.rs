@@ -101,6 +101,7 @@ async fn env() -> Env {
             desk,
             skills: Arc::new(SkillRegistry::discover(&ws).0),
             cancel: rx,
+            origin: None,
         },
         cancel,
         tools: ToolRegistry::standard(),

@@ -275,7 +275,9 @@ struct Runner<P> {
 impl<P: Projection> Runner<P> {
     async fn run(mut self, mut checkpoint: u64) {
         let name = self.projection.name();
-        let mut pending_rebuild: Option<RebuildReply> = None;
+        // A rebuild answers once it has caught up with the log as it was
+        // when asked (not "with the head", which may never be still).
+        let mut pending_rebuild: Option<(RebuildReply, u64)> = None;
         'follow: loop {
             let mut sub = self.store.subscribe(SubscriptionOptions {
                 from_sequence: checkpoint + 1,
@@ -283,11 +285,11 @@ impl<P: Projection> Runner<P> {
                 follow: true,
             });
             loop {
-                if let Some(reply) = pending_rebuild.take() {
-                    if self.store.last_sequence() <= checkpoint {
+                if let Some((reply, target)) = pending_rebuild.take() {
+                    if checkpoint >= target {
                         reply.send(Ok(checkpoint));
                     } else {
-                        pending_rebuild = Some(reply);
+                        pending_rebuild = Some((reply, target));
                     }
                 }
                 let first = tokio::select! {
@@ -300,8 +302,16 @@ impl<P: Projection> Runner<P> {
                             }
                             self.projection.reset();
                             checkpoint = 0;
+                            // Waiters wait for the rebuilt model.
+                            self.reporter.applied(0);
                             tracing::info!(projection = name, "rebuilding from the log");
-                            pending_rebuild = Some(reply);
+                            if let Some((earlier, _)) = pending_rebuild.take() {
+                                earlier.send(Err(ProjectionError::Stopped {
+                                    name,
+                                    reason: "a newer rebuild started".into(),
+                                }));
+                            }
+                            pending_rebuild = Some((reply, self.store.last_sequence()));
                             continue 'follow;
                         }
                         None => return,
@@ -323,7 +333,7 @@ impl<P: Projection> Runner<P> {
                     Ok(None) => {}
                     Err(e) => {
                         tracing::error!(projection = name, error = %e, "projection stopped");
-                        if let Some(reply) = pending_rebuild.take() {
+                        if let Some((reply, _)) = pending_rebuild.take() {
                             reply.send(Err(e.clone()));
                         }
                         self.reporter.failed(e.to_string());

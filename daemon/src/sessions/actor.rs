@@ -311,6 +311,11 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
         desk: Arc::clone(&sessions.desk),
         skills: Arc::clone(&sessions.skills),
         cancel: live.cancel.subscribe(),
+        origin: Some(tinycode_shared::proto::ToolOrigin {
+            session_id: id.to_string(),
+            turn,
+            call_id: String::new(),
+        }),
     };
 
     // One writer stores events and emits deltas in the order the turn

@@ -291,3 +291,70 @@ async fn a_turn_stopped_while_waiting_resumes_after_restart_and_runs_the_call_on
     // The routing after the escalation happened too: the model continued.
     assert!(!t.queue.is_empty());
 }
+
+#[tokio::test]
+async fn a_change_made_before_a_crash_is_not_made_again_when_the_turn_resumes() {
+    let T1003 {
+        _tmp,
+        ws,
+        store,
+        sessions,
+        id,
+    } = triage_t1003(defaults(), "ask").await;
+    let approval = pending(&sessions, &id).await;
+    let call = sessions
+        .approvals
+        .get(&approval)
+        .unwrap()
+        .request
+        .unwrap()
+        .call
+        .unwrap();
+    // The escalation reached the log, then the daemon died before the
+    // call's result was stored (what a kill -9 between the two leaves).
+    store
+        .append(
+            "ticket-T-1003",
+            crate::store::ExpectedVersion::Any,
+            vec![Payload::TicketEscalated(
+                tinycode_shared::proto::TicketEscalated {
+                    level: 2,
+                    reason: "before the crash".into(),
+                    origin: Some(tinycode_shared::proto::ToolOrigin {
+                        session_id: id.clone(),
+                        turn: 1,
+                        call_id: call.id.clone(),
+                    }),
+                },
+            )],
+        )
+        .await
+        .unwrap();
+    drop(sessions);
+    let reopened = open_with(&ws, &store, defaults()).await;
+    reopened
+        .decide(
+            &approval,
+            ApprovalDecision::AllowOnce,
+            "",
+            false,
+            other_client(),
+        )
+        .await
+        .unwrap();
+    let events = until_done(&reopened, &id, 1).await;
+    let result = escalations(&events);
+    assert_eq!(result.len(), 1, "the call has its result");
+    assert!(!result[0].is_error, "{}", result[0].content);
+    let escalated = store
+        .read_stream("ticket-T-1003", 1, usize::MAX)
+        .unwrap()
+        .iter()
+        .filter(|e| matches!(e.payload, Some(Payload::TicketEscalated(_))))
+        .count();
+    assert_eq!(escalated, 1, "escalated once, before the crash");
+    let Some(Payload::TurnCompleted(done)) = events.last().unwrap().payload.clone() else {
+        panic!()
+    };
+    assert_eq!(done.outcome, TurnOutcome::Completed as i32);
+}

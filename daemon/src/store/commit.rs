@@ -36,9 +36,9 @@ pub(crate) struct Committer {
     durable: AtomicU64,
     live: broadcast::Sender<Arc<Event>>,
     fsyncs: AtomicU64,
-    /// Tests: the batches to let through before one injected failure
-    /// (`u64::MAX`: none).
-    fail_after: AtomicU64,
+    /// Tests: fail one append to a stream with this prefix, after letting
+    /// this many through.
+    fail: Mutex<Option<(String, u64)>>,
 }
 
 #[derive(Default)]
@@ -70,26 +70,32 @@ impl Committer {
             durable: AtomicU64::new(last_sequence),
             live,
             fsyncs: AtomicU64::new(0),
-            fail_after: AtomicU64::new(u64::MAX),
+            fail: Mutex::new(None),
         }
     }
 
-    /// Tests: let `batches` more batches through, then fail one write (a
-    /// transient failure: the store goes on afterwards).
+    /// Tests: let `appends` more appends to streams starting with `prefix`
+    /// through, then refuse one (a transient failure: the store goes on).
     #[cfg(test)]
-    pub(crate) fn inject_failure_after(&self, batches: u64) {
-        self.fail_after.store(batches, Ordering::SeqCst);
+    pub(crate) fn inject_failure(&self, prefix: &str, appends: u64) {
+        *crate::sync::lock(&self.fail) = Some((prefix.to_string(), appends));
     }
 
-    /// Is this batch the one to fail?
-    fn injected_failure(&self) -> bool {
-        let left = self.fail_after.load(Ordering::SeqCst);
-        if left == u64::MAX {
+    /// Is this append the one to fail?
+    fn injected_failure(&self, stream: &str) -> bool {
+        let mut fail = crate::sync::lock(&self.fail);
+        let Some((prefix, left)) = fail.as_mut() else {
+            return false;
+        };
+        if !stream.starts_with(prefix.as_str()) {
             return false;
         }
-        self.fail_after
-            .store(left.checked_sub(1).unwrap_or(u64::MAX), Ordering::SeqCst);
-        left == 0
+        if *left == 0 {
+            *fail = None;
+            return true;
+        }
+        *left -= 1;
+        false
     }
 
     fn lock(&self) -> MutexGuard<'_, Queue> {
@@ -175,6 +181,10 @@ impl Committer {
             reply,
         } in batch
         {
+            if self.injected_failure(&stream) {
+                let _ = reply.send(Err(StoreError::Io("injected failure (test)".into())));
+                continue;
+            }
             let current = match touched
                 .get(&stream)
                 .or_else(|| writer.versions.get(&stream))
@@ -220,12 +230,6 @@ impl Committer {
             accepted.push((reply, events));
         }
         if accepted.is_empty() {
-            return;
-        }
-        if self.injected_failure() {
-            for (reply, _) in accepted {
-                let _ = reply.send(Err(StoreError::Io("injected failure (test)".into())));
-            }
             return;
         }
         if let Err(e) = write_and_flush(writer, &accepted) {

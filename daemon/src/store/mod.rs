@@ -239,10 +239,11 @@ impl EventStore {
         Ok(self.inner.db.open_tree(name)?)
     }
 
-    /// Tests: let `batches` more write batches through, then fail one.
+    /// Tests: let `appends` more appends to streams starting with `prefix`
+    /// through, then refuse one.
     #[cfg(test)]
-    pub(crate) fn inject_failure_after(&self, batches: u64) {
-        self.inner.committer.inject_failure_after(batches);
+    pub(crate) fn inject_failure(&self, prefix: &str, appends: u64) {
+        self.inner.committer.inject_failure(prefix, appends);
     }
 
     /// Last durable sequence (= number of events: the log has no gaps).

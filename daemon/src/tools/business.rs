@@ -209,10 +209,13 @@ pub fn business_tools() -> Vec<Arc<dyn Tool>> {
                         priority: arg(args, "priority").into(),
                         intent: arg(args, "intent").into(),
                         summary: arg(args, "summary").into(),
+                        origin: ctx.origin.clone(),
                     });
                     let t = ctx
                         .desk
-                        .change_ticket(arg(args, "ticket_id"), |_| Ok(vec![payload.clone()]))
+                        .change_ticket_once(arg(args, "ticket_id"), ctx.origin.as_ref(), |_| {
+                            Ok(vec![payload.clone()])
+                        })
                         .await?;
                     Ok(ToolOutput::ok(
                         format!(
@@ -244,10 +247,13 @@ pub fn business_tools() -> Vec<Arc<dyn Tool>> {
                     let payload = Payload::TicketRouted(TicketRouted {
                         queue: queue.into(),
                         reason: arg(args, "reason").into(),
+                        origin: ctx.origin.clone(),
                     });
                     let t = ctx
                         .desk
-                        .change_ticket(arg(args, "ticket_id"), |_| Ok(vec![payload.clone()]))
+                        .change_ticket_once(arg(args, "ticket_id"), ctx.origin.as_ref(), |_| {
+                            Ok(vec![payload.clone()])
+                        })
                         .await?;
                     Ok(ToolOutput::ok(
                         format!("{} routed to {} → {}", t.id, t.queue, t.status),
@@ -273,7 +279,7 @@ pub fn business_tools() -> Vec<Arc<dyn Tool>> {
                     };
                     let t = ctx
                     .desk
-                    .change_ticket(arg(args, "ticket_id"), |t| {
+                    .change_ticket_once(arg(args, "ticket_id"), ctx.origin.as_ref(), |t| {
                         if t.category.is_empty() {
                             return Err(crate::domain::desk::DomainError::Invalid {
                                 field: "ticket_id",
@@ -281,7 +287,7 @@ pub fn business_tools() -> Vec<Arc<dyn Tool>> {
                             });
                         }
                         Ok(vec![
-                            Payload::TicketEscalated(TicketEscalated { level, reason: reason.clone() }),
+                            Payload::TicketEscalated(TicketEscalated { level, reason: reason.clone(), origin: ctx.origin.clone() }),
                             Payload::TicketNoteAdded(TicketNoteAdded { note: Some(note.clone()) }),
                         ])
                     })
@@ -309,10 +315,13 @@ pub fn business_tools() -> Vec<Arc<dyn Tool>> {
                     };
                     let payload = Payload::AgentReplyAdded(AgentReplyAdded {
                         message: Some(message),
+                        origin: ctx.origin.clone(),
                     });
                     let t = ctx
                         .desk
-                        .change_ticket(arg(args, "ticket_id"), |_| Ok(vec![payload.clone()]))
+                        .change_ticket_once(arg(args, "ticket_id"), ctx.origin.as_ref(), |_| {
+                            Ok(vec![payload.clone()])
+                        })
                         .await?;
                     Ok(ToolOutput::ok(
                         format!("reply sent on {} ({} messages)", t.id, t.messages.len()),
@@ -340,7 +349,13 @@ pub fn business_tools() -> Vec<Arc<dyn Tool>> {
                     let id = arg(args, "article_id");
                     let applied = ctx
                         .desk
-                        .edit_article(id, old_text, new_text, arg(args, "rationale"))
+                        .edit_article(
+                            id,
+                            old_text,
+                            new_text,
+                            arg(args, "rationale"),
+                            ctx.origin.as_ref(),
+                        )
                         .await?;
                     let plan = &applied.plan;
                     if applied.event.is_none() {

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use serde_json::Value;
+use tinycode_shared::proto::ToolOrigin;
 use tokio::sync::watch;
 
 use crate::domain::desk::{Desk, DomainError};
@@ -65,6 +66,23 @@ pub struct ToolContext {
     pub skills: Arc<SkillRegistry>,
     /// Becomes true when the turn is cancelled or times out.
     pub cancel: watch::Receiver<bool>,
+    /// The session and turn running the tools (`None` outside a session);
+    /// [`ToolContext::for_call`] adds the call id. Stored on the change a
+    /// tool makes, so a resumed turn never makes it twice.
+    pub origin: Option<ToolOrigin>,
+}
+
+impl ToolContext {
+    /// The context of one call: the origin names the call.
+    pub fn for_call(&self, call_id: &str) -> Self {
+        Self {
+            origin: self.origin.as_ref().map(|o| ToolOrigin {
+                call_id: call_id.to_string(),
+                ..o.clone()
+            }),
+            ..self.clone()
+        }
+    }
 }
 
 pub trait Tool: Send + Sync {

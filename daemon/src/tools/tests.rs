@@ -32,6 +32,7 @@ async fn setup() -> Setup {
             desk,
             skills: Arc::new(skills),
             cancel: cancel_rx,
+            origin: None,
         },
         registry: ToolRegistry::standard(),
         store,
@@ -262,4 +263,66 @@ async fn skills_load_on_demand_and_cancelled_turns_run_nothing() {
         out.content
     );
     assert_eq!(s.store.last_sequence(), before);
+}
+
+#[tokio::test]
+async fn a_tool_call_makes_its_change_once_even_when_run_again() {
+    let s = setup().await;
+    let turn = ToolContext {
+        origin: Some(tinycode_shared::proto::ToolOrigin {
+            session_id: "s1".into(),
+            turn: 3,
+            call_id: String::new(),
+        }),
+        ..s.ctx.clone()
+    };
+    let reply = json!({ "ticket_id": "T-1002", "message": "已为您催促物流" });
+    let edit = json!({
+        "article_id": "refund-policy",
+        "old_text": "7 个工作日",
+        "new_text": "5 个工作日",
+        "rationale": "财务已缩短退款周期",
+    });
+    // The same call run twice (a turn resumed after a crash between the
+    // change and its stored result): one reply, one edit.
+    for _ in 0..2 {
+        let r = s
+            .registry
+            .call("reply_customer", &reply, &turn.for_call("c1"))
+            .await;
+        assert!(!r.is_error, "{}", r.content);
+        let e = s
+            .registry
+            .call("propose_knowledge_edit", &edit, &turn.for_call("c2"))
+            .await;
+        assert!(!e.is_error, "{}", e.content);
+        assert_eq!(e.details["added"], 1, "the edit's result, from the log");
+    }
+    let replies = |store: &EventStore| {
+        store
+            .read_stream("ticket-T-1002", 1, usize::MAX)
+            .unwrap()
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e.payload,
+                    Some(tinycode_shared::proto::event::Payload::AgentReplyAdded(_))
+                )
+            })
+            .count()
+    };
+    assert_eq!(replies(&s.store), 1);
+    assert_eq!(
+        s.store.stream_version("kb-refund-policy").unwrap(),
+        2,
+        "import + one edit"
+    );
+    // Another call of the same turn is another change.
+    s.registry
+        .call("reply_customer", &reply, &turn.for_call("c3"))
+        .await;
+    assert_eq!(replies(&s.store), 2);
+    // Outside a session (no origin) nothing is deduplicated.
+    s.registry.call("reply_customer", &reply, &s.ctx).await;
+    assert_eq!(replies(&s.store), 3);
 }

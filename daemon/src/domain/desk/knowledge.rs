@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use tinycode_shared::proto::event::Payload;
-use tinycode_shared::proto::{Event, KnowledgeArticle, KnowledgeEdited};
+use tinycode_shared::proto::{Event, KnowledgeArticle, KnowledgeEdited, ToolOrigin};
 
 use super::models::{all_articles, parse_stored, stored_article};
 use super::{Desk, DomainError, article_id, article_stream};
@@ -32,6 +32,33 @@ impl Desk {
             })
             .filter(|a| tag.is_empty() || a.tags.iter().any(|t| t == tag))
             .collect()
+    }
+
+    /// An edit found in the log, as [`AppliedEdit`] (the content before it
+    /// is the previous event's).
+    fn applied_before(&self, id: &str, done: Event) -> Result<AppliedEdit, DomainError> {
+        let mut before = String::new();
+        for e in self.store.read_stream(&article_stream(id), 1, usize::MAX)? {
+            if e.sequence == done.sequence {
+                break;
+            }
+            if let Some(content) = super::models::article_content(&e) {
+                before = content.to_string();
+            }
+        }
+        let Some(Payload::KnowledgeEdited(edit)) = &done.payload else {
+            return Err(DomainError::ArticleNotFound(id.into()));
+        };
+        Ok(AppliedEdit {
+            plan: EditPlan {
+                before,
+                after: edit.content_after.clone(),
+                diff: edit.diff.clone(),
+                added: edit.added,
+                removed: edit.removed,
+            },
+            event: Some(Arc::new(done)),
+        })
     }
 
     pub(super) fn article_count(&self) -> Result<usize, DomainError> {
@@ -64,15 +91,23 @@ impl Desk {
     /// Edit an article: plan on its content as the log has it, record
     /// `KnowledgeEdited` (with the whole file after), wait for the
     /// projection. The same plan as the preview; the mirror writes the file.
+    /// With `origin`, at most once per tool call: an edit the call already
+    /// made is returned from the log instead of applied again.
     pub async fn edit_article(
         &self,
         raw_id: &str,
         old_text: &str,
         new_text: &str,
         rationale: &str,
+        origin: Option<&ToolOrigin>,
     ) -> Result<AppliedEdit, DomainError> {
         let id = article_id(raw_id)?;
         let _one_at_a_time = self.edit_lock.lock().await;
+        if let Some(origin) = origin
+            && let Some(done) = self.made_by(&article_stream(&id), origin)?
+        {
+            return self.applied_before(&id, done);
+        }
         let (content, version) = self.article_content(&id)?;
         let plan = plan_edit(&id, &content, old_text, new_text)?;
         if plan.is_noop() {
@@ -87,6 +122,7 @@ impl Desk {
             added: plan.added,
             removed: plan.removed,
             content_after: plan.after.clone(),
+            origin: origin.cloned(),
         });
         let expected = if version == 0 {
             ExpectedVersion::NoStream

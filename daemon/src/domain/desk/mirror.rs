@@ -48,6 +48,14 @@ const MAX_BATCH: usize = 256;
 /// Modification time and size of each file at the last scan.
 pub type FileStamps = HashMap<PathBuf, (Option<SystemTime>, u64)>;
 
+/// A file brought up to the model: its record, and its stamp when the
+/// mirror wrote it.
+struct Synced {
+    key: Vec<u8>,
+    record: Record,
+    written: Option<crate::domain::desk::Stamp>,
+}
+
 /// What the mirror last wrote to one file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Record {
@@ -123,6 +131,10 @@ enum Finding {
     InSync,
     /// Ours but behind the log (or missing): write it again.
     Stale,
+    /// Differs from the model, and the mirror has no record of writing it
+    /// (its records were rebuilt, or an older daemon wrote it): kept aside,
+    /// then written from the model.
+    Unknown,
     /// New or edited by hand: append this.
     Import {
         expected: ExpectedVersion,
@@ -167,62 +179,61 @@ impl Desk {
         })
     }
 
-    /// Bring one file up to the model; the record to store, if any.
+    /// Bring one file up to the model; the record to store, if any, and
+    /// the file's stamp when it was written. Content that is neither the
+    /// model nor what the mirror last wrote is kept aside first (named in
+    /// `rejected`), unless `trusted` (the read-back just found it is ours).
     fn sync_file(
         &self,
         kind: Kind,
         id: &str,
         sequence: u64,
-        rejected: Option<&mut Vec<String>>,
-    ) -> Result<Option<(Vec<u8>, Record)>, DomainError> {
+        trusted: bool,
+        rejected: &mut Vec<String>,
+    ) -> Result<Option<Synced>, DomainError> {
         let Some(desired) = self.desired(kind, id)? else {
             return Ok(None);
         };
         let path = self.file_path(kind, id);
         let record = self.record(&path).map_err(DomainError::from)?;
         let current = std::fs::read_to_string(&path).ok();
-        let record_of = |hash| Record {
-            version: desired.version,
-            sequence,
-            hash,
+        let synced = |hash, stamp| Synced {
+            key: self.record_key(&path),
+            record: Record {
+                version: desired.version,
+                sequence,
+                hash,
+            },
+            written: stamp,
         };
         if let Some(current) = &current {
             let hash = content_hash(current);
-            if current == &desired.text {
-                return Ok(Some((self.record_key(&path), record_of(hash))));
+            if current == &desired.text || self.same_as_model(kind, current, &desired.text) {
+                // Already there (a file just imported keeps its layout).
+                return Ok(Some(synced(hash, None)));
             }
-            if self.same_as_model(kind, id, current, &desired.text) {
-                // Imported from this very file: keep the person's layout.
-                return Ok(Some((self.record_key(&path), record_of(hash))));
-            }
-            if let Some(rejected) = rejected.filter(|_| record.is_some_and(|r| r.hash != hash)) {
-                // Edited by hand since we wrote it, and the log has moved on
-                // (the scan imports edits before they can race here): keep
-                // the edit beside the file rather than lose it.
-                let aside = path.with_extension(format!("{}.rejected", kind.ext()));
-                if std::fs::write(&aside, current).is_ok() {
-                    rejected.push(self.relative(&aside));
-                }
+            if !trusted && record.is_none_or(|r| r.hash != hash) {
+                // Edited by hand and not imported (the log moved on, or
+                // the mirror has no record of this file): keep the edit.
+                let aside = self
+                    .dir(kind)
+                    .join(format!("{id}.{}.rejected-{sequence}", kind.ext()));
+                super::write_atomic(&aside, current)?;
+                rejected.push(self.relative(&aside));
             }
         }
-        super::write_atomic(&path, &desired.text)?;
-        Ok(Some((
-            self.record_key(&path),
-            record_of(content_hash(&desired.text)),
-        )))
+        let stamp = super::write_atomic(&path, &desired.text)?;
+        Ok(Some(synced(content_hash(&desired.text), Some(stamp))))
     }
 
     /// Does `text` parse to what the model holds?
-    fn same_as_model(&self, kind: Kind, id: &str, text: &str, desired: &str) -> bool {
+    fn same_as_model(&self, kind: Kind, text: &str, desired: &str) -> bool {
         match kind {
             Kind::Ticket => match (parse_ticket_file(text), parse_ticket_file(desired)) {
                 (Ok(a), Ok(b)) => same_content(&a, &b),
                 _ => false,
             },
-            Kind::Article => {
-                let _ = id;
-                text == desired
-            }
+            Kind::Article => text == desired,
         }
     }
 
@@ -234,7 +245,7 @@ impl Desk {
         poll: Duration,
         mut stamps: FileStamps,
     ) {
-        let mut pending_rebuild: Option<projection::RebuildReply> = None;
+        let mut pending_rebuild: Option<(projection::RebuildReply, u64)> = None;
         'follow: loop {
             let mut sub = self.store.subscribe(SubscriptionOptions {
                 from_sequence: checkpoint + 1,
@@ -244,11 +255,11 @@ impl Desk {
             let mut tick = tokio::time::interval(poll);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                if let Some(reply) = pending_rebuild.take() {
-                    if self.store.last_sequence() <= checkpoint {
+                if let Some((reply, target)) = pending_rebuild.take() {
+                    if checkpoint >= target {
                         reply.send(Ok(checkpoint));
                     } else {
-                        pending_rebuild = Some(reply);
+                        pending_rebuild = Some((reply, target));
                     }
                 }
                 let first = tokio::select! {
@@ -261,12 +272,24 @@ impl Desk {
                     }
                     request = reporter.rebuild_requested() => match request {
                         Some(reply) => {
+                            // Hand edits not read back yet are imported
+                            // before the records that tell them apart go.
+                            if let Err(e) = self.rescan(&mut stamps).await {
+                                tracing::error!(error = %e, "cannot scan the workspace files");
+                            }
                             if let Err(e) = projection::reset_tree(self.mirror.tree(), VERSION) {
                                 reply.send(Err(e));
                                 continue;
                             }
                             checkpoint = 0;
-                            pending_rebuild = Some(reply);
+                            reporter.applied(0);
+                            if let Some((earlier, _)) = pending_rebuild.take() {
+                                earlier.send(Err(ProjectionError::Stopped {
+                                    name: "mirror",
+                                    reason: "a newer rebuild started".into(),
+                                }));
+                            }
+                            pending_rebuild = Some((reply, self.store.last_sequence()));
                             continue 'follow;
                         }
                         None => return,
@@ -285,16 +308,12 @@ impl Desk {
                         checkpoint = last;
                         reporter.applied(last);
                         // Our own writes are not changes to read back.
-                        for path in written {
-                            if let Some(now) = stamp(&path) {
-                                stamps.insert(path, now);
-                            }
-                        }
+                        stamps.extend(written);
                     }
                     Ok(None) => {}
                     Err(e) => {
                         tracing::error!(error = %e, "the workspace mirror stopped");
-                        if let Some(reply) = pending_rebuild.take() {
+                        if let Some((reply, _)) = pending_rebuild.take() {
                             reply.send(Err(ProjectionError::Storage(e.to_string())));
                         }
                         reporter.failed(e.to_string());
@@ -310,7 +329,7 @@ impl Desk {
     async fn mirror_batch(
         &self,
         batch: Vec<Result<Arc<Event>, StoreError>>,
-    ) -> Result<Option<(u64, Vec<PathBuf>)>, DomainError> {
+    ) -> Result<Option<(u64, Vec<(PathBuf, crate::domain::desk::Stamp)>)>, DomainError> {
         let mut touched = BTreeSet::new();
         let mut last = None;
         for event in batch {
@@ -328,22 +347,24 @@ impl Desk {
         let mut rejected = Vec::new();
         let mut written = Vec::new();
         for (kind, id) in &touched {
-            if let Some((key, record)) = self.sync_file(*kind, id, last, Some(&mut rejected))? {
-                writes.put(key, record.encode());
-                written.push(self.file_path(*kind, id));
+            if let Some(synced) = self.sync_file(*kind, id, last, false, &mut rejected)? {
+                writes.put(synced.key, synced.record.encode());
+                if let Some(stamp) = synced.written {
+                    written.push((self.file_path(*kind, id), stamp));
+                }
             }
         }
-        for file in rejected {
-            tracing::warn!(
-                file,
-                "a hand edit lost a race with a newer change of the same item and was not imported; it is kept in this file: re-apply it"
-            );
-        }
+        warn_rejected(&rejected);
         if !touched.is_empty() {
             sync_dir(&self.tickets_dir);
             sync_dir(&self.knowledge_dir);
         }
         writes.commit(last).map_err(DomainError::from)?;
+        // The records are durable with the files they describe.
+        self.mirror
+            .tree()
+            .flush()
+            .map_err(|e| DomainError::from(ProjectionError::from(e)))?;
         Ok(Some((last, written)))
     }
 
@@ -390,8 +411,19 @@ impl Desk {
         if changed.is_empty() {
             return Ok(());
         }
+        // Files are compared with the models as they are now (a rebuild
+        // may have cleared them a moment ago).
+        let head = self.store.last_sequence();
+        self.tickets.wait_for(head).await?;
+        self.kb.wait_for(head).await?;
         let mut report = LoadReport::default();
-        self.scan(changed, &mut report).await?;
+        if let Err(e) = self.scan(changed.clone(), &mut report).await {
+            // Read them again next time.
+            for (_, path) in &changed {
+                stamps.remove(path);
+            }
+            return Err(e);
+        }
         for warning in &report.warnings {
             tracing::warn!("{warning}");
         }
@@ -429,12 +461,12 @@ impl Desk {
                 missing.push((Kind::Article, id));
             }
         }
-        self.rewrite(&missing, false)
+        self.rewrite(&missing, true)
     }
 
-    /// Write these files from the model now and record them (with
-    /// `keep_edits`, a file edited by hand is first copied aside).
-    fn rewrite(&self, items: &[(Kind, String)], keep_edits: bool) -> Result<(), DomainError> {
+    /// Write these files from the model now and record them (`trusted`:
+    /// the read-back found them ours, so nothing is kept aside).
+    fn rewrite(&self, items: &[(Kind, String)], trusted: bool) -> Result<(), DomainError> {
         if items.is_empty() {
             return Ok(());
         }
@@ -442,16 +474,16 @@ impl Desk {
         let mut rejected = Vec::new();
         for (kind, id) in items {
             let applied = self.kb.applied().min(self.tickets.applied());
-            let keep = keep_edits.then_some(&mut rejected);
-            if let Some((key, record)) = self.sync_file(*kind, id, applied, keep)? {
-                batch.insert(key, record.encode());
+            if let Some(synced) = self.sync_file(*kind, id, applied, trusted, &mut rejected)? {
+                batch.insert(synced.key, synced.record.encode());
             }
         }
+        warn_rejected(&rejected);
         sync_dir(&self.tickets_dir);
         sync_dir(&self.knowledge_dir);
-        self.mirror
-            .tree()
-            .apply_batch(batch)
+        let tree = self.mirror.tree();
+        tree.apply_batch(batch)
+            .and_then(|()| tree.flush().map(drop))
             .map_err(|e| DomainError::from(ProjectionError::from(e)))
     }
 
@@ -463,6 +495,7 @@ impl Desk {
     ) -> Result<(), DomainError> {
         let mut imports = Vec::new();
         let mut stale = Vec::new();
+        let mut unknown = Vec::new();
         for (kind, path) in paths {
             let id = path
                 .file_stem()
@@ -471,6 +504,13 @@ impl Desk {
             match self.read_back(kind, &path) {
                 Ok(Finding::InSync) => {}
                 Ok(Finding::Stale) => stale.push((kind, id)),
+                Ok(Finding::Unknown) => {
+                    report.warnings.push(format!(
+                        "not imported {}: it differs from the log and this daemon has no record of writing it",
+                        self.relative(&path)
+                    ));
+                    unknown.push((kind, id));
+                }
                 Ok(Finding::Import { expected, payload }) => {
                     imports.push((kind.stream(&id), path, expected, *payload));
                 }
@@ -479,7 +519,8 @@ impl Desk {
                     .push(format!("skipped {}: {problem}", self.relative(&path))),
             }
         }
-        self.rewrite(&stale, false)?;
+        self.rewrite(&stale, true)?;
+        self.rewrite(&unknown, false)?;
         let store = &self.store;
         let mut results = futures::stream::iter(imports)
             .map(|(stream, path, expected, payload)| async move {
@@ -523,11 +564,10 @@ impl Desk {
                 .map(|s| s.to_string_lossy().to_string())
                 .unwrap_or_default();
             report.warnings.push(format!(
-                "not imported {}: it was edited by hand while the daemon changed it; the edit is kept in {}.rejected: re-apply it",
+                "not imported {}: it was edited by hand while the daemon changed it",
                 self.relative(&path),
-                self.relative(&path)
             ));
-            self.rewrite(&[(kind, id)], true)?;
+            self.rewrite(&[(kind, id)], false)?;
         }
         self.tickets.wait_for(last).await?;
         self.kb.wait_for(last).await?;
@@ -582,14 +622,19 @@ impl Desk {
                         })),
                     });
                 };
-                if self.same_as_model(kind, &id, &text, &desired.text) {
+                if self.same_as_model(kind, &text, &desired.text) {
                     return Ok(Finding::Stale); // re-recorded, not re-written
                 }
-                if self.was_ticket_version(&id, &ticket)? {
+                let Some(record) = record else {
+                    // No record of writing it: which version it was edited
+                    // from is unknown, so it is not imported.
+                    return Ok(Finding::Unknown);
+                };
+                if self.was_ticket_version(&id, &ticket, record.version)? {
                     return Ok(Finding::Stale);
                 }
                 Ok(Finding::Import {
-                    expected: ExpectedVersion::Exact(record.map_or(desired.version, |r| r.version)),
+                    expected: ExpectedVersion::Exact(record.version),
                     payload: Box::new(Payload::TicketUpdatedFromFile(TicketUpdatedFromFile {
                         ticket: Some(ticket),
                         file,
@@ -619,23 +664,32 @@ impl Desk {
                         payload: Box::new(Payload::KnowledgeImported(read)),
                     });
                 };
-                if text == desired.text || self.was_article_version(&id, &text)? {
+                if text == desired.text {
+                    return Ok(Finding::Stale); // re-recorded, not re-written
+                }
+                let Some(record) = record else {
+                    return Ok(Finding::Unknown);
+                };
+                if self.was_article_version(&id, &text, record.version)? {
                     return Ok(Finding::Stale);
                 }
                 Ok(Finding::Import {
-                    expected: ExpectedVersion::Exact(record.map_or(desired.version, |r| r.version)),
+                    expected: ExpectedVersion::Exact(record.version),
                     payload: Box::new(Payload::KnowledgeUpdatedFromFile(read)),
                 })
             }
         }
     }
 
-    /// Was `ticket` the content of the ticket at some earlier version (a
-    /// file the mirror wrote, whose record a crash lost)?
+    /// Was `ticket` the ticket's content at a version after `after` (the
+    /// version the mirror's record names)? Only a write whose record a
+    /// crash lost can leave such a file; a hand edit that puts back an
+    /// older state is older than the record, and is a hand edit.
     fn was_ticket_version(
         &self,
         id: &str,
         ticket: &tinycode_shared::proto::Ticket,
+        after: u64,
     ) -> Result<bool, String> {
         let events = self
             .store
@@ -644,19 +698,22 @@ impl Desk {
         let mut state = tinycode_shared::proto::Ticket::default();
         for event in &events {
             crate::domain::ticket::apply(&mut state, event);
-            if same_content(&state, ticket) {
+            if event.stream_version > after && same_content(&state, ticket) {
                 return Ok(true);
             }
         }
         Ok(false)
     }
 
-    fn was_article_version(&self, id: &str, text: &str) -> Result<bool, String> {
+    /// The same for an article file.
+    fn was_article_version(&self, id: &str, text: &str, after: u64) -> Result<bool, String> {
         let events = self
             .store
             .read_stream(&article_stream(id), 1, usize::MAX)
             .map_err(|e| e.to_string())?;
-        Ok(events.iter().any(|e| article_content(e) == Some(text)))
+        Ok(events
+            .iter()
+            .any(|e| e.stream_version > after && article_content(e) == Some(text)))
     }
 }
 
@@ -681,6 +738,16 @@ pub(super) fn list_dir(dir: &Path, ext: &str) -> Vec<PathBuf> {
         .collect();
     files.sort();
     files
+}
+
+/// Say where each hand edit that could not be imported was kept.
+fn warn_rejected(rejected: &[String]) {
+    for file in rejected {
+        tracing::warn!(
+            file,
+            "a hand edit could not be imported (the item changed after its file was written, or the daemon has no record of writing that file); it is kept in this file: re-apply what it changes"
+        );
+    }
 }
 
 /// fsync a directory, so renames in it are durable.

@@ -157,9 +157,14 @@ impl Desk {
     }
 }
 
+/// Modification time and size of a file.
+pub(crate) type Stamp = (Option<std::time::SystemTime>, u64);
+
 /// Write `content` to `path` atomically and durably: a temp file beside it,
-/// fsynced, then renamed (the caller fsyncs the directory).
-pub(crate) fn write_atomic(path: &Path, content: &str) -> Result<(), DomainError> {
+/// fsynced, then renamed (the caller fsyncs the directory). Returns the
+/// written file's stamp, taken before the rename: a change made after it
+/// shows as a different stamp.
+pub(crate) fn write_atomic(path: &Path, content: &str) -> Result<Stamp, DomainError> {
     let io = |action| {
         move |source| DomainError::Io {
             action,
@@ -174,14 +179,17 @@ pub(crate) fn write_atomic(path: &Path, content: &str) -> Result<(), DomainError
         .map(|n| n.to_string_lossy())
         .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let write = || -> std::io::Result<()> {
+    let write = || -> std::io::Result<Stamp> {
         use std::io::Write;
         let mut file = std::fs::File::create(&tmp)?;
         file.write_all(content.as_bytes())?;
-        file.sync_all()
+        file.sync_all()?;
+        let meta = file.metadata()?;
+        Ok((meta.modified().ok(), meta.len()))
     };
-    write().map_err(io("write"))?;
-    std::fs::rename(&tmp, path).map_err(io("replace"))
+    let stamp = write().map_err(io("write"))?;
+    std::fs::rename(&tmp, path).map_err(io("replace"))?;
+    Ok(stamp)
 }
 
 #[cfg(test)]

@@ -32,11 +32,10 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// Open the desk; after a close, once the previous desk's projector tasks
+/// have let go of the database (they end a moment after the store closes).
 async fn open(ws: &Path, db: &Path) -> (Arc<Desk>, LoadReport, EventStore) {
-    let store = EventStore::open(db).unwrap();
-    let config = Config::load(ws).unwrap();
-    let (desk, report) = Desk::open(store.clone(), ws, &config).await.unwrap();
-    (desk, report, store)
+    reopen(ws, db).await
 }
 
 /// Every ticket folded from the log alone, by id.
@@ -119,12 +118,14 @@ async fn changes_go_to_the_log_then_the_file_and_leave_other_tickets_alone() {
         .change_ticket("T-1001", |_| {
             Ok(vec![
                 Payload::TicketClassified(TicketClassified {
+                    origin: None,
                     category: "退款".into(),
                     priority: "P1".into(),
                     intent: "refund".into(),
                     summary: "未收到货要求退款".into(),
                 }),
                 Payload::TicketRouted(TicketRouted {
+                    origin: None,
                     queue: "售后组".into(),
                     reason: "refund-policy".into(),
                 }),
@@ -165,6 +166,86 @@ async fn a_hand_edited_file_is_imported_as_an_update() {
         last[0].payload,
         Some(Payload::TicketUpdatedFromFile(_))
     ));
+}
+
+/// Close the desk and its store, and wait until the database is free.
+async fn closed(desk: Arc<Desk>, store: EventStore) {
+    desk.settled().await.unwrap();
+    store.close().await.unwrap();
+    drop((desk, store));
+}
+
+/// Open the store once a closed one's tasks have let go of it.
+async fn open_store(db: &Path) -> EventStore {
+    for _ in 0..500 {
+        if let Ok(store) = EventStore::open(db) {
+            return store;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("the store stayed locked")
+}
+
+async fn reopen(ws: &Path, db: &Path) -> (Arc<Desk>, LoadReport, EventStore) {
+    let store = open_store(db).await;
+    let config = Config::load(ws).unwrap();
+    let (desk, report) = Desk::open(store.clone(), ws, &config).await.unwrap();
+    (desk, report, store)
+}
+
+#[tokio::test]
+async fn a_hand_edit_back_to_an_older_state_is_an_edit_and_unknown_files_are_kept() {
+    let (tmp, ws) = fixture_copy();
+    let db = tmp.path().join("db");
+    let (desk, _, store) = open(&ws, &db).await;
+    let original = read(ws.join("tickets/T-1002.json"));
+    desk.add_customer_message("T-1002", "还没到").await.unwrap();
+    closed(desk, store).await;
+    // The person puts the file back as it was before the message: that is
+    // an edit (older than what the mirror last wrote), not a stale file.
+    std::fs::write(ws.join("tickets/T-1002.json"), &original).unwrap();
+    let (desk, report, store) = reopen(&ws, &db).await;
+    assert_eq!(report.updated, 1, "{report:?}");
+    assert_eq!(desk.get_ticket("T-1002").unwrap().messages.len(), 1);
+
+    // With no record of writing a file (the mirror's records gone), a file
+    // that differs from the log is neither imported nor lost: kept aside.
+    let t1001 = read(ws.join("tickets/T-1001.json"));
+    closed(desk, store).await;
+    {
+        let store = EventStore::open(&db).unwrap();
+        store
+            .projection_tree("proj-mirror")
+            .unwrap()
+            .clear()
+            .unwrap();
+        store.close().await.unwrap();
+    }
+    let edited = t1001.replace("张伟", "王五");
+    std::fs::write(ws.join("tickets/T-1001.json"), &edited).unwrap();
+    let (desk, report, store) = reopen(&ws, &db).await;
+    assert_eq!(report.updated, 0, "{report:?}");
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("no record of writing it")),
+        "{report:?}"
+    );
+    assert_eq!(desk.get_ticket("T-1001").unwrap().customer, "张伟");
+    assert_eq!(
+        read(ws.join("tickets/T-1001.json")),
+        t1001,
+        "written from the log"
+    );
+    let kept: Vec<_> = std::fs::read_dir(ws.join("tickets"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains("T-1001.json.rejected-"))
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(read(kept[0].clone()), edited, "the edit is kept");
+    assert_consistent(&desk, &store, &ws).await;
 }
 
 #[tokio::test]
@@ -281,7 +362,10 @@ async fn hostile_ids_never_reach_the_filesystem() {
             matches!(desk.get_article(id), Err(DomainError::BadId { .. })),
             "{id:?}"
         );
-        let err = desk.edit_article(id, "a", "b", "r").await.unwrap_err();
+        let err = desk
+            .edit_article(id, "a", "b", "r", None)
+            .await
+            .unwrap_err();
         assert!(matches!(err, DomainError::BadId { .. }), "{id:?}");
     }
     let err = desk.get_ticket("T-9999").unwrap_err().to_string();
@@ -304,6 +388,7 @@ async fn a_knowledge_edit_is_recorded_then_written_and_searchable() {
             "7 个工作日",
             "5 个工作日",
             "财务已缩短退款周期",
+            None,
         )
         .await
         .unwrap();
@@ -326,13 +411,13 @@ async fn a_knowledge_edit_is_recorded_then_written_and_searchable() {
     // old == new records nothing.
     let seq = store.last_sequence();
     let noop = desk
-        .edit_article("refund-policy", "5 个工作日", "5 个工作日", "")
+        .edit_article("refund-policy", "5 个工作日", "5 个工作日", "", None)
         .await
         .unwrap();
     assert!(noop.event.is_none() && noop.plan.is_noop());
     assert_eq!(store.last_sequence(), seq);
     let err = desk
-        .edit_article("refund-policy", "7 个工作日", "x", "")
+        .edit_article("refund-policy", "7 个工作日", "x", "", None)
         .await
         .unwrap_err();
     assert!(err.to_string().contains("old_text was not found"), "{err}");

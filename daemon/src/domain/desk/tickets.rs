@@ -9,7 +9,9 @@ use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
 use tinycode_shared::proto::event::Payload;
-use tinycode_shared::proto::{CustomerMessageAdded, Ticket, TicketCreated, TicketMessage};
+use tinycode_shared::proto::{
+    CustomerMessageAdded, Ticket, TicketCreated, TicketMessage, ToolOrigin,
+};
 use tinycode_shared::render::rfc3339;
 
 use super::models::{decode_ticket, ticket_key};
@@ -197,6 +199,19 @@ impl Desk {
         Err(DomainError::Busy("ticket intake".into()))
     }
 
+    /// The event of `stream` made by the tool call `origin`, if any.
+    pub(super) fn made_by(
+        &self,
+        stream: &str,
+        origin: &ToolOrigin,
+    ) -> Result<Option<tinycode_shared::proto::Event>, DomainError> {
+        Ok(self
+            .store
+            .read_stream(stream, 1, usize::MAX)?
+            .into_iter()
+            .find(|e| crate::domain::ticket::origin_of(e) == Some(origin)))
+    }
+
     /// `T-<max+1>` over existing ids, ids handed out and files (at least
     /// T-1001).
     fn next_ticket_id(&self) -> String {
@@ -253,9 +268,28 @@ impl Desk {
         raw_id: &str,
         change: impl Fn(&Ticket) -> Result<Vec<Payload>, DomainError>,
     ) -> Result<Ticket, DomainError> {
+        self.change_ticket_once(raw_id, None, change).await
+    }
+
+    /// [`Desk::change_ticket`] at most once per tool call: when the
+    /// ticket's stream already holds a change made by `origin` (a turn
+    /// resumed after a crash between the change and its result), nothing is
+    /// appended and the ticket is returned as it is.
+    pub async fn change_ticket_once(
+        &self,
+        raw_id: &str,
+        origin: Option<&ToolOrigin>,
+        change: impl Fn(&Ticket) -> Result<Vec<Payload>, DomainError>,
+    ) -> Result<Ticket, DomainError> {
         let id = ticket_id(raw_id)?;
         let stream = ticket_stream(&id);
         let _my_turn = self.ticket_lock(&id).lock().await;
+        if let Some(origin) = origin
+            && self.made_by(&stream, origin)?.is_some()
+        {
+            tracing::info!(ticket = %id, call = %origin.call_id, "the call's change is already in the log; not applied again");
+            return self.get_ticket(&id);
+        }
         for _ in 0..MAX_ATTEMPTS {
             let current = self.get_ticket(&id)?;
             let payloads = change(&current)?;

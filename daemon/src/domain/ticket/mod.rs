@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value};
 use tinycode_shared::proto::event::Payload;
-use tinycode_shared::proto::{Event, Ticket, TicketMessage, TicketNote};
+use tinycode_shared::proto::{Event, Ticket, TicketMessage, TicketNote, ToolOrigin};
 
 pub const CHANNELS: [&str; 4] = ["email", "chat", "phone", "web"];
 pub const STATUSES: [&str; 5] = ["open", "triaged", "routed", "escalated", "resolved"];
@@ -243,6 +243,18 @@ pub fn same_content(a: &Ticket, b: &Ticket) -> bool {
     } == Ticket {
         version: 0,
         ..b.clone()
+    }
+}
+
+/// The tool call that made a change, when a turn's tool made it.
+pub fn origin_of(event: &Event) -> Option<&ToolOrigin> {
+    match event.payload.as_ref()? {
+        Payload::AgentReplyAdded(e) => e.origin.as_ref(),
+        Payload::TicketClassified(e) => e.origin.as_ref(),
+        Payload::TicketRouted(e) => e.origin.as_ref(),
+        Payload::TicketEscalated(e) => e.origin.as_ref(),
+        Payload::KnowledgeEdited(e) => e.origin.as_ref(),
+        _ => None,
     }
 }
 

@@ -100,16 +100,19 @@ fn every_event_type_folds() {
             message: Some(msg("customer", "hello")),
         }),
         Payload::TicketClassified(TicketClassified {
+            origin: None,
             category: "退款".into(),
             priority: "P1".into(),
             intent: "refund".into(),
             summary: "wants money back".into(),
         }),
         Payload::TicketRouted(TicketRouted {
+            origin: None,
             queue: "售后组".into(),
             reason: "refunds".into(),
         }),
         Payload::AgentReplyAdded(AgentReplyAdded {
+            origin: None,
             message: Some(msg("agent", "on it")),
         }),
         Payload::TicketNoteAdded(TicketNoteAdded {
@@ -141,6 +144,7 @@ fn every_event_type_folds() {
         &event(
             7,
             Payload::TicketEscalated(TicketEscalated {
+                origin: None,
                 level: 2,
                 reason: "r".into(),
             }),
@@ -152,6 +156,7 @@ fn every_event_type_folds() {
         &event(
             8,
             Payload::TicketRouted(TicketRouted {
+                origin: None,
                 queue: "技术支持".into(),
                 reason: String::new(),
             }),
