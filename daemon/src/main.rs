@@ -32,6 +32,9 @@ fn main() -> std::process::ExitCode {
 
 fn run(args: Args) -> anyhow::Result<()> {
     let layout = Layout::discover(args.workspace.as_deref())?;
+    // Everything the daemon creates in its state dir (log, database, lock,
+    // artifacts) is private; workspace files keep the usual mode.
+    tinycoded::domain::desk::private_umask();
     tinycode_shared::logging::init(&layout.log_path())
         .with_context(|| format!("cannot open log file {}", layout.log_path().display()))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -170,14 +170,11 @@ pub async fn start_daemon(layout: &Layout) -> Result<u32, ConnectError> {
         binary: binary.clone(),
         source,
     };
-    std::fs::create_dir_all(layout.log_dir()).map_err(spawn_err)?;
+    crate::paths::create_private_dir(&layout.state_dir).map_err(spawn_err)?;
+    crate::paths::create_private_dir(&layout.log_dir()).map_err(spawn_err)?;
     // Appended, not truncated: a concurrent start must not wipe the
     // running daemon's start-up errors.
-    let stderr = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(layout.stderr_path())
-        .map_err(spawn_err)?;
+    let stderr = crate::paths::open_private_append(&layout.stderr_path()).map_err(spawn_err)?;
     let stderr_start = stderr.metadata().map(|m| m.len()).unwrap_or(0);
     let mut child = std::process::Command::new(&binary)
         .arg("--workspace")

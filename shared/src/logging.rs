@@ -8,7 +8,6 @@
 //! in the daemon). A value that does not parse is reported in the log and
 //! the default is used.
 
-use std::fs::OpenOptions;
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -34,14 +33,16 @@ fn filter(value: Option<&str>) -> (Targets, Option<String>) {
     }
 }
 
+/// Log to `log_path` (created private: directory 0700, file 0600, whoever's
+/// process creates it first).
 pub fn init(log_path: &Path) -> std::io::Result<()> {
     if let Some(dir) = log_path.parent() {
-        std::fs::create_dir_all(dir)?;
+        if let Some(state) = dir.parent() {
+            crate::paths::create_private_dir(state)?;
+        }
+        crate::paths::create_private_dir(dir)?;
     }
-    let file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log_path)?;
+    let file = crate::paths::open_private_append(log_path)?;
     let value = std::env::var("RUST_LOG").ok();
     let (targets, problem) = filter(value.as_deref());
     let layer = tracing_subscriber::fmt::layer()

@@ -158,6 +158,27 @@ fn fnv1a64(bytes: &[u8]) -> u64 {
     })
 }
 
+/// Create `dir` (and missing parents) private to the user: mode 0700, also
+/// when it already existed.
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
+/// Open `path` for appending, creating it private (mode 0600).
+pub fn open_private_append(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

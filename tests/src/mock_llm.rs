@@ -24,6 +24,9 @@ pub enum Reply {
     Text(String),
     /// An HTTP error status (the provider retries 5xx).
     Status(u16),
+    /// 401 with the request's credentials echoed in the error message (as
+    /// some proxies do): the key must never be stored or printed.
+    EchoCredentials,
     /// Never answer (until the client goes away).
     Hang,
 }
@@ -152,14 +155,18 @@ fn frames(reply: &Reply) -> Vec<String> {
             }
             out.push(chunk(json!({}), Some("tool_calls")));
         }
-        Reply::Status(_) | Reply::Hang => {}
+        Reply::Status(_) | Reply::Hang | Reply::EchoCredentials => {}
     }
     out.push(format!("data: {}\n\n", json!({ "id": "mock", "choices": [], "usage": { "prompt_tokens": 100, "completion_tokens": 10 } })));
     out.push("data: [DONE]\n\n".into());
     out
 }
 
-async fn handle(State(script): State<Script>, body: Bytes) -> Response {
+async fn handle(
+    State(script): State<Script>,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> Response {
     let reply = match &script.responder {
         Some(responder) => responder(&serde_json::from_slice(&body).unwrap_or(Value::Null)),
         None => script
@@ -172,6 +179,14 @@ async fn handle(State(script): State<Script>, body: Bytes) -> Response {
     script.requests.lock().expect("lock").push(body);
     if let Reply::Hang = reply {
         futures::future::pending::<()>().await;
+    }
+    if let Reply::EchoCredentials = reply {
+        let sent = headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        let body = json!({ "error": { "message": format!("invalid credentials; request had Authorization: {sent}") } });
+        return (StatusCode::UNAUTHORIZED, body.to_string()).into_response();
     }
     if let Reply::Status(code) = reply {
         let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);

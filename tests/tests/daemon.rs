@@ -148,6 +148,42 @@ fn socket_and_state_dir_are_private() {
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&desk.state_dir()), 0o700);
     assert_eq!(mode(&desk.socket()), 0o600);
+    // Every file the daemon made in its state dir is private too (the
+    // database, its log, the lock), while the workspace files it writes keep
+    // the usual mode.
+    desk.ok(&[
+        "ticket",
+        "create",
+        "--subject",
+        "s",
+        "--customer",
+        "c",
+        "--channel",
+        "web",
+        "--body",
+        "b",
+    ]);
+    let mut seen = 0;
+    let mut dirs = vec![desk.state_dir()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            let m = mode(&path);
+            assert_eq!(m & 0o077, 0, "{} is {m:o}", path.display());
+            if path.is_dir() {
+                dirs.push(path);
+            }
+            seen += 1;
+        }
+    }
+    assert!(seen >= 4, "{seen} entries");
+    let ticket = desk.workspace().join("tickets/T-1001.json");
+    assert!(wait_until(Duration::from_secs(5), || ticket.exists()));
+    assert_eq!(
+        mode(&ticket) & 0o044,
+        0o044,
+        "a workspace file is readable as usual"
+    );
 }
 
 #[test]

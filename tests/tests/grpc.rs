@@ -238,3 +238,134 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+#[tokio::test]
+async fn approval_ids_are_validated_like_every_other_id() {
+    use tinycode_shared::proto::approvals_client::ApprovalsClient;
+    use tinycode_shared::proto::{DecideApprovalRequest, GetApprovalRequest, RevokeRuleRequest};
+    let desk = Desk::fixture();
+    desk.ok(&["daemon", "start"]);
+    let channel = connect(&desk.socket(), &ClientName::new("tests").unwrap())
+        .await
+        .unwrap();
+    let mut approvals = ApprovalsClient::new(channel);
+    let long = "A".repeat(100_000);
+    for bad in ["A-1\0", "../A-1", long.as_str()] {
+        let get = approvals
+            .get(GetApprovalRequest {
+                approval_id: bad.into(),
+            })
+            .await
+            .unwrap_err();
+        let decide = approvals
+            .decide(DecideApprovalRequest {
+                approval_id: bad.into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        let revoke = approvals
+            .revoke_rule(RevokeRuleRequest {
+                rule_id: bad.into(),
+            })
+            .await
+            .unwrap_err();
+        for err in [get, decide, revoke] {
+            assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+            assert!(err.message().len() < 300, "the id is not echoed back");
+            assert!(!err.message().contains('\0'));
+        }
+    }
+    // A well-formed id that does not exist is still NOT_FOUND.
+    let missing = approvals
+        .get(GetApprovalRequest {
+            approval_id: "A-999".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(missing.code(), tonic::Code::NotFound);
+}
+
+/// A request whose string field is not UTF-8 is refused as the caller's
+/// error, naming the problem; the daemon goes on.
+#[tokio::test]
+async fn invalid_utf8_in_a_request_is_invalid_argument() {
+    use tinycode_shared::proto::tickets_client::TicketsClient;
+    use tinycode_shared::proto::{GetTicketRequest, Ticket};
+    let desk = Desk::fixture();
+    desk.ok(&["daemon", "start"]);
+    let channel = connect(&desk.socket(), &ClientName::new("tests").unwrap())
+        .await
+        .unwrap();
+    // GetTicketRequest{id} encoded by hand: field 1, length 3, bytes that
+    // are not UTF-8. Sent through a codec that passes raw bytes.
+    let raw: Vec<u8> = vec![0x0a, 0x03, 0xff, 0xfe, 0x41];
+    let mut grpc = tonic::client::Grpc::new(channel.clone());
+    grpc.ready().await.unwrap();
+    let err = grpc
+        .unary::<Vec<u8>, Ticket, _>(
+            tonic::Request::new(raw),
+            "/tinycode.v1.Tickets/Get".parse().unwrap(),
+            RawCodec,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+    assert!(err.message().contains("UTF-8"), "{}", err.message());
+    // The daemon still answers.
+    TicketsClient::new(channel)
+        .get(GetTicketRequest {
+            id: "T-1001".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+}
+
+/// Encodes `Vec<u8>` as is; decodes responses as a protobuf message.
+struct RawCodec;
+
+impl tonic::codec::Codec for RawCodec {
+    type Encode = Vec<u8>;
+    type Decode = tinycode_shared::proto::Ticket;
+    type Encoder = RawEncoder;
+    type Decoder = TicketDecoder;
+    fn encoder(&mut self) -> Self::Encoder {
+        RawEncoder
+    }
+    fn decoder(&mut self) -> Self::Decoder {
+        TicketDecoder
+    }
+}
+
+struct TicketDecoder;
+
+impl tonic::codec::Decoder for TicketDecoder {
+    type Item = tinycode_shared::proto::Ticket;
+    type Error = tonic::Status;
+    fn decode(
+        &mut self,
+        src: &mut tonic::codec::DecodeBuf<'_>,
+    ) -> Result<Option<Self::Item>, Self::Error> {
+        use prost::Message;
+        Self::Item::decode(src)
+            .map(Some)
+            .map_err(|e| tonic::Status::internal(e.to_string()))
+    }
+}
+
+struct RawEncoder;
+
+impl tonic::codec::Encoder for RawEncoder {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+    fn encode(
+        &mut self,
+        item: Vec<u8>,
+        dst: &mut tonic::codec::EncodeBuf<'_>,
+    ) -> Result<(), Self::Error> {
+        use bytes::BufMut;
+        dst.put_slice(&item);
+        Ok(())
+    }
+}

@@ -350,3 +350,48 @@ fn a_message_sent_while_a_turn_runs_is_queued_says_so_and_runs_next() {
     let second = shown.find("second answer").unwrap();
     assert!(first < second, "turns ran in order: {shown}");
 }
+
+/// Every file under `dir`, as bytes.
+fn files_under(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else if let Ok(bytes) = std::fs::read(&path) {
+            out.push((path, bytes));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_provider_that_echoes_the_key_never_gets_it_stored_or_printed() {
+    let key = "sk-test-SECRET-0123456789abcdef";
+    let mock = MockLlm::start(vec![Reply::EchoCredentials], Duration::ZERO);
+    let desk = Desk::fixture()
+        .with_env("OPENAI_BASE_URL", &mock.base_url)
+        .with_env("OPENAI_API_KEY", key)
+        .with_env("TINYCODE_MODEL", MODEL);
+    let run = desk.run(&["run", "--approve", "deny", "triage T-1001"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    let said = format!("{}{}", run.stdout, run.stderr);
+    assert!(
+        said.contains("[redacted]"),
+        "the error is shown, without the key: {said}"
+    );
+    let events = desk.ok(&["--json", "events"]);
+    assert!(events.contains("[redacted]"), "the failed turn is recorded");
+    desk.stop();
+    for (what, text) in [("output", said.as_str()), ("events", events.as_str())] {
+        assert!(!text.contains("SECRET"), "the key is in the {what}: {text}");
+    }
+    let needle = b"SECRET-0123456789";
+    for (path, bytes) in files_under(&desk.root) {
+        assert!(
+            !bytes.windows(needle.len()).any(|w| w == needle),
+            "the key is in {}",
+            path.display()
+        );
+    }
+}

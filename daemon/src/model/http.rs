@@ -7,6 +7,8 @@ use std::time::Duration;
 use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use serde_json::Value;
+
+use super::redact::redact;
 use tokio::sync::mpsc;
 
 use super::{ModelError, ModelEvent, ModelStream};
@@ -22,6 +24,16 @@ pub(crate) struct Endpoint {
     pub headers: Vec<(String, String)>,
     /// Env var the key came from (for the 401 message).
     pub key_env: String,
+}
+
+impl Endpoint {
+    /// The header values (and bearer tokens) that are credentials.
+    fn secrets(&self) -> Vec<&str> {
+        self.headers
+            .iter()
+            .map(|(_, v)| v.strip_prefix("Bearer ").unwrap_or(v))
+            .collect()
+    }
 }
 
 /// Retries of the request phase (before any event arrived).
@@ -130,7 +142,11 @@ async fn open(
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
-        let message = error_message(&response.text().await.unwrap_or_default());
+        // A server may echo the request's credentials: never keep them.
+        let message = redact(
+            &error_message(&response.text().await.unwrap_or_default()),
+            &ep.secrets(),
+        );
         match status {
             401 | 403 => {
                 return Err(ModelError::Auth {

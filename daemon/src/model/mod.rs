@@ -8,6 +8,7 @@
 pub mod anthropic;
 pub mod catalog;
 mod http;
+pub mod redact;
 pub use http::RetryPolicy;
 pub mod offline;
 pub mod openai;

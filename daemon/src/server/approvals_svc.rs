@@ -35,9 +35,9 @@ impl ApprovalsApi for ApprovalsService {
         request: Request<ListApprovalsRequest>,
     ) -> Result<Response<ListApprovalsResponse>, Status> {
         let req = request.into_inner();
-        validate::max_len("session_id", &req.session_id, 200)?;
+        let session = validate::optional_id("session_id", &req.session_id)?;
         Ok(Response::new(ListApprovalsResponse {
-            approvals: self.approvals().list(req.all, req.session_id.trim()),
+            approvals: self.approvals().list(req.all, &session),
         }))
     }
 
@@ -45,10 +45,9 @@ impl ApprovalsApi for ApprovalsService {
         &self,
         request: Request<GetApprovalRequest>,
     ) -> Result<Response<ApprovalInfo>, Status> {
-        let req = request.into_inner();
-        validate::max_len("approval_id", &req.approval_id, 200)?;
+        let id = validate::id("approval_id", &request.into_inner().approval_id)?;
         self.approvals()
-            .get(&req.approval_id)
+            .get(&id)
             .map(Response::new)
             .map_err(IntoStatus::into_status)
     }
@@ -59,18 +58,12 @@ impl ApprovalsApi for ApprovalsService {
     ) -> Result<Response<ApprovalInfo>, Status> {
         let by = client_ref(&request);
         let req = request.into_inner();
-        validate::max_len("approval_id", &req.approval_id, 200)?;
+        let id = validate::id("approval_id", &req.approval_id)?;
         validate::max_len("reason", &req.reason, 2000)?;
         let decision = ApprovalDecision::try_from(req.decision).unwrap_or_default();
         self.shared
             .sessions
-            .decide(
-                &req.approval_id,
-                decision,
-                &req.reason,
-                req.workspace_wide,
-                by,
-            )
+            .decide(&id, decision, &req.reason, req.workspace_wide, by)
             .await
             .map(Response::new)
             .map_err(IntoStatus::into_status)
@@ -97,9 +90,9 @@ impl ApprovalsApi for ApprovalsService {
         &self,
         request: Request<ListRulesRequest>,
     ) -> Result<Response<ListRulesResponse>, Status> {
-        let req = request.into_inner();
+        let session = validate::optional_id("session_id", &request.into_inner().session_id)?;
         Ok(Response::new(ListRulesResponse {
-            rules: self.approvals().rules(req.session_id.trim()),
+            rules: self.approvals().rules(&session),
         }))
     }
 
@@ -108,9 +101,9 @@ impl ApprovalsApi for ApprovalsService {
         request: Request<RevokeRuleRequest>,
     ) -> Result<Response<RevokeRuleResponse>, Status> {
         let by = client_ref(&request);
-        let req = request.into_inner();
+        let rule = validate::id("rule_id", &request.into_inner().rule_id)?;
         self.approvals()
-            .revoke(req.rule_id.trim(), by)
+            .revoke(&rule, by)
             .await
             .map_err(IntoStatus::into_status)?;
         Ok(Response::new(RevokeRuleResponse {}))

@@ -122,6 +122,9 @@ where
     let own_uid = rustix::process::geteuid().as_raw();
     Server::builder()
         .layer(InterceptorLayer::new(peer::require_same_uid(own_uid)))
+        .layer(tower::util::MapResponseLayer::new(
+            status::undecodable_request_is_invalid_argument,
+        ))
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)

@@ -6,6 +6,30 @@ use crate::domain::desk::DomainError;
 use crate::domain::knowledge::EditError;
 use crate::store::StoreError;
 
+/// A request tonic cannot decode (invalid UTF-8 in a string field, a
+/// truncated message) is the caller's error: tonic answers `INTERNAL`
+/// before any handler runs; this turns it into `INVALID_ARGUMENT` with the
+/// same message.
+pub fn undecodable_request_is_invalid_argument(
+    mut response: tonic::codegen::http::Response<tonic::body::Body>,
+) -> tonic::codegen::http::Response<tonic::body::Body> {
+    let headers = response.headers_mut();
+    let internal = headers
+        .get("grpc-status")
+        .is_some_and(|v| v.as_bytes() == b"13");
+    let undecodable = headers
+        .get("grpc-message")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|m| m.contains("failed%20to%20decode") || m.contains("failed to decode"));
+    if internal && undecodable {
+        headers.insert(
+            "grpc-status",
+            tonic::codegen::http::HeaderValue::from_static("3"),
+        );
+    }
+    response
+}
+
 pub trait IntoStatus {
     fn into_status(self) -> Status;
 }

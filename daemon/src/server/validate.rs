@@ -21,6 +21,23 @@ pub fn max_len(field: &str, value: &str, max: usize) -> Result<(), Status> {
     Ok(())
 }
 
+/// `value` must be an id (`sanitize_id`: letters, digits, `-`, `_`, `.`,
+/// at most 64 bytes); returns it trimmed. The message never echoes a long
+/// or control-character value back.
+pub fn id(field: &str, value: &str) -> Result<String, Status> {
+    crate::domain::ids::sanitize_id(value)
+        .map_err(|e| Status::invalid_argument(format!("`{field}` is not a valid id: {e}")))
+}
+
+/// Like [`id`], but empty means "any" and is allowed.
+pub fn optional_id(field: &str, value: &str) -> Result<String, Status> {
+    if value.trim().is_empty() {
+        Ok(String::new())
+    } else {
+        id(field, value)
+    }
+}
+
 /// `value` must be empty or one of `allowed`.
 pub fn one_of_or_empty(field: &str, value: &str, allowed: &[&str]) -> Result<(), Status> {
     if value.is_empty() || allowed.contains(&value) {

@@ -456,7 +456,8 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
         TurnOutcome::MaxSteps => (Outcome::MaxSteps, String::new()),
         TurnOutcome::Cancelled => (Outcome::Cancelled, String::new()),
         TurnOutcome::TimedOut => (Outcome::TimedOut, String::new()),
-        TurnOutcome::Failed(e) => (Outcome::Failed, e.clone()),
+        // Whatever a provider said, no credential is stored.
+        TurnOutcome::Failed(e) => (Outcome::Failed, crate::model::redact::redact(e, &[])),
     };
     let _ = append(
         sessions,

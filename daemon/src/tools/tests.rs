@@ -113,6 +113,7 @@ async fn the_refund_ticket_path_reads_searches_classifies_and_routes() {
     )
     .await;
     assert_eq!(routed.content, "T-1001 routed to 售后组 → routed");
+    s.ctx.desk.settled().await.unwrap();
     let file = std::fs::read_to_string(s.ws.join("tickets/T-1001.json")).unwrap();
     assert!(
         file.contains("\"queue\": \"售后组\"") && file.contains("\"status\": \"routed\""),

@@ -56,6 +56,9 @@ struct Synced {
     written: Option<crate::domain::desk::Stamp>,
 }
 
+/// Files the mirror wrote, with their stamps.
+type Written = Vec<(PathBuf, crate::domain::desk::Stamp)>;
+
 /// What the mirror last wrote to one file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Record {
@@ -252,8 +255,7 @@ impl Desk {
                 stream_prefix: String::new(),
                 follow: true,
             });
-            let mut tick = tokio::time::interval(poll);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut next_scan = tokio::time::Instant::now() + poll;
             loop {
                 if let Some((reply, target)) = pending_rebuild.take() {
                     if checkpoint >= target {
@@ -264,9 +266,20 @@ impl Desk {
                 }
                 let first = tokio::select! {
                     first = sub.recv() => first,
-                    _ = tick.tick() => {
-                        if let Err(e) = self.rescan(&mut stamps).await {
-                            tracing::error!(error = %e, "cannot scan the workspace files");
+                    _ = tokio::time::sleep_until(next_scan) => {
+                        // Files are read back once the mirror has caught up
+                        // (while it writes, they are behind by design), and
+                        // a scan costs a stat per file: the next one waits
+                        // at least 20 times as long as this one took, so
+                        // a huge workspace costs at most 5 % of a core.
+                        if checkpoint >= self.store.last_sequence() {
+                            let started = tokio::time::Instant::now();
+                            if let Err(e) = self.rescan(&mut stamps).await {
+                                tracing::error!(error = %e, "cannot scan the workspace files");
+                            }
+                            next_scan = tokio::time::Instant::now() + poll.max(started.elapsed() * 20);
+                        } else {
+                            next_scan = tokio::time::Instant::now() + poll;
                         }
                         continue;
                     }
@@ -327,9 +340,9 @@ impl Desk {
     /// Write the files a batch of events touched; commit records and
     /// checkpoint together.
     async fn mirror_batch(
-        &self,
+        self: &Arc<Self>,
         batch: Vec<Result<Arc<Event>, StoreError>>,
-    ) -> Result<Option<(u64, Vec<(PathBuf, crate::domain::desk::Stamp)>)>, DomainError> {
+    ) -> Result<Option<(u64, Written)>, DomainError> {
         let mut touched = BTreeSet::new();
         let mut last = None;
         for event in batch {
@@ -340,13 +353,41 @@ impl Desk {
             last = Some(event.sequence);
         }
         let Some(last) = last else { return Ok(None) };
+        if touched.is_empty() {
+            // No file to write: only the checkpoint moves.
+            Writes::new(self.mirror.tree())
+                .commit(last)
+                .map_err(DomainError::from)?;
+            return Ok(Some((last, Vec::new())));
+        }
         // The files render the models: wait until they have this batch.
         self.tickets.wait_for(last).await?;
         self.kb.wait_for(last).await?;
+        // File writes and fsyncs block: off the async workers, so the
+        // projectors and the RPCs never wait behind a disk flush.
+        let desk = Arc::clone(self);
+        let written = tokio::task::spawn_blocking(move || desk.write_files(&touched, last))
+            .await
+            .map_err(|e| {
+                DomainError::from(ProjectionError::Stopped {
+                    name: "mirror",
+                    reason: e.to_string(),
+                })
+            })??;
+        Ok(Some((last, written)))
+    }
+
+    /// Write the touched files, then commit their records with the
+    /// checkpoint and flush them.
+    fn write_files(
+        &self,
+        touched: &BTreeSet<(Kind, String)>,
+        last: u64,
+    ) -> Result<Written, DomainError> {
         let mut writes = Writes::new(self.mirror.tree());
         let mut rejected = Vec::new();
         let mut written = Vec::new();
-        for (kind, id) in &touched {
+        for (kind, id) in touched {
             if let Some(synced) = self.sync_file(*kind, id, last, false, &mut rejected)? {
                 writes.put(synced.key, synced.record.encode());
                 if let Some(stamp) = synced.written {
@@ -355,17 +396,15 @@ impl Desk {
             }
         }
         warn_rejected(&rejected);
-        if !touched.is_empty() {
-            sync_dir(&self.tickets_dir);
-            sync_dir(&self.knowledge_dir);
-        }
+        sync_dir(&self.tickets_dir);
+        sync_dir(&self.knowledge_dir);
         writes.commit(last).map_err(DomainError::from)?;
         // The records are durable with the files they describe.
         self.mirror
             .tree()
             .flush()
             .map_err(|e| DomainError::from(ProjectionError::from(e)))?;
-        Ok(Some((last, written)))
+        Ok(written)
     }
 
     pub(super) fn stamp_all(&self, stamps: &mut FileStamps) {

@@ -157,6 +157,27 @@ impl Desk {
     }
 }
 
+/// The umask the process started with (for workspace files, which are the
+/// person's and keep the usual mode).
+static WORKSPACE_UMASK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+
+/// Make every file the process creates private (mode 0600, directories
+/// 0700), remembering the previous umask for workspace files.
+pub fn private_umask() {
+    use rustix::fs::Mode;
+    let previous = rustix::process::umask(Mode::from_bits_truncate(0o077));
+    let _ = WORKSPACE_UMASK.set(previous.bits());
+}
+
+/// The mode for a workspace file: the existing file's, else the usual one.
+fn workspace_mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).map_or_else(
+        |_| 0o666 & !WORKSPACE_UMASK.get().copied().unwrap_or(0o022),
+        |m| m.permissions().mode() & 0o7777,
+    )
+}
+
 /// Modification time and size of a file.
 pub(crate) type Stamp = (Option<std::time::SystemTime>, u64);
 
@@ -178,10 +199,16 @@ pub(crate) fn write_atomic(path: &Path, content: &str) -> Result<Stamp, DomainEr
         .file_name()
         .map(|n| n.to_string_lossy())
         .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    // Unique per write: two writers never share a temp file.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()));
+    let mode = workspace_mode(path);
     let write = || -> std::io::Result<Stamp> {
         use std::io::Write;
+        use std::os::unix::fs::PermissionsExt;
         let mut file = std::fs::File::create(&tmp)?;
+        file.set_permissions(std::fs::Permissions::from_mode(mode))?;
         file.write_all(content.as_bytes())?;
         file.sync_all()?;
         let meta = file.metadata()?;
