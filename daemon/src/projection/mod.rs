@@ -212,6 +212,52 @@ impl RebuildReply {
     }
 }
 
+/// A rebuild in progress: answered once the checkpoint reaches the log's
+/// head as it was when the rebuild was asked for (not "the head", which may
+/// never be still).
+#[derive(Default)]
+pub struct PendingRebuild(Option<(RebuildReply, u64)>);
+
+impl PendingRebuild {
+    /// A new rebuild up to `target`; an earlier one still waiting is told.
+    pub fn start(&mut self, reply: RebuildReply, target: u64, name: &'static str) {
+        if let Some((earlier, _)) = self.0.take() {
+            earlier.send(Err(ProjectionError::Stopped {
+                name,
+                reason: "a newer rebuild started".into(),
+            }));
+        }
+        self.0 = Some((reply, target));
+    }
+
+    /// Answer the rebuild once `checkpoint` has reached its target.
+    pub fn progress(&mut self, checkpoint: u64) {
+        if self
+            .0
+            .as_ref()
+            .is_some_and(|(_, target)| checkpoint >= *target)
+            && let Some((reply, _)) = self.0.take()
+        {
+            reply.send(Ok(checkpoint));
+        }
+    }
+
+    pub fn fail(&mut self, error: ProjectionError) {
+        if let Some((reply, _)) = self.0.take() {
+            reply.send(Err(error));
+        }
+    }
+}
+
+/// Every event after `checkpoint`, then live: what a projector follows.
+pub fn follow(store: &EventStore, checkpoint: u64) -> crate::store::Subscription {
+    store.subscribe(SubscriptionOptions {
+        from_sequence: checkpoint + 1,
+        stream_prefix: String::new(),
+        follow: true,
+    })
+}
+
 /// A handle and its reporter, for a projector that starts at `checkpoint`.
 pub fn channel(
     name: &'static str,
@@ -275,23 +321,11 @@ struct Runner<P> {
 impl<P: Projection> Runner<P> {
     async fn run(mut self, mut checkpoint: u64) {
         let name = self.projection.name();
-        // A rebuild answers once it has caught up with the log as it was
-        // when asked (not "with the head", which may never be still).
-        let mut pending_rebuild: Option<(RebuildReply, u64)> = None;
+        let mut pending = PendingRebuild::default();
         'follow: loop {
-            let mut sub = self.store.subscribe(SubscriptionOptions {
-                from_sequence: checkpoint + 1,
-                stream_prefix: String::new(),
-                follow: true,
-            });
+            let mut sub = follow(&self.store, checkpoint);
             loop {
-                if let Some((reply, target)) = pending_rebuild.take() {
-                    if checkpoint >= target {
-                        reply.send(Ok(checkpoint));
-                    } else {
-                        pending_rebuild = Some((reply, target));
-                    }
-                }
+                pending.progress(checkpoint);
                 let first = tokio::select! {
                     first = sub.recv() => first,
                     command = self.reporter.rebuild_requested() => match command {
@@ -305,13 +339,7 @@ impl<P: Projection> Runner<P> {
                             // Waiters wait for the rebuilt model.
                             self.reporter.applied(0);
                             tracing::info!(projection = name, "rebuilding from the log");
-                            if let Some((earlier, _)) = pending_rebuild.take() {
-                                earlier.send(Err(ProjectionError::Stopped {
-                                    name,
-                                    reason: "a newer rebuild started".into(),
-                                }));
-                            }
-                            pending_rebuild = Some((reply, self.store.last_sequence()));
+                            pending.start(reply, self.store.last_sequence(), name);
                             continue 'follow;
                         }
                         None => return,
@@ -333,9 +361,7 @@ impl<P: Projection> Runner<P> {
                     Ok(None) => {}
                     Err(e) => {
                         tracing::error!(projection = name, error = %e, "projection stopped");
-                        if let Some((reply, _)) = pending_rebuild.take() {
-                            reply.send(Err(e.clone()));
-                        }
+                        pending.fail(e.clone());
                         self.reporter.failed(e.to_string());
                         return;
                     }

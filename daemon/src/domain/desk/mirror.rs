@@ -33,7 +33,7 @@ use crate::domain::ids::sanitize_id;
 use crate::domain::knowledge::parse_article;
 use crate::domain::ticket::{parse_ticket_file, render_ticket_file, same_content};
 use crate::projection::{self, ProjectionError, Reporter, Writes, decode_u64};
-use crate::store::{ExpectedVersion, StoreError, SubscriptionOptions};
+use crate::store::{ExpectedVersion, StoreError};
 
 /// Version of the mirror's records.
 const VERSION: u32 = 1;
@@ -248,22 +248,12 @@ impl Desk {
         poll: Duration,
         mut stamps: FileStamps,
     ) {
-        let mut pending_rebuild: Option<(projection::RebuildReply, u64)> = None;
+        let mut pending = projection::PendingRebuild::default();
         'follow: loop {
-            let mut sub = self.store.subscribe(SubscriptionOptions {
-                from_sequence: checkpoint + 1,
-                stream_prefix: String::new(),
-                follow: true,
-            });
+            let mut sub = projection::follow(&self.store, checkpoint);
             let mut next_scan = tokio::time::Instant::now() + poll;
             loop {
-                if let Some((reply, target)) = pending_rebuild.take() {
-                    if checkpoint >= target {
-                        reply.send(Ok(checkpoint));
-                    } else {
-                        pending_rebuild = Some((reply, target));
-                    }
-                }
+                pending.progress(checkpoint);
                 let first = tokio::select! {
                     first = sub.recv() => first,
                     _ = tokio::time::sleep_until(next_scan) => {
@@ -296,13 +286,7 @@ impl Desk {
                             }
                             checkpoint = 0;
                             reporter.applied(0);
-                            if let Some((earlier, _)) = pending_rebuild.take() {
-                                earlier.send(Err(ProjectionError::Stopped {
-                                    name: "mirror",
-                                    reason: "a newer rebuild started".into(),
-                                }));
-                            }
-                            pending_rebuild = Some((reply, self.store.last_sequence()));
+                            pending.start(reply, self.store.last_sequence(), "mirror");
                             continue 'follow;
                         }
                         None => return,
@@ -326,9 +310,7 @@ impl Desk {
                     Ok(None) => {}
                     Err(e) => {
                         tracing::error!(error = %e, "the workspace mirror stopped");
-                        if let Some((reply, _)) = pending_rebuild.take() {
-                            reply.send(Err(ProjectionError::Storage(e.to_string())));
-                        }
+                        pending.fail(ProjectionError::Storage(e.to_string()));
                         reporter.failed(e.to_string());
                         return;
                     }
