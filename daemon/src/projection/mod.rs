@@ -78,6 +78,9 @@ impl From<StoreError> for ProjectionError {
 struct Progress {
     /// Every event up to this sequence is applied and committed.
     applied: u64,
+    /// Every event up to this sequence has also passed the `committed`
+    /// hook (in-memory indexes such as search).
+    indexed: u64,
     /// Set when the projector stopped on an error; waiters get it.
     failed: Option<String>,
 }
@@ -112,9 +115,19 @@ impl ProjectorHandle {
 
     /// Wait until every event up to `sequence` is applied.
     pub async fn wait_for(&self, sequence: u64) -> Result<(), ProjectionError> {
+        self.wait(|p| p.applied >= sequence).await
+    }
+
+    /// Wait until every event up to `sequence` is applied and in the
+    /// projection's in-memory indexes too (search).
+    pub async fn wait_indexed(&self, sequence: u64) -> Result<(), ProjectionError> {
+        self.wait(|p| p.indexed >= sequence).await
+    }
+
+    async fn wait(&self, done: impl Fn(&Progress) -> bool) -> Result<(), ProjectionError> {
         let mut progress = self.progress.clone();
         let result = progress
-            .wait_for(|p| p.applied >= sequence || p.failed.is_some())
+            .wait_for(|p| done(p) || p.failed.is_some())
             .await
             .map(|p| p.failed.clone());
         match result {
@@ -186,8 +199,23 @@ pub struct Reporter {
 }
 
 impl Reporter {
+    /// The model has every event up to `sequence` (and, for a projection
+    /// without in-memory indexes, so have they).
     pub fn applied(&self, sequence: u64) {
+        self.progress.send_modify(|p| {
+            p.applied = sequence;
+            p.indexed = sequence;
+        });
+    }
+
+    /// The model has every event up to `sequence`; its in-memory indexes
+    /// follow (`indexed`).
+    fn stored(&self, sequence: u64) {
         self.progress.send_modify(|p| p.applied = sequence);
+    }
+
+    fn indexed(&self, sequence: u64) {
+        self.progress.send_modify(|p| p.indexed = sequence);
     }
 
     pub fn failed(&self, reason: String) {
@@ -266,6 +294,7 @@ pub fn channel(
 ) -> (ProjectorHandle, Reporter) {
     let (progress_tx, progress) = watch::channel(Progress {
         applied: checkpoint,
+        indexed: checkpoint,
         failed: None,
     });
     let (commands, command_rx) = mpsc::channel(4);
@@ -354,9 +383,14 @@ impl<P: Projection> Runner<P> {
                     }
                 }
                 match self.apply_batch(batch) {
-                    Ok(Some(last)) => {
+                    Ok(Some((last, writes))) => {
                         checkpoint = last;
-                        self.reporter.applied(last);
+                        // Readers of the model go on at once; the in-memory
+                        // indexes (search) follow a moment later.
+                        self.reporter.stored(last);
+                        self.projection
+                            .committed(&Writes::from_changes(&self.tree, writes));
+                        self.reporter.indexed(last);
                     }
                     Ok(None) => {}
                     Err(e) => {
@@ -370,11 +404,12 @@ impl<P: Projection> Runner<P> {
         }
     }
 
-    /// Fold `batch` and commit it with its checkpoint; the last sequence.
+    /// Fold `batch` and commit it with its checkpoint; the last sequence
+    /// and the batch's writes.
     fn apply_batch(
         &self,
         batch: Vec<Result<Arc<Event>, StoreError>>,
-    ) -> Result<Option<u64>, ProjectionError> {
+    ) -> Result<Option<(u64, writes::Changes)>, ProjectionError> {
         let mut writes = Writes::new(&self.tree);
         let mut last = None;
         for event in batch {
@@ -384,8 +419,7 @@ impl<P: Projection> Runner<P> {
         }
         let Some(last) = last else { return Ok(None) };
         writes.commit(last)?;
-        self.projection.committed(&writes);
-        Ok(Some(last))
+        Ok(Some((last, writes.into_changes())))
     }
 }
 

@@ -8,8 +8,11 @@ use super::ProjectionError;
 pub struct Writes<'a> {
     tree: &'a sled::Tree,
     /// `None` is a removal.
-    pending: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    pending: Changes,
 }
+
+/// A batch's writes by key (`None`: removed).
+pub type Changes = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
 
 impl<'a> Writes<'a> {
     pub fn new(tree: &'a sled::Tree) -> Self {
@@ -17,6 +20,15 @@ impl<'a> Writes<'a> {
             tree,
             pending: BTreeMap::new(),
         }
+    }
+
+    /// Writes already committed, for the `committed` hook.
+    pub(super) fn from_changes(tree: &'a sled::Tree, pending: Changes) -> Self {
+        Self { tree, pending }
+    }
+
+    pub(super) fn into_changes(self) -> Changes {
+        self.pending
     }
 
     /// The value as of this batch.

@@ -110,8 +110,8 @@ impl Desk {
     /// the log as it is now.
     pub async fn settled(&self) -> Result<(), DomainError> {
         let head = self.store.last_sequence();
-        self.tickets.wait_for(head).await?;
-        self.kb.wait_for(head).await?;
+        self.tickets.wait_indexed(head).await?;
+        self.kb.wait_indexed(head).await?;
         self.mirror.wait_for(head).await?;
         Ok(())
     }
