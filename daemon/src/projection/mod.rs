@@ -27,6 +27,9 @@ pub use writes::Writes;
 const META: u8 = 0;
 const CHECKPOINT_KEY: &[u8] = b"\x00checkpoint";
 const VERSION_KEY: &[u8] = b"\x00version";
+/// A projector writes its checkpoint at least this often, in events, even
+/// when none of them changes its model.
+pub const CHECKPOINT_EVERY: u64 = 4096;
 /// Events folded into one sled batch at most.
 const MAX_BATCH: usize = 512;
 
@@ -334,6 +337,7 @@ impl Projector {
             projection,
             tree,
             reporter,
+            persisted: checkpoint,
         };
         tokio::spawn(runner.run(checkpoint));
         Ok(handle)
@@ -345,6 +349,8 @@ struct Runner<P> {
     projection: Arc<P>,
     tree: sled::Tree,
     reporter: Reporter,
+    /// The checkpoint last written to the tree.
+    persisted: u64,
 }
 
 impl<P: Projection> Runner<P> {
@@ -365,6 +371,7 @@ impl<P: Projection> Runner<P> {
                             }
                             self.projection.reset();
                             checkpoint = 0;
+                            self.persisted = 0;
                             // Waiters wait for the rebuilt model.
                             self.reporter.applied(0);
                             tracing::info!(projection = name, "rebuilding from the log");
@@ -405,9 +412,12 @@ impl<P: Projection> Runner<P> {
     }
 
     /// Fold `batch` and commit it with its checkpoint; the last sequence
-    /// and the batch's writes.
+    /// and the batch's writes. A batch that changes nothing (other models'
+    /// events) writes nothing either, until the checkpoint lags by
+    /// [`CHECKPOINT_EVERY`] events: replaying those after a restart is
+    /// free, writing a checkpoint per event is not.
     fn apply_batch(
-        &self,
+        &mut self,
         batch: Vec<Result<Arc<Event>, StoreError>>,
     ) -> Result<Option<(u64, writes::Changes)>, ProjectionError> {
         let mut writes = Writes::new(&self.tree);
@@ -418,7 +428,10 @@ impl<P: Projection> Runner<P> {
             last = Some(event.sequence);
         }
         let Some(last) = last else { return Ok(None) };
-        writes.commit(last)?;
+        if !writes.is_empty() || last - self.persisted >= CHECKPOINT_EVERY {
+            writes.commit(last)?;
+            self.persisted = last;
+        }
         Ok(Some((last, writes.into_changes())))
     }
 }

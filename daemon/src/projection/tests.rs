@@ -182,3 +182,50 @@ async fn a_failed_projector_fails_its_waiters_instead_of_hanging() {
     );
     store.close().await.unwrap();
 }
+
+/// Applies nothing: every event belongs to another model.
+struct Ignoring;
+
+impl Projection for Ignoring {
+    fn name(&self) -> &'static str {
+        "ignoring"
+    }
+    fn version(&self) -> u32 {
+        1
+    }
+    fn apply(&self, _: &mut Writes<'_>, _: &Event) -> Result<(), ProjectionError> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn other_models_events_cost_no_checkpoint_write_per_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = EventStore::open(dir.path()).unwrap();
+    let handle = Projector::spawn(&store, Arc::new(Ignoring)).unwrap();
+    let stored = |h: &ProjectorHandle| {
+        h.tree()
+            .get(CHECKPOINT_KEY)
+            .unwrap()
+            .map_or(0, |v| decode_u64(&v))
+    };
+    let last = append(&store, "x", 10).await;
+    handle.wait_for(last).await.unwrap();
+    assert_eq!(handle.applied(), last, "applied in memory");
+    assert_eq!(stored(&handle), 0, "nothing written for events it ignores");
+    let many: Vec<Payload> = (0..CHECKPOINT_EVERY as usize).map(note).collect();
+    let last = store
+        .append("x", ExpectedVersion::Any, many)
+        .await
+        .unwrap()
+        .last()
+        .unwrap()
+        .sequence;
+    handle.wait_for(last).await.unwrap();
+    assert!(
+        stored(&handle) >= CHECKPOINT_EVERY,
+        "written once it lags by {CHECKPOINT_EVERY}: {}",
+        stored(&handle)
+    );
+    store.close().await.unwrap();
+}

@@ -39,6 +39,11 @@ impl<'a> Writes<'a> {
         Ok(self.tree.get(key)?.map(|v| v.to_vec()))
     }
 
+    /// Nothing written in this batch.
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+
     pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
         self.pending.insert(key, Some(value));
     }

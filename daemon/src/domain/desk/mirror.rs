@@ -21,6 +21,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
@@ -285,6 +286,7 @@ impl Desk {
                                 continue;
                             }
                             checkpoint = 0;
+                            self.mirror_persisted.store(0, Ordering::Release);
                             reporter.applied(0);
                             pending.start(reply, self.store.last_sequence(), "mirror");
                             continue 'follow;
@@ -336,10 +338,15 @@ impl Desk {
         }
         let Some(last) = last else { return Ok(None) };
         if touched.is_empty() {
-            // No file to write: only the checkpoint moves.
-            Writes::new(self.mirror.tree())
-                .commit(last)
-                .map_err(DomainError::from)?;
+            // No file to write: only the checkpoint moves, and it is
+            // written only every so often (replaying other events is free).
+            if last - self.mirror_persisted.load(Ordering::Acquire) >= projection::CHECKPOINT_EVERY
+            {
+                Writes::new(self.mirror.tree())
+                    .commit(last)
+                    .map_err(DomainError::from)?;
+                self.mirror_persisted.store(last, Ordering::Release);
+            }
             return Ok(Some((last, Vec::new())));
         }
         // The files render the models: wait until they have this batch.
@@ -385,6 +392,7 @@ impl Desk {
         // then equals a version newer than the record, which reads as ours
         // (see `read_back`); a hand edit of such a file is kept aside.
         writes.commit(last).map_err(DomainError::from)?;
+        self.mirror_persisted.store(last, Ordering::Release);
         Ok(written)
     }
 

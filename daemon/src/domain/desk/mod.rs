@@ -104,6 +104,8 @@ pub struct Desk {
     kb: ProjectorHandle,
     /// The workspace mirror (tree `proj-mirror`).
     mirror: ProjectorHandle,
+    /// The mirror's checkpoint last written to its tree.
+    mirror_persisted: AtomicU64,
     /// Kept in step by both projections; lives in memory.
     index: Arc<Mutex<SearchIndex>>,
     /// Highest `T-<n>` this desk handed out (ids of created tickets).

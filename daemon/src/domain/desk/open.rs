@@ -79,6 +79,7 @@ impl Desk {
             tickets_model,
             kb,
             mirror,
+            mirror_persisted: AtomicU64::new(checkpoint),
             index,
             issued: AtomicU64::new(0),
             edit_lock: tokio::sync::Mutex::new(()),
