@@ -108,6 +108,15 @@ impl Kind {
         }
     }
 
+    /// The kind of a mirrored file, by its extension.
+    fn of_path(path: &Path) -> Self {
+        if path.extension().is_some_and(|e| e == "md") {
+            Self::Article
+        } else {
+            Self::Ticket
+        }
+    }
+
     fn stream(self, id: &str) -> String {
         match self {
             Self::Ticket => ticket_stream(id),
@@ -127,6 +136,8 @@ impl Kind {
 struct Desired {
     text: String,
     version: u64,
+    /// The ticket itself (tickets only), to compare a parsed file with.
+    ticket: Option<tinycode_shared::proto::Ticket>,
 }
 
 /// A file read back: what it means against the log.
@@ -176,10 +187,15 @@ impl Desk {
             Kind::Ticket => self.stored_ticket(id)?.map(|t| Desired {
                 text: render_ticket_file(&t),
                 version: t.version,
+                ticket: Some(t),
             }),
             Kind::Article => stored_article(self.kb.tree(), id)
                 .map_err(DomainError::from)?
-                .map(|(text, version)| Desired { text, version }),
+                .map(|(text, version)| Desired {
+                    text,
+                    version,
+                    ticket: None,
+                }),
         })
     }
 
@@ -212,7 +228,7 @@ impl Desk {
         };
         if let Some(current) = &current {
             let hash = content_hash(current);
-            if current == &desired.text || self.same_as_model(kind, current, &desired.text) {
+            if current == &desired.text || Self::same_as_model(current, &desired) {
                 // Already there (a file just imported keeps its layout).
                 return Ok(Some(synced(hash, None)));
             }
@@ -231,13 +247,10 @@ impl Desk {
     }
 
     /// Does `text` parse to what the model holds?
-    fn same_as_model(&self, kind: Kind, text: &str, desired: &str) -> bool {
-        match kind {
-            Kind::Ticket => match (parse_ticket_file(text), parse_ticket_file(desired)) {
-                (Ok(a), Ok(b)) => same_content(&a, &b),
-                _ => false,
-            },
-            Kind::Article => text == desired,
+    fn same_as_model(text: &str, desired: &Desired) -> bool {
+        match &desired.ticket {
+            Some(ticket) => parse_ticket_file(text).is_ok_and(|t| same_content(&t, ticket)),
+            None => text == desired.text,
         }
     }
 
@@ -429,11 +442,7 @@ impl Desk {
             .collect();
         for path in vanished {
             stamps.remove(&path);
-            let kind = if path.extension().is_some_and(|e| e == "md") {
-                Kind::Article
-            } else {
-                Kind::Ticket
-            };
+            let kind = Kind::of_path(&path);
             changed.push((kind, path));
         }
         if changed.is_empty() {
@@ -525,10 +534,7 @@ impl Desk {
         let mut stale = Vec::new();
         let mut unknown = Vec::new();
         for (kind, path) in paths {
-            let id = path
-                .file_stem()
-                .map(|s| s.to_string_lossy().to_string())
-                .unwrap_or_default();
+            let id = file_stem(&path);
             match self.read_back(kind, &path) {
                 Ok(Finding::InSync) => {}
                 Ok(Finding::Stale) => stale.push((kind, id)),
@@ -582,15 +588,8 @@ impl Desk {
         for path in lost_races {
             // The item changed after the file was written: keep the edit
             // aside, put the current content back.
-            let kind = if path.extension().is_some_and(|e| e == "md") {
-                Kind::Article
-            } else {
-                Kind::Ticket
-            };
-            let id = path
-                .file_stem()
-                .map(|s| s.to_string_lossy().to_string())
-                .unwrap_or_default();
+            let kind = Kind::of_path(&path);
+            let id = file_stem(&path);
             report.warnings.push(format!(
                 "not imported {}: it was edited by hand while the daemon changed it",
                 self.relative(&path),
@@ -604,11 +603,7 @@ impl Desk {
 
     /// What one file means against the log (`Err`: a reason to skip it).
     fn read_back(&self, kind: Kind, path: &Path) -> Result<Finding, String> {
-        let stem = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().to_string())
-            .unwrap_or_default();
-        let id = sanitize_id(&stem).map_err(|e| format!("bad file name: {e}"))?;
+        let id = sanitize_id(&file_stem(path)).map_err(|e| format!("bad file name: {e}"))?;
         let Ok(meta) = std::fs::metadata(path) else {
             return Ok(Finding::Stale); // vanished: write it again
         };
@@ -650,7 +645,7 @@ impl Desk {
                         })),
                     });
                 };
-                if self.same_as_model(kind, &text, &desired.text) {
+                if Self::same_as_model(&text, &desired) {
                     return Ok(Finding::Stale); // re-recorded, not re-written
                 }
                 let Some(record) = record else {
@@ -743,6 +738,13 @@ impl Desk {
             .iter()
             .any(|e| e.stream_version > after && article_content(e) == Some(text)))
     }
+}
+
+/// A file's name without its extension (the item's id, unchecked).
+fn file_stem(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_default()
 }
 
 fn stamp(path: &Path) -> Option<(Option<SystemTime>, u64)> {
