@@ -129,10 +129,19 @@ fn info_row(s: &SessionInfo) -> Vec<String> {
 pub async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut client = SessionsClient::new(ctx.connect().await?);
     let session = if let Some(id) = args.session {
-        client.get(GetSessionRequest { id }).await?.into_inner()
+        client
+            .get(GetSessionRequest {
+                id,
+                ..Default::default()
+            })
+            .await?
+            .into_inner()
     } else if args.continue_ {
         let latest = client
-            .list(ListSessionsRequest { limit: 1 })
+            .list(ListSessionsRequest {
+                limit: 1,
+                ..Default::default()
+            })
             .await?
             .into_inner()
             .sessions;
@@ -259,7 +268,10 @@ pub async fn session(ctx: &Ctx, action: SessionAction) -> anyhow::Result<ExitCod
         }
         SessionAction::List { limit } => {
             let list = client
-                .list(ListSessionsRequest { limit })
+                .list(ListSessionsRequest {
+                    limit,
+                    ..Default::default()
+                })
                 .await?
                 .into_inner();
             if ctx.json {
@@ -277,7 +289,10 @@ pub async fn session(ctx: &Ctx, action: SessionAction) -> anyhow::Result<ExitCod
         }
         SessionAction::Show { id } => {
             let s = client
-                .get(GetSessionRequest { id: id.clone() })
+                .get(GetSessionRequest {
+                    id: id.clone(),
+                    ..Default::default()
+                })
                 .await?
                 .into_inner();
             let mut updates = client

@@ -312,7 +312,10 @@ impl App {
             Command::Resume | Command::Sessions => {
                 self.view = View::loading_sessions();
                 self.outbox
-                    .push(Rpc::ListSessions(ListSessionsRequest { limit: 50 }));
+                    .push(Rpc::ListSessions(ListSessionsRequest {
+            limit: 50,
+            ..Default::default()
+        }));
             }
             Command::Model => self.model(args),
             Command::Skills => {

@@ -292,7 +292,10 @@ fn the_pickers_attach_a_session_and_open_a_ticket() {
     type_line(&mut app, "/sessions");
     assert_eq!(
         app.take_rpcs(),
-        [Rpc::ListSessions(ListSessionsRequest { limit: 50 })]
+        [Rpc::ListSessions(ListSessionsRequest {
+            limit: 50,
+            ..Default::default()
+        })]
     );
     let other = |id: &str| SessionInfo {
         id: id.into(),

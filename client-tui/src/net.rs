@@ -160,6 +160,7 @@ async fn attach_once(link: &Link, session_id: &str, from: &mut u64) -> Stop {
         let info = sessions
             .get(GetSessionRequest {
                 id: session_id.to_string(),
+                ..Default::default()
             })
             .await?
             .into_inner();
@@ -219,7 +220,10 @@ async fn request(link: &Link, rpc: Rpc) -> Result<(), Stop> {
         Rpc::Create(req) => NetEvent::Opened(Box::new(sessions.create(req).await?.into_inner())),
         Rpc::AttachLatest => {
             let latest = sessions
-                .list(ListSessionsRequest { limit: 1 })
+                .list(ListSessionsRequest {
+                    limit: 1,
+                    ..Default::default()
+                })
                 .await?
                 .into_inner()
                 .sessions
@@ -288,7 +292,10 @@ async fn request(link: &Link, rpc: Rpc) -> Result<(), Stop> {
         )),
         Rpc::Refresh { session_id } => NetEvent::Info(Box::new(
             sessions
-                .get(GetSessionRequest { id: session_id })
+                .get(GetSessionRequest {
+                    id: session_id,
+                    ..Default::default()
+                })
                 .await?
                 .into_inner(),
         )),

@@ -58,6 +58,8 @@ pub enum DaemonError {
     Config(#[from] ConfigError),
     #[error("cannot load the workspace: {0}")]
     Desk(#[from] DomainError),
+    #[error("cannot load the approvals: {0}")]
+    Approvals(#[from] crate::approvals::ApprovalError),
     #[error("cannot load the sessions: {0}")]
     Sessions(#[from] crate::sessions::SessionError),
     #[error("cannot start the triage worker: {0}")]

@@ -9,10 +9,12 @@ use std::time::{Duration, Instant};
 use tinycode_shared::client::{ClientName, DaemonChannel, connect};
 use tinycode_shared::proto::daemon_client::DaemonClient;
 use tinycode_shared::proto::events_client::EventsClient;
+use tinycode_shared::proto::sessions_client::SessionsClient;
 use tinycode_shared::proto::tickets_client::TicketsClient;
 use tinycode_shared::proto::{
-    AddCustomerMessageRequest, CreateTicketRequest, GetTicketRequest, ListTicketsRequest,
-    RebuildRequest, SubscribeRequest, Ticket,
+    AddCustomerMessageRequest, CreateSessionRequest, CreateTicketRequest, GetSessionRequest,
+    GetTicketRequest, ListSessionsRequest, ListTicketsRequest, RebuildRequest, SessionInfo,
+    SubscribeRequest, Ticket,
 };
 use tinycode_tests::{Desk, alive, kill, wait_until};
 use tinycoded::domain::ticket::{apply, parse_ticket_file, render_ticket_file, same_content};
@@ -278,6 +280,82 @@ async fn files_changed_while_the_daemon_was_down_are_imported_rewritten_or_resto
     consistent(&desk, &ch).await;
 }
 
+/// Every session as listed, without what is live (running, attached).
+async fn sessions(ch: &DaemonChannel) -> Vec<SessionInfo> {
+    SessionsClient::new(ch.clone())
+        .list(ListSessionsRequest {
+            limit: 1000,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .sessions
+        .into_iter()
+        .map(|s| SessionInfo {
+            running: false,
+            queued: 0,
+            attached_clients: 0,
+            ..s
+        })
+        .collect()
+}
+
+/// A session created by one client and seen at sequence N on
+/// `Events.Subscribe` by another is there for `Sessions.Get` at N.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_seen_on_the_event_stream_is_readable_at_its_sequence() {
+    let desk = Desk::fixture();
+    let ch = started(&desk).await;
+    let mut events = EventsClient::new(ch.clone())
+        .subscribe(SubscribeRequest {
+            from_sequence: 0,
+            stream_prefix: "session-".into(),
+            follow: true,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let writer = {
+        let ch = ch.clone();
+        tokio::spawn(async move {
+            for n in 0..20 {
+                SessionsClient::new(ch.clone())
+                    .create(CreateSessionRequest {
+                        title: format!("s{n}"),
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap();
+            }
+        })
+    };
+    let mut seen = 0;
+    while seen < 20 {
+        let e = events.message().await.unwrap().unwrap();
+        let id = e.stream_id.trim_start_matches("session-").to_string();
+        let got = SessionsClient::new(ch.clone())
+            .get(GetSessionRequest {
+                id,
+                min_sequence: e.sequence,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(got.last_sequence >= e.sequence, "{got:?} read before {e:?}");
+        seen += 1;
+    }
+    writer.await.unwrap();
+    let err = SessionsClient::new(ch.clone())
+        .get(GetSessionRequest {
+            id: "nope".into(),
+            min_sequence: 1_000_000,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::OutOfRange);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rebuild_from_the_log_equals_the_live_models() {
     let desk = Desk::fixture();
@@ -295,11 +373,20 @@ async fn a_rebuild_from_the_log_equals_the_live_models() {
         "--body",
         "b",
     ]);
+    // A triage session, and the board and approvals models beside it.
+    desk.ok(&["triage", "T-1002"]);
     let before = consistent(&desk, &ch).await;
+    let sessions_before = sessions(&ch).await;
+    assert!(!sessions_before.is_empty());
     let out = desk.ok(&["admin", "rebuild"]);
-    assert!(out.contains("rebuilt tickets up to sequence"), "{out}");
-    assert!(out.contains("rebuilt mirror"), "{out}");
+    for model in ["tickets", "kb", "mirror", "approvals", "sessions", "triage"] {
+        assert!(
+            out.contains(&format!("rebuilt {model} up to sequence")),
+            "{out}"
+        );
+    }
     assert_eq!(consistent(&desk, &ch).await, before);
+    assert_eq!(sessions(&ch).await, sessions_before);
     let err = DaemonClient::new(ch.clone())
         .rebuild(RebuildRequest {
             models: vec!["nope".into()],

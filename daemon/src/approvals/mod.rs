@@ -4,14 +4,16 @@
 //! store conflict, reported with who decided); waiters are woken by the
 //! decision, a cancellation, or — after a restart — a decision that arrives
 //! for an approval folded from the log. "Always allow" decisions become
-//! `PermissionRuleAdded` events in stream `permissions`.
+//! `PermissionRuleAdded` events in stream `permissions`. What is read comes
+//! from the approvals read model (`model.rs`); writers append and wait for
+//! it to have their event.
 
-mod fold;
+mod model;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tinycode_shared::proto::event::Payload;
 use tinycode_shared::proto::{
@@ -21,8 +23,9 @@ use tinycode_shared::proto::{
 use tokio::sync::watch;
 
 use crate::permissions::REVIEW_REQUIRED;
-use crate::store::{EventStore, ExpectedVersion, StoreError, SubscriptionOptions};
-use crate::sync::lock;
+use crate::projection::{ProjectionError, Projector, ProjectorHandle};
+use crate::store::{EventStore, ExpectedVersion, StoreError};
+use model::{ApprovalsModel, Reader};
 
 pub const PERMISSIONS_STREAM: &str = "permissions";
 
@@ -48,6 +51,8 @@ pub enum ApprovalError {
     NoDecision,
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Projection(#[from] ProjectionError),
 }
 
 /// How a wait for a human ended.
@@ -58,22 +63,14 @@ pub enum Verdict {
     Cancelled(String),
 }
 
-#[derive(Default)]
-struct Inner {
-    approvals: BTreeMap<String, ApprovalInfo>,
-    /// (session, turn, call id) → approval id: a resumed turn finds the
-    /// approval its tool call already asked for.
-    by_call: HashMap<(String, u64, String), String>,
-    rules: BTreeMap<String, PermissionRule>,
-    next_number: u64,
-    next_rule: u64,
-}
-
 pub struct Approvals {
     store: EventStore,
-    inner: Mutex<Inner>,
-    /// Bumped on every approval event, so waiters re-check their approval.
-    changed: watch::Sender<u64>,
+    projector: ProjectorHandle,
+    /// Bumped after every committed change, so waiters re-check.
+    changed: watch::Receiver<u64>,
+    /// Highest approval and rule numbers handed out by this daemon (the
+    /// model may not have them yet).
+    issued: [AtomicU64; 2],
 }
 
 fn who(by: Option<&ClientRef>) -> String {
@@ -85,47 +82,60 @@ fn who(by: Option<&ClientRef>) -> String {
 }
 
 impl Approvals {
-    /// Fold every approval and permission rule from the log.
-    pub async fn open(store: EventStore) -> Result<Arc<Self>, StoreError> {
-        let mut inner = Inner {
-            next_number: 1,
-            next_rule: 1,
-            ..Inner::default()
-        };
-        for prefix in ["approval-", PERMISSIONS_STREAM] {
-            let mut sub = store.subscribe(SubscriptionOptions {
-                from_sequence: 1,
-                stream_prefix: prefix.into(),
-                follow: false,
-            });
-            while let Some(event) = sub.recv().await {
-                inner.apply(&*event?);
-            }
-        }
-        let (changed, _) = watch::channel(0);
+    /// Follow the log into the approvals model and catch up.
+    pub async fn open(store: EventStore) -> Result<Arc<Self>, ApprovalError> {
+        let (changed_tx, changed) = watch::channel(0);
+        let model = Arc::new(ApprovalsModel {
+            changed: changed_tx,
+        });
+        let projector = Projector::spawn(&store, model)?;
+        projector.wait_for(store.last_sequence()).await?;
         Ok(Arc::new(Self {
             store,
-            inner: Mutex::new(inner),
+            projector,
             changed,
+            issued: [AtomicU64::new(0), AtomicU64::new(0)],
         }))
     }
 
-    fn fold(&self, events: &[Arc<Event>]) {
-        let mut inner = lock(&self.inner);
-        for e in events {
-            inner.apply(e);
+    /// The approvals model's projector (status, rebuild).
+    pub fn projector(&self) -> &ProjectorHandle {
+        &self.projector
+    }
+
+    fn read(&self) -> Reader<'_> {
+        Reader(self.projector.tree())
+    }
+
+    /// Wait until the model has `events`.
+    async fn folded(&self, events: &[Arc<Event>]) -> Result<(), ApprovalError> {
+        let last = events.last().map_or(0, |e| e.sequence);
+        Ok(self.projector.wait_for(last).await?)
+    }
+
+    /// The next `A-<n>` (which 0) or `R-<n>` (which 1) number.
+    fn next_number(&self, which: usize) -> Result<u64, ApprovalError> {
+        let (approvals, rules) = self.read().numbers()?;
+        let seen = [approvals, rules][which];
+        let issued = &self.issued[which];
+        let mut current = issued.load(Ordering::Acquire);
+        loop {
+            let next = current.max(seen) + 1;
+            match issued.compare_exchange(current, next, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Ok(next),
+                Err(now) => current = now,
+            }
         }
-        drop(inner);
-        self.changed.send_modify(|n| *n += 1);
     }
 
     /// The approval a tool call asked for before (a resumed turn), if any.
-    pub fn for_call(&self, session: &str, turn: u64, call_id: &str) -> Option<ApprovalInfo> {
-        let inner = lock(&self.inner);
-        let id = inner
-            .by_call
-            .get(&(session.to_string(), turn, call_id.to_string()))?;
-        inner.approvals.get(id).cloned()
+    pub fn for_call(
+        &self,
+        session: &str,
+        turn: u64,
+        call_id: &str,
+    ) -> Result<Option<ApprovalInfo>, ApprovalError> {
+        Ok(self.read().for_call(session, turn, call_id)?)
     }
 
     /// Record a new request; returns the stored event (to copy into the
@@ -142,11 +152,7 @@ impl Approvals {
                 .unwrap_or_default(),
         );
         loop {
-            let id = {
-                let mut inner = lock(&self.inner);
-                inner.next_number += 1;
-                format!("A-{}", inner.next_number - 1)
-            };
+            let id = format!("A-{}", self.next_number(0)?);
             request.approval_id = id.clone();
             let appended = self
                 .store
@@ -158,7 +164,7 @@ impl Approvals {
                 .await;
             match appended {
                 Ok(events) => {
-                    self.fold(&events);
+                    self.folded(&events).await?;
                     return events.into_iter().next().ok_or(ApprovalError::NotFound(id));
                 }
                 // The number is taken (cannot happen while one daemon owns
@@ -171,7 +177,7 @@ impl Approvals {
 
     /// Wait until the approval is decided or cancelled.
     pub async fn wait(&self, id: &str) -> Result<Verdict, ApprovalError> {
-        let mut changed = self.changed.subscribe();
+        let mut changed = self.changed.clone();
         loop {
             let info = self.get(id)?;
             match ApprovalState::try_from(info.state).unwrap_or_default() {
@@ -240,13 +246,9 @@ impl Approvals {
             }
             Err(e) => return Err(e.into()),
         };
-        self.fold(&events);
+        self.folded(&events).await?;
         if remember {
-            let rule_id = {
-                let mut inner = lock(&self.inner);
-                inner.next_rule += 1;
-                format!("R-{}", inner.next_rule - 1)
-            };
+            let rule_id = format!("R-{}", self.next_number(1)?);
             let added = self
                 .store
                 .append(
@@ -265,7 +267,7 @@ impl Approvals {
                     })],
                 )
                 .await?;
-            self.fold(&added);
+            self.folded(&added).await?;
             events.extend(added);
         }
         Ok((self.get(id)?, events))
@@ -321,7 +323,7 @@ impl Approvals {
             .await
         {
             Ok(events) => {
-                self.fold(&events);
+                self.folded(&events).await?;
                 Ok(events.into_iter().next())
             }
             Err(StoreError::Conflict { .. }) => Ok(None),
@@ -330,59 +332,58 @@ impl Approvals {
     }
 
     pub fn get(&self, id: &str) -> Result<ApprovalInfo, ApprovalError> {
-        lock(&self.inner)
-            .approvals
-            .get(id.trim())
-            .cloned()
+        self.read()
+            .get(id.trim())?
             .ok_or_else(|| ApprovalError::NotFound(id.trim().to_string()))
     }
 
     /// Oldest first; pending only unless `all`; optionally one session's.
-    pub fn list(&self, all: bool, session: &str) -> Vec<ApprovalInfo> {
-        let mut out: Vec<ApprovalInfo> = lock(&self.inner)
-            .approvals
-            .values()
-            .filter(|a| all || a.state == ApprovalState::Pending as i32)
+    pub fn list(&self, all: bool, session: &str) -> Result<Vec<ApprovalInfo>, ApprovalError> {
+        let mut out: Vec<ApprovalInfo> = self
+            .read()
+            .approvals(all)?
+            .into_iter()
             .filter(|a| {
                 session.is_empty() || a.request.as_ref().is_some_and(|r| r.session_id == session)
             })
-            .cloned()
             .collect();
         out.sort_by_key(|a| a.requested_sequence);
-        out
+        Ok(out)
     }
 
     /// Pending approvals of one turn.
-    pub fn pending_of_turn(&self, session: &str, turn: u64) -> Vec<String> {
-        self.list(false, session)
+    pub fn pending_of_turn(&self, session: &str, turn: u64) -> Result<Vec<String>, ApprovalError> {
+        Ok(self
+            .list(false, session)?
             .into_iter()
             .filter_map(|a| a.request)
             .filter(|r| r.turn == turn)
             .map(|r| r.approval_id)
-            .collect()
+            .collect())
     }
 
     /// Whether an "always allow" rule covers `tool` in `session`.
-    pub fn remembered(&self, session: &str, tool: &str) -> bool {
-        !REVIEW_REQUIRED.contains(&tool)
-            && lock(&self.inner)
-                .rules
-                .values()
-                .any(|r| r.tool == tool && (r.session_id.is_empty() || r.session_id == session))
+    pub fn remembered(&self, session: &str, tool: &str) -> Result<bool, ApprovalError> {
+        Ok(!REVIEW_REQUIRED.contains(&tool)
+            && self
+                .read()
+                .rules()?
+                .iter()
+                .any(|r| r.tool == tool && (r.session_id.is_empty() || r.session_id == session)))
     }
 
     /// Rules in force: workspace-wide ones and, with a session, its own.
-    pub fn rules(&self, session: &str) -> Vec<PermissionRule> {
-        lock(&self.inner)
-            .rules
-            .values()
+    pub fn rules(&self, session: &str) -> Result<Vec<PermissionRule>, ApprovalError> {
+        Ok(self
+            .read()
+            .rules()?
+            .into_iter()
             .filter(|r| session.is_empty() || r.session_id.is_empty() || r.session_id == session)
-            .cloned()
-            .collect()
+            .collect())
     }
 
     pub async fn revoke(&self, rule_id: &str, by: ClientRef) -> Result<(), ApprovalError> {
-        if !lock(&self.inner).rules.contains_key(rule_id) {
+        if !self.read().has_rule(rule_id)? {
             return Err(ApprovalError::RuleNotFound(rule_id.to_string()));
         }
         let events = self
@@ -396,7 +397,6 @@ impl Approvals {
                 })],
             )
             .await?;
-        self.fold(&events);
-        Ok(())
+        self.folded(&events).await
     }
 }

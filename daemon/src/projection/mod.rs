@@ -458,5 +458,15 @@ pub fn is_meta(key: &[u8]) -> bool {
     key.first() == Some(&META)
 }
 
+/// A model's rows, its runner's keys left out (tests compare models).
+#[cfg(test)]
+pub fn rows(tree: &sled::Tree) -> Vec<(Vec<u8>, Vec<u8>)> {
+    tree.iter()
+        .filter_map(Result::ok)
+        .filter(|(k, _)| !is_meta(k))
+        .map(|(k, v)| (k.to_vec(), v.to_vec()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests;

@@ -37,7 +37,10 @@ impl ApprovalsApi for ApprovalsService {
         let req = request.into_inner();
         let session = validate::optional_id("session_id", &req.session_id)?;
         Ok(Response::new(ListApprovalsResponse {
-            approvals: self.approvals().list(req.all, &session),
+            approvals: self
+                .approvals()
+                .list(req.all, &session)
+                .map_err(IntoStatus::into_status)?,
         }))
     }
 
@@ -92,7 +95,10 @@ impl ApprovalsApi for ApprovalsService {
     ) -> Result<Response<ListRulesResponse>, Status> {
         let session = validate::optional_id("session_id", &request.into_inner().session_id)?;
         Ok(Response::new(ListRulesResponse {
-            rules: self.approvals().rules(&session),
+            rules: self
+                .approvals()
+                .rules(&session)
+                .map_err(IntoStatus::into_status)?,
         }))
     }
 

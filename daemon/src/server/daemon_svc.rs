@@ -6,7 +6,7 @@ use tinycode_shared::proto::{
 };
 
 use super::IntoStatus;
-use crate::domain::desk::Model;
+use crate::projection::ProjectorHandle;
 use tonic::{Request, Response, Status};
 
 use super::{Peer, Shared};
@@ -56,11 +56,13 @@ impl Daemon for DaemonService {
                     description: s.description.clone(),
                 })
                 .collect(),
-            projections: Model::ALL
+            projections: self
+                .shared
+                .read_models()
                 .into_iter()
                 .map(|m| ProjectionProgress {
                     name: m.name().into(),
-                    applied: self.shared.desk.applied(m),
+                    applied: m.applied(),
                 })
                 .collect(),
         }))
@@ -70,15 +72,10 @@ impl Daemon for DaemonService {
         &self,
         request: Request<RebuildRequest>,
     ) -> Result<Response<RebuildResponse>, Status> {
-        let models = models(&request.into_inner().models)?;
+        let models = models(self.shared.read_models(), &request.into_inner().models)?;
         let mut done = Vec::new();
         for model in models {
-            let applied = self
-                .shared
-                .desk
-                .rebuild(model)
-                .await
-                .map_err(IntoStatus::into_status)?;
+            let applied = model.rebuild().await.map_err(IntoStatus::into_status)?;
             tracing::info!(model = model.name(), applied, "rebuilt from the log");
             done.push(ProjectionProgress {
                 name: model.name().into(),
@@ -102,15 +99,18 @@ impl Daemon for DaemonService {
 }
 
 /// The models a rebuild names (none: all of them, in dependency order).
-fn models(names: &[String]) -> Result<Vec<Model>, Status> {
+fn models<'a>(
+    all: Vec<&'a ProjectorHandle>,
+    names: &[String],
+) -> Result<Vec<&'a ProjectorHandle>, Status> {
     if names.is_empty() {
-        return Ok(Model::ALL.to_vec());
+        return Ok(all);
     }
     names
         .iter()
         .map(|n| {
-            Model::parse(n).ok_or_else(|| {
-                let known: Vec<&str> = Model::ALL.iter().map(|m| m.name()).collect();
+            all.iter().find(|m| m.name() == n).copied().ok_or_else(|| {
+                let known: Vec<&str> = all.iter().map(|m| m.name()).collect();
                 Status::invalid_argument(format!(
                     "unknown read model {:?}; the models are {}",
                     n.chars().take(40).collect::<String>(),

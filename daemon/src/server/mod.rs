@@ -53,10 +53,23 @@ pub struct Shared {
 }
 
 impl Shared {
-    /// Read-your-writes: wait until the tickets model has every event up to
+    /// Every read model, in dependency order (`Daemon.Rebuild`, status).
+    pub fn read_models(&self) -> Vec<&crate::projection::ProjectorHandle> {
+        let mut models = self.desk.projectors().to_vec();
+        models.push(self.sessions.approvals().projector());
+        models.push(self.sessions.projector());
+        models.push(self.triage.projector());
+        models
+    }
+
+    /// Read-your-writes: wait until `model` has every event up to
     /// `min_sequence` (0: no wait). A sequence the log does not have yet is
     /// refused rather than waited for.
-    pub async fn read_at(&self, min_sequence: u64) -> Result<(), Status> {
+    pub async fn read_at(
+        &self,
+        model: &crate::projection::ProjectorHandle,
+        min_sequence: u64,
+    ) -> Result<(), Status> {
         if min_sequence == 0 {
             return Ok(());
         }
@@ -66,8 +79,8 @@ impl Shared {
                 "`min_sequence` is {min_sequence}, but the log ends at {head}; pass a sequence this daemon has sent"
             )));
         }
-        self.desk
-            .tickets_at(min_sequence)
+        model
+            .wait_for(min_sequence)
             .await
             .map_err(IntoStatus::into_status)
     }

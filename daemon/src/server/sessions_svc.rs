@@ -61,6 +61,7 @@ impl IntoStatus for SessionError {
             SessionError::Model { .. } => Status::failed_precondition(message),
             SessionError::Approval(e) => e.into_status(),
             SessionError::Store(e) => e.into_status(),
+            SessionError::Projection(e) => e.into_status(),
         }
     }
 }
@@ -96,10 +97,14 @@ impl SessionsApi for SessionsService {
         &self,
         request: Request<ListSessionsRequest>,
     ) -> Result<Response<ListSessionsResponse>, Status> {
-        let limit = validate::limit("limit", request.into_inner().limit, 50, 1000)?;
+        let req = request.into_inner();
+        let limit = validate::limit("limit", req.limit, 50, 1000)?;
+        let model = self.sessions().projector();
+        self.shared.read_at(model, req.min_sequence).await?;
         let sessions = self
             .sessions()
             .list(limit)
+            .map_err(IntoStatus::into_status)?
             .iter()
             .map(|s| self.info(s))
             .collect();
@@ -110,9 +115,12 @@ impl SessionsApi for SessionsService {
         &self,
         request: Request<GetSessionRequest>,
     ) -> Result<Response<SessionInfo>, Status> {
+        let req = request.into_inner();
+        let model = self.sessions().projector();
+        self.shared.read_at(model, req.min_sequence).await?;
         let s = self
             .sessions()
-            .get(&request.into_inner().id)
+            .get(&req.id)
             .map_err(IntoStatus::into_status)?;
         Ok(Response::new(self.info(&s)))
     }
@@ -215,7 +223,11 @@ impl SessionsApi for SessionsService {
 
     /// Stored events from `from_sequence` up to the head (replayed first),
     /// then the text of the running step so far, then every live update in
-    /// the one order the session produced them.
+    /// the one order the session produced them. Events go out in stream
+    /// order with no gap and no duplicate: two writers of one session (the
+    /// turn and a decision copied in) may publish out of order, so an event
+    /// ahead of the next version is preceded by what it skipped, read from
+    /// the store, and the late one is dropped as a repeat.
     async fn attach(
         &self,
         request: Request<AttachRequest>,
@@ -228,30 +240,23 @@ impl SessionsApi for SessionsService {
         let (mut live, so_far, head) = sessions
             .attach(&session.id)
             .map_err(IntoStatus::into_status)?;
+        let replayed = sessions
+            .stored(&session.id, 1, head)
+            .map_err(IntoStatus::into_status)?;
         let mut stopping = self.shared.stopping.clone();
         let from = req.from_sequence.max(1);
         Ok(Response::new(stream_from(move |tx| async move {
             let send_event = |e: tinycode_shared::proto::Event| SessionUpdate {
                 update: Some(Update::Event(e)),
             };
-            let mut last = from - 1;
-            // Replay what is stored (again after a lag), never repeating.
-            let replay = |to: u64, last: u64| sessions.stored(&session.id, last + 1, to);
-            match replay(head, last) {
-                Ok(events) => {
-                    for e in events {
-                        last = e.sequence;
-                        if tx.send(Ok(send_event(e))).await.is_err() {
-                            return;
-                        }
-                    }
-                }
-                Err(e) => {
-                    let _ = tx.send(Err(e.into_status())).await;
+            // The last stream version sent (or skipped as older than asked).
+            let mut sent = 0u64;
+            for e in replayed {
+                sent = e.stream_version;
+                if e.sequence >= from && tx.send(Ok(send_event(e))).await.is_err() {
                     return;
                 }
             }
-            last = last.max(head);
             let text_so_far = so_far.map(|d| SessionUpdate {
                 update: Some(Update::Delta(d)),
             });
@@ -260,31 +265,45 @@ impl SessionsApi for SessionsService {
             {
                 return;
             }
+            // Stored events after `sent` and before version `to` (exclusive).
+            let catch_up = |sent: u64, to: u64| {
+                sessions.stored_versions(&session.id, sent + 1, (to - sent - 1) as usize)
+            };
             loop {
                 let received = tokio::select! {
                     u = live.recv() => u,
                     () = async { let _ = stopping.wait_for(|s| *s).await; } => return,
                 };
+                let missed = match &received {
+                    Ok(LiveUpdate::Event(e)) if e.stream_version <= sent => continue,
+                    Ok(LiveUpdate::Event(e)) if e.stream_version == sent + 1 => Ok(Vec::new()),
+                    Ok(LiveUpdate::Event(e)) => catch_up(sent, e.stream_version),
+                    // A slow client: what it missed comes from the store.
+                    Err(RecvError::Lagged(_)) => catch_up(sent, u64::MAX),
+                    _ => Ok(Vec::new()),
+                };
+                let missed = match missed {
+                    Ok(events) => events,
+                    Err(e) => {
+                        let _ = tx.send(Err(e.into_status())).await;
+                        return;
+                    }
+                };
+                for e in missed {
+                    sent = e.stream_version;
+                    if tx.send(Ok(send_event(e))).await.is_err() {
+                        return;
+                    }
+                }
                 let update = match received {
-                    Ok(LiveUpdate::Event(e)) if e.sequence > last => {
-                        last = e.sequence;
+                    Ok(LiveUpdate::Event(e)) => {
+                        sent = e.stream_version;
                         send_event(Event::clone(&e))
                     }
-                    Ok(LiveUpdate::Event(_)) => continue,
                     Ok(LiveUpdate::Delta(d)) => SessionUpdate {
                         update: Some(Update::Delta(d)),
                     },
-                    Err(RecvError::Lagged(_)) => {
-                        // A slow client: what it missed comes from the store.
-                        let now = sessions.store.last_sequence();
-                        for e in replay(now, last).unwrap_or_default() {
-                            last = e.sequence;
-                            if tx.send(Ok(send_event(e))).await.is_err() {
-                                return;
-                            }
-                        }
-                        continue;
-                    }
+                    Err(RecvError::Lagged(_)) => continue,
                     Err(RecvError::Closed) => return,
                 };
                 if tx.send(Ok(update)).await.is_err() {

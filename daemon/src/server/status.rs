@@ -92,6 +92,7 @@ impl IntoStatus for crate::approvals::ApprovalError {
             E::AlreadyDecided { .. } | E::Cancelled { .. } => Status::failed_precondition(message),
             E::NoDecision => Status::invalid_argument(message),
             E::Store(e) => e.into_status(),
+            E::Projection(e) => e.into_status(),
         }
     }
 }
@@ -103,6 +104,7 @@ impl IntoStatus for crate::triage::TriageError {
             E::Domain(e) => e.into_status(),
             E::Session(e) => e.into_status(),
             E::Store(e) => e.into_status(),
+            E::Projection(e) => e.into_status(),
             e @ E::Invalid { .. } => Status::invalid_argument(e.to_string()),
         }
     }

@@ -77,7 +77,9 @@ impl Tickets for TicketsService {
         validate::max_len("queue", &req.queue, MAX_NAME)?;
         validate::max_len("category", &req.category, MAX_NAME)?;
         let limit = validate::limit("limit", req.limit, 100, MAX_LIST)?;
-        self.shared.read_at(req.min_sequence).await?;
+        self.shared
+            .read_at(self.shared.desk.tickets_model(), req.min_sequence)
+            .await?;
         let (tickets, total) = self.shared.desk.list_tickets(
             &TicketFilter {
                 status: req.status,
@@ -95,7 +97,9 @@ impl Tickets for TicketsService {
 
     async fn get(&self, request: Request<GetTicketRequest>) -> Result<Response<Ticket>, Status> {
         let req = request.into_inner();
-        self.shared.read_at(req.min_sequence).await?;
+        self.shared
+            .read_at(self.shared.desk.tickets_model(), req.min_sequence)
+            .await?;
         self.shared
             .desk
             .get_ticket(&req.id)

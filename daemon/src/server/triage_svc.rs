@@ -48,9 +48,10 @@ impl TriageApi for TriageService {
     ) -> Result<Response<TriageStatus>, Status> {
         let req = request.into_inner();
         check_ids(&req.ticket_ids)?;
-        Ok(Response::new(
-            self.triage.status(&req.ticket_ids, req.counts_only),
-        ))
+        self.triage
+            .status(&req.ticket_ids, req.counts_only)
+            .map(Response::new)
+            .map_err(IntoStatus::into_status)
     }
 
     type WatchStream = ResponseStream<TriageStatus>;
@@ -64,15 +65,20 @@ impl TriageApi for TriageService {
         let triage = Arc::clone(&self.triage);
         let mut stopping = self.shared.stopping.clone();
         Ok(Response::new(stream_from(move |tx| async move {
-            let mut changes = triage.subscribe();
+            let (mut board, mut live) = triage.subscribe();
             loop {
-                changes.mark_unchanged();
-                let status = triage.status(&req.ticket_ids, req.counts_only);
-                if tx.send(Ok(status)).await.is_err() {
+                board.mark_unchanged();
+                live.mark_unchanged();
+                let status = triage
+                    .status(&req.ticket_ids, req.counts_only)
+                    .map_err(IntoStatus::into_status);
+                let failed = status.is_err();
+                if tx.send(status).await.is_err() || failed {
                     return;
                 }
                 tokio::select! {
-                    changed = changes.changed() => if changed.is_err() { return },
+                    changed = board.changed() => if changed.is_err() { return },
+                    changed = live.changed() => if changed.is_err() { return },
                     _ = stopping.wait_for(|s| *s) => return,
                     () = tx.closed() => return,
                 }

@@ -96,13 +96,14 @@ async fn compact(
     turn: Option<u64>,
     by: Option<ClientRef>,
 ) -> Result<Compacted, SessionError> {
+    sessions.caught_up().await?;
     let state = sessions.get(id)?;
     let limit = turn.unwrap_or_else(|| state.next_turn());
     let keep = sessions.defaults.compaction.keep_recent_messages;
     let Some(first_kept) = compact::cut_point(&state.turn_sizes(limit), limit, keep) else {
         return Ok(Compacted::default());
     };
-    let replaced = state.history_before(first_kept);
+    let replaced = sessions.history(&state)?.before(first_kept);
     let provider = provider_for(sessions, &state.model)?;
     let summary = compact::summarize(provider.as_ref(), &replaced)
         .await
@@ -191,8 +192,25 @@ struct TurnSetup {
     model: String,
     approve: String,
     context_tokens: u64,
-    record: super::state::TurnRecord,
+    /// This turn's user message and (resumed) what it added so far.
+    record: super::state::TurnMessages,
     history: Vec<Message>,
+}
+
+impl TurnSetup {
+    /// Read once the sessions model has every event stored so far.
+    async fn read(sessions: &Sessions, id: &str, turn: u64) -> Result<Self, SessionError> {
+        sessions.caught_up().await?;
+        let state = sessions.get(id)?;
+        let history = sessions.history(&state)?;
+        Ok(Self {
+            model: state.model.clone(),
+            approve: state.approve.clone(),
+            context_tokens: state.context_tokens(),
+            record: history.turn(turn),
+            history: history.before(turn),
+        })
+    }
 }
 
 /// What a compaction did (the Compact RPC's answer).
@@ -215,8 +233,7 @@ pub(super) enum Write {
     Delta(&'static str, String),
 }
 
-/// Store one event of the session, fold it and publish it; returns its
-/// sequence.
+/// Store one event of the session and publish it; returns its sequence.
 async fn append(
     sessions: &Sessions,
     live: &Live,
@@ -230,7 +247,6 @@ async fn append(
         .inspect_err(
             |e| tracing::error!(session = %id, error = %e, "could not store a session event"),
         )?;
-    sessions.fold(id, &events);
     live.publish(&events);
     Ok(events.last().map_or(0, |e| e.sequence))
 }
@@ -245,20 +261,23 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
         )
         .await;
     }
-    // What the turn needs, read under the lock (no copy of the session).
-    let setup = |s: &super::SessionState| TurnSetup {
-        model: s.model.clone(),
-        approve: s.approve.clone(),
-        context_tokens: s.context_tokens(),
-        record: s.turns.get(&turn).cloned().unwrap_or_default(),
-        history: s.history_before(turn),
-    };
-    let Ok(mut state) = sessions.with_state(id, setup) else {
-        return;
+    let mut state = match TurnSetup::read(sessions, id, turn).await {
+        Ok(state) => state,
+        Err(e) => {
+            tracing::error!(session = %id, turn, error = %e, "cannot read the session to run a turn");
+            let failed = TurnCompleted {
+                turn,
+                outcome: Outcome::Failed as i32,
+                error: format!("the session could not be read: {e}"),
+                ..TurnCompleted::default()
+            };
+            let _ = append(sessions, live, id, Payload::TurnCompleted(failed)).await;
+            return;
+        }
     };
     if !resume && state.context_tokens > sessions.defaults.compaction.above_tokens {
         match compact(sessions, id, live, Some(turn), None).await {
-            Ok(_) => state = sessions.with_state(id, setup).unwrap_or(state),
+            Ok(_) => state = TurnSetup::read(sessions, id, turn).await.unwrap_or(state),
             Err(e) => {
                 tracing::warn!(session = %id, error = %e, "automatic compaction failed; the turn runs on the full history");
             }
@@ -433,7 +452,8 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
         TurnOutcome::Failed(e) => format!("the turn failed: {e}"),
         _ => "the turn ended".to_string(),
     };
-    for approval in sessions.approvals.pending_of_turn(id, turn) {
+    let pending = sessions.approvals.pending_of_turn(id, turn);
+    for approval in pending.into_iter().flatten() {
         if let Ok(Some(e)) = sessions.approvals.cancel(&approval, &why).await
             && let Some(p) = e.payload.clone()
         {

@@ -50,7 +50,7 @@ async fn triage_t1003(d: TurnDefaults, approve: &str) -> T1003 {
 async fn pending(sessions: &Sessions, id: &str) -> String {
     for _ in 0..400 {
         let copied = sessions.get(id).unwrap().pending_approvals();
-        if let Some(a) = sessions.approvals.list(false, id).first() {
+        if let Some(a) = sessions.approvals.list(false, id).unwrap().first() {
             let approval = a.request.clone().unwrap_or_default().approval_id;
             if copied.contains(&approval) {
                 return approval;
@@ -215,7 +215,7 @@ async fn nobody_deciding_within_the_timeout_is_a_denial() {
         "{}",
         result.content
     );
-    let info = &sessions.approvals.list(true, &id)[0];
+    let info = &sessions.approvals.list(true, &id).unwrap()[0];
     assert_eq!(info.state, ApprovalState::Denied as i32);
     assert!(
         info.decision
@@ -236,7 +236,7 @@ async fn headless_deny_and_auto_never_wait() {
     } = triage_t1003(defaults(), "deny").await;
     until_done(&sessions, &id, 1).await;
     assert!(
-        sessions.approvals.list(true, "").is_empty(),
+        sessions.approvals.list(true, "").unwrap().is_empty(),
         "nothing recorded, nobody asked"
     );
     assert_eq!(
@@ -263,7 +263,11 @@ async fn a_turn_stopped_while_waiting_resumes_after_restart_and_runs_the_call_on
     let state = reopened.get(&id).unwrap();
     assert!(state.turns[&1].outcome.is_none(), "not marked interrupted");
     assert_eq!(state.pending_approvals(), std::slice::from_ref(&approval));
-    assert_eq!(reopened.approvals.list(false, "").len(), 1, "still listed");
+    assert_eq!(
+        reopened.approvals.list(false, "").unwrap().len(),
+        1,
+        "still listed"
+    );
     reopened
         .decide(
             &approval,

@@ -94,8 +94,9 @@ impl SessionApprover {
     async fn ask(&self, call: &ToolCall, reason: &str) -> Decision {
         let approvals = &self.sessions.approvals;
         let id = match approvals.for_call(&self.session, self.turn, &call.id) {
-            Some(existing) => existing.request.unwrap_or_default().approval_id,
-            None => {
+            Err(e) => return Decision::Deny(format!("the approvals cannot be read: {e}")),
+            Ok(Some(existing)) => existing.request.unwrap_or_default().approval_id,
+            Ok(None) => {
                 let request = match self.request(call, reason) {
                     Ok(r) => r,
                     Err(problem) => return Decision::Deny(problem),
@@ -159,12 +160,14 @@ impl SessionApprover {
 impl Approver for SessionApprover {
     fn settle<'a>(&'a self, call: &'a ToolCall, reason: &'a str) -> BoxFuture<'a, Decision> {
         Box::pin(async move {
-            if self
+            match self
                 .sessions
                 .approvals
                 .remembered(&self.session, &call.name)
             {
-                return Decision::Allow;
+                Ok(true) => return Decision::Allow,
+                Ok(false) => {}
+                Err(e) => return Decision::Deny(format!("the approvals cannot be read: {e}")),
             }
             match self.mode.as_str() {
                 "auto" => RunPolicy::Auto.settle(reason),

@@ -2,27 +2,23 @@
 //! asking session, and at start the session copies a crash missed are
 //! re-appended.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use tinycode_shared::proto::ClientRef;
 use tinycode_shared::proto::event::Payload;
 
-use super::{SessionError, SessionState, Sessions, session_stream};
+use super::{SessionError, Sessions, session_stream};
 use crate::store::ExpectedVersion;
 
 impl Sessions {
     /// Copy into each session the approval events its stream lacks (the
     /// approval stream is written first; a crash may fall in between).
-    pub(super) async fn reconcile_approvals(
-        &self,
-        states: &mut HashMap<String, SessionState>,
-    ) -> Result<(), SessionError> {
-        for info in self.approvals.list(true, "") {
+    pub(super) async fn reconcile_approvals(&self) -> Result<(), SessionError> {
+        for info in self.approvals.list(true, "")? {
             let Some(request) = info.request.clone() else {
                 continue;
             };
-            let Some(state) = states.get_mut(&request.session_id) else {
+            let Some(state) = self.stored_state(&request.session_id)? else {
                 continue;
             };
             let seen = state
@@ -50,17 +46,13 @@ impl Sessions {
             if missing.is_empty() {
                 continue;
             }
-            let events = self
-                .store
+            self.store
                 .append(
                     &session_stream(&request.session_id),
                     ExpectedVersion::Any,
                     missing,
                 )
                 .await?;
-            for e in &events {
-                state.apply(e);
-            }
         }
         Ok(())
     }

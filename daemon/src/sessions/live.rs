@@ -83,7 +83,7 @@ impl Sessions {
         id: &str,
         f: impl FnOnce(&Live) -> T,
     ) -> Result<T, SessionError> {
-        if !lock(&self.states).contains_key(id) {
+        if !super::model::exists(self.projector.tree(), id)? {
             return Err(SessionError::NotFound(id.to_string()));
         }
         let mut map = lock(&self.live);

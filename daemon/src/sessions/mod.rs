@@ -9,6 +9,7 @@ mod actor;
 mod approver;
 mod decisions;
 mod live;
+pub mod model;
 pub mod state;
 
 pub(crate) use live::Live;
@@ -17,7 +18,6 @@ pub use live::LiveUpdate;
 pub use actor::Compacted;
 use actor::Job;
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -32,11 +32,12 @@ use tokio::sync::broadcast;
 use crate::approvals::Approvals;
 use crate::domain::desk::Desk;
 use crate::domain::ids::sanitize_id;
+use crate::projection::{ProjectionError, Projector, ProjectorHandle};
 use crate::skills::SkillRegistry;
-use crate::store::{EventStore, ExpectedVersion, StoreError, SubscriptionOptions};
+use crate::store::{EventStore, ExpectedVersion, StoreError};
 use crate::sync::lock;
 use crate::tools::ToolRegistry;
-pub use state::SessionState;
+pub use state::{History, SessionState};
 
 pub fn session_stream(id: &str) -> String {
     format!("session-{id}")
@@ -61,6 +62,8 @@ pub enum SessionError {
     Approval(#[from] crate::approvals::ApprovalError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Projection(#[from] ProjectionError),
 }
 
 /// Turn settings shared by every session.
@@ -102,14 +105,18 @@ pub struct Sessions {
     pub(crate) approvals: Arc<Approvals>,
     pub(crate) workspace: PathBuf,
     pub(crate) defaults: TurnDefaults,
-    states: Mutex<HashMap<String, SessionState>>,
-    live: Mutex<HashMap<String, Arc<Live>>>,
+    /// The sessions read model (`model.rs`).
+    projector: ProjectorHandle,
+    /// New turns of one session are numbered one at a time.
+    send_locks: crate::sync::Striped<16>,
+    live: Mutex<std::collections::HashMap<String, Arc<Live>>>,
     counter: AtomicU64,
 }
 
 impl Sessions {
-    /// Fold every session from the log; turns left unfinished by a previous
-    /// run are marked interrupted.
+    /// Follow the log into the sessions model; turns left unfinished by a
+    /// previous run are marked interrupted, except those waiting for an
+    /// approval, which resume.
     pub async fn open(
         store: EventStore,
         desk: Arc<Desk>,
@@ -118,17 +125,7 @@ impl Sessions {
         workspace: PathBuf,
         defaults: TurnDefaults,
     ) -> Result<Arc<Self>, SessionError> {
-        let mut states: HashMap<String, SessionState> = HashMap::new();
-        let mut sub = store.subscribe(SubscriptionOptions {
-            from_sequence: 1,
-            stream_prefix: "session-".into(),
-            follow: false,
-        });
-        while let Some(event) = sub.recv().await {
-            let event = event?;
-            let id = event.stream_id.trim_start_matches("session-").to_string();
-            states.entry(id).or_default().apply(&event);
-        }
+        let projector = Projector::spawn(&store, Arc::new(model::SessionsModel))?;
         let sessions = Arc::new(Self {
             store,
             desk,
@@ -137,49 +134,60 @@ impl Sessions {
             approvals,
             workspace,
             defaults,
-            states: Mutex::new(HashMap::new()),
-            live: Mutex::new(HashMap::new()),
+            projector,
+            send_locks: crate::sync::Striped::default(),
+            live: Mutex::new(std::collections::HashMap::new()),
             counter: AtomicU64::new(0),
         });
+        sessions.caught_up().await?;
         // Approval events a crash kept from reaching the session's copy.
-        sessions.reconcile_approvals(&mut states).await?;
-        // Turns a previous run left unfinished are recorded as interrupted,
-        // and the projection folds that record like any other event — except
-        // a turn waiting for an approval, which resumes at that call.
+        sessions.reconcile_approvals().await?;
+        sessions.caught_up().await?;
         let mut resume = Vec::new();
-        for (id, state) in states.iter_mut() {
+        for state in model::with_unfinished_turns(sessions.projector.tree())? {
+            let id = state.id.clone();
+            let mut interrupted = Vec::new();
             for turn in state.unfinished() {
-                if !sessions.approvals.pending_of_turn(id, turn).is_empty() {
+                if sessions.approvals.pending_of_turn(&id, turn)?.is_empty() {
+                    interrupted.push(Payload::TurnCompleted(TurnCompleted {
+                        turn,
+                        outcome: TurnOutcome::Interrupted as i32,
+                        error: "the daemon stopped while this turn was running or queued".into(),
+                        ..TurnCompleted::default()
+                    }));
+                    tracing::warn!(session = %id, turn, "marked an interrupted turn");
+                } else {
                     resume.push((id.clone(), turn));
-                    continue;
-                }
-                let events = sessions
-                    .store
-                    .append(
-                        &session_stream(id),
-                        ExpectedVersion::Any,
-                        vec![Payload::TurnCompleted(TurnCompleted {
-                            turn,
-                            outcome: TurnOutcome::Interrupted as i32,
-                            error: "the daemon stopped while this turn was running or queued"
-                                .into(),
-                            ..TurnCompleted::default()
-                        })],
-                    )
-                    .await?;
-                tracing::warn!(session = %id, turn, "marked an interrupted turn");
-                for e in &events {
-                    state.apply(e);
                 }
             }
+            if !interrupted.is_empty() {
+                sessions
+                    .store
+                    .append(&session_stream(&id), ExpectedVersion::Any, interrupted)
+                    .await?;
+            }
         }
-        let folded = states;
-        *lock(&sessions.states) = folded;
+        sessions.caught_up().await?;
         for (id, turn) in resume {
             tracing::info!(session = %id, turn, "resuming a turn that waits for an approval");
             sessions.submit(&id, Job::Resume(turn))?;
         }
         Ok(sessions)
+    }
+
+    /// The sessions model's projector (status, rebuild).
+    pub fn projector(&self) -> &ProjectorHandle {
+        &self.projector
+    }
+
+    /// Wait until the sessions model has every event stored so far.
+    pub(crate) async fn caught_up(&self) -> Result<(), SessionError> {
+        Ok(self.projector.wait_for(self.store.last_sequence()).await?)
+    }
+
+    /// Wait until the sessions model has every event up to `sequence`.
+    pub(crate) async fn read_at(&self, sequence: u64) -> Result<(), SessionError> {
+        Ok(self.projector.wait_for(sequence).await?)
     }
 
     pub fn approvals(&self) -> &Arc<Approvals> {
@@ -250,12 +258,8 @@ impl Sessions {
                 })],
             )
             .await?;
-        let mut state = SessionState::default();
-        for e in &events {
-            state.apply(e);
-        }
-        lock(&self.states).insert(id, state.clone());
-        Ok(state)
+        self.read_at(last(&events)).await?;
+        self.get(&id)
     }
 
     fn checked_id(raw: &str) -> Result<String, SessionError> {
@@ -264,23 +268,27 @@ impl Sessions {
 
     pub fn get(&self, raw: &str) -> Result<SessionState, SessionError> {
         let id = Self::checked_id(raw)?;
-        match lock(&self.states).get(&id) {
+        match self.stored_state(&id)? {
             Some(s) if s.deleted => Err(SessionError::Deleted(id)),
-            Some(s) => Ok(s.clone()),
+            Some(s) => Ok(s),
             None => Err(SessionError::NotFound(id)),
         }
     }
 
-    /// Read a session under the lock, without copying it.
-    pub(crate) fn with_state<T>(
-        &self,
-        id: &str,
-        read: impl FnOnce(&SessionState) -> T,
-    ) -> Result<T, SessionError> {
-        match lock(&self.states).get(id) {
-            Some(s) => Ok(read(s)),
-            None => Err(SessionError::NotFound(id.to_string())),
-        }
+    /// A session's state as the model has it, deleted or not.
+    fn stored_state(&self, id: &str) -> Result<Option<SessionState>, SessionError> {
+        Ok(model::read(self.projector.tree(), id)?)
+    }
+
+    /// The session's history after its compaction boundary, read from its
+    /// stream.
+    pub(crate) fn history(&self, state: &SessionState) -> Result<History, SessionError> {
+        let events = self.store.read_stream(
+            &session_stream(&state.id),
+            state.history_from.max(1),
+            usize::MAX,
+        )?;
+        Ok(History::of(state, &events))
     }
 
     async fn record(
@@ -292,9 +300,8 @@ impl Sessions {
             .store
             .append(&session_stream(id), ExpectedVersion::Any, payloads)
             .await?;
-        self.fold(id, &events);
         self.publish(id, &events);
-        Ok(())
+        self.read_at(last(&events)).await
     }
 
     pub async fn rename(
@@ -390,20 +397,15 @@ impl Sessions {
             .store
             .append(&session_stream(&id), ExpectedVersion::NoStream, payloads)
             .await?;
-        self.fold(&id, &events);
+        self.read_at(last(&events)).await?;
         self.get(&id)
     }
 
     /// Newest first, deleted sessions left out.
-    pub fn list(&self, limit: usize) -> Vec<SessionState> {
-        let mut all: Vec<SessionState> = lock(&self.states)
-            .values()
-            .filter(|s| !s.deleted)
-            .cloned()
-            .collect();
-        all.sort_by_key(|s| std::cmp::Reverse(s.last_sequence));
-        all.truncate(limit);
-        all
+    pub fn list(&self, limit: usize) -> Result<Vec<SessionState>, SessionError> {
+        Ok(model::newest(self.projector.tree())
+            .take(limit)
+            .collect::<Result<_, _>>()?)
     }
 
     /// What a session's live side is doing now.
@@ -426,27 +428,12 @@ impl Sessions {
     /// The newest turn whose user message came after `sequence`, and its
     /// outcome (None while it runs or waits).
     pub fn last_turn_after(&self, id: &str, sequence: u64) -> Option<(u64, Option<TurnOutcome>)> {
-        let states = lock(&self.states);
-        let (turn, record) = states
-            .get(id)?
-            .turns
-            .iter()
-            .rev()
-            .find(|(_, t)| t.user_sequence > sequence)?;
-        Some((*turn, record.outcome))
+        self.stored_state(id).ok()??.last_turn_after(sequence)
     }
 
     /// A turn's outcome, once it has one.
     pub fn turn_outcome(&self, id: &str, turn: u64) -> Option<TurnOutcome> {
-        lock(&self.states).get(id)?.turns.get(&turn)?.outcome
-    }
-
-    pub(crate) fn fold(&self, id: &str, events: &[Arc<tinycode_shared::proto::Event>]) {
-        let mut states = lock(&self.states);
-        let state = states.entry(id.to_string()).or_default();
-        for e in events {
-            state.apply(e);
-        }
+        self.stored_state(id).ok()??.turns.get(&turn)?.outcome
     }
 
     /// Store the user message and queue its turn. Returns (sequence, turn, queued).
@@ -463,17 +450,10 @@ impl Sessions {
                 problem: "is empty".into(),
             });
         }
-        self.get(&id)?;
-        // Turn numbers are assigned under the states lock, appends after.
-        let turn = {
-            let mut states = lock(&self.states);
-            let state = states
-                .get_mut(&id)
-                .ok_or_else(|| SessionError::NotFound(id.clone()))?;
-            let turn = state.next_turn();
-            state.turns.entry(turn).or_default().user = text.to_string();
-            turn
-        };
+        // Turns are numbered one at a time: each send waits for the model
+        // to have its message before the next reads the next number.
+        let numbering = self.send_locks.lock(&id).await;
+        let turn = self.get(&id)?.next_turn();
         let events = self
             .store
             .append(
@@ -486,8 +466,9 @@ impl Sessions {
                 })],
             )
             .await?;
-        self.fold(&id, &events);
         self.publish(&id, &events);
+        self.read_at(last(&events)).await?;
+        drop(numbering);
         let queued = self.submit(&id, Job::Turn(turn))?;
         Ok((
             events.first().map(|e| e.sequence).unwrap_or(0),
@@ -550,6 +531,17 @@ impl Sessions {
         })
     }
 
+    /// Stored events of a session from stream version `from` on, at most
+    /// `max`.
+    pub fn stored_versions(
+        &self,
+        id: &str,
+        from: u64,
+        max: usize,
+    ) -> Result<Vec<tinycode_shared::proto::Event>, SessionError> {
+        Ok(self.store.read_stream(&session_stream(id), from, max)?)
+    }
+
     /// Stored events of a session with `from <= sequence <= to`.
     pub fn stored(
         &self,
@@ -566,6 +558,11 @@ impl Sessions {
             .filter(|e| e.sequence >= from && e.sequence <= to)
             .collect())
     }
+}
+
+/// Sequence of the last of `events` (0: none).
+fn last(events: &[Arc<tinycode_shared::proto::Event>]) -> u64 {
+    events.last().map_or(0, |e| e.sequence)
 }
 
 #[cfg(test)]

@@ -1,26 +1,41 @@
-//! A session's projection, folded from `session-<id>` events: title, model,
-//! and its turns with the messages each one added (the model's history).
+//! A session's state, folded from `session-<id>` events, in two parts:
+//!
+//! - [`SessionState`]: the summary the sessions projection stores (title,
+//!   model, turns with their outcomes and sizes, context accounting) — small
+//!   whatever the session's length;
+//! - [`History`]: the messages themselves, read from the session's stream
+//!   (from the compaction boundary on) when a turn or a compaction needs
+//!   them, and dropped after.
+//!
+//! [`entry`] is the one place an event becomes a history message; both parts
+//! use it.
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tinycode_shared::proto::event::Payload;
 use tinycode_shared::proto::{Event, TurnOutcome};
 
 use crate::model::{Message, Thinking, ToolCall};
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct TurnRecord {
-    pub user: String,
-    /// Assistant messages and tool results of this turn, in order.
-    pub messages: Vec<Message>,
-    pub started: bool,
-    pub outcome: Option<TurnOutcome>,
+/// What the summary keeps of one turn.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TurnBrief {
     /// Sequence of the turn's user message.
     pub user_sequence: u64,
+    /// Stream version of the turn's user message.
+    pub user_version: u64,
+    pub started: bool,
+    #[serde(with = "outcome_code")]
+    pub outcome: Option<TurnOutcome>,
+    /// Messages the turn added (its user message not counted).
+    pub messages: u32,
+    /// Characters of the user message and every message the turn added.
+    pub chars: u64,
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SessionState {
     pub id: String,
     pub title: String,
@@ -28,12 +43,14 @@ pub struct SessionState {
     pub approve: String,
     pub created_sequence: u64,
     pub last_sequence: u64,
-    pub turns: BTreeMap<u64, TurnRecord>,
+    pub turns: BTreeMap<u64, TurnBrief>,
     pub deleted: bool,
     pub forked_from: String,
     /// The summary of every turn before `compacted_before` (last boundary).
     pub summary: Option<String>,
     pub compacted_before: u64,
+    /// Stream version from which the history after the boundary is read.
+    pub history_from: u64,
     /// Messages the summary replaced, for the message count.
     pub compacted_messages: u32,
     /// Context accounting: the last provider-reported size, and characters
@@ -44,10 +61,99 @@ pub struct SessionState {
     pub approvals: BTreeMap<String, u8>,
 }
 
-impl SessionState {
-    /// The model's history before `turn`: each earlier turn's user message
-    /// and what it added.
-    pub fn history_before(&self, turn: u64) -> Vec<Message> {
+/// What one event adds to a session's history.
+pub enum Entry {
+    User(String),
+    Message(Message),
+}
+
+/// The history entry an event carries, with its turn.
+pub fn entry(payload: &Payload) -> Option<(u64, Entry)> {
+    match payload {
+        Payload::UserMessageAdded(e) => Some((e.turn, Entry::User(e.text.clone()))),
+        Payload::AssistantMessageAdded(e) => {
+            let thinking = e
+                .thinking
+                .iter()
+                .zip(
+                    e.thinking_signatures
+                        .iter()
+                        .chain(std::iter::repeat(&String::new())),
+                )
+                .map(|(text, signature)| Thinking {
+                    text: text.clone(),
+                    signature: signature.clone(),
+                })
+                .collect();
+            let tool_calls = e
+                .tool_calls
+                .iter()
+                .map(|c| ToolCall::new(c.id.clone(), c.name.clone(), c.arguments_json.clone()))
+                .collect();
+            Some((
+                e.turn,
+                Entry::Message(Message::Assistant {
+                    text: e.text.clone(),
+                    thinking,
+                    tool_calls,
+                }),
+            ))
+        }
+        Payload::ToolCallFinished(e) => {
+            let call = e.call.clone().unwrap_or_default();
+            Some((
+                e.turn,
+                Entry::Message(Message::ToolResult {
+                    call_id: call.id,
+                    name: call.name,
+                    content: e.content.clone(),
+                    is_error: e.is_error,
+                }),
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// One turn's messages.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TurnMessages {
+    pub user: String,
+    /// Assistant messages and tool results of this turn, in order.
+    pub messages: Vec<Message>,
+}
+
+/// A session's history after its compaction boundary, read from its stream.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct History {
+    pub summary: Option<String>,
+    pub turns: BTreeMap<u64, TurnMessages>,
+}
+
+impl History {
+    /// Fold `events` (the stream from `state.history_from` on), keeping the
+    /// turns the summary did not replace.
+    pub fn of(state: &SessionState, events: &[Event]) -> Self {
+        let mut turns: BTreeMap<u64, TurnMessages> = BTreeMap::new();
+        for (turn, entry) in events.iter().filter_map(|e| entry(e.payload.as_ref()?)) {
+            if turn < state.compacted_before {
+                continue;
+            }
+            let record = turns.entry(turn).or_default();
+            match entry {
+                Entry::User(text) => record.user = text,
+                Entry::Message(m) => record.messages.push(m),
+            }
+        }
+        Self {
+            summary: state.summary.clone(),
+            turns,
+        }
+    }
+
+    /// The model's history before `turn`: the summary, then each earlier
+    /// turn's user message and what it added.
+    pub fn before(&self, turn: u64) -> Vec<Message> {
         let summary = self.summary.as_ref().map(|s| Message::User {
             text: crate::context::compact::wrap(s),
         });
@@ -62,6 +168,13 @@ impl SessionState {
             .collect()
     }
 
+    /// One turn's messages (empty when it has none).
+    pub fn turn(&self, turn: u64) -> TurnMessages {
+        self.turns.get(&turn).cloned().unwrap_or_default()
+    }
+}
+
+impl SessionState {
     /// Approvals of this session still waiting for a human.
     pub fn pending_approvals(&self) -> Vec<String> {
         self.approvals
@@ -82,17 +195,12 @@ impl SessionState {
     pub fn turn_sizes(&self, limit: u64) -> Vec<(u64, usize)> {
         self.turns
             .range(..limit)
-            .map(|(n, t)| (*n, 1 + t.messages.len()))
+            .map(|(n, t)| (*n, 1 + t.messages as usize))
             .collect()
     }
 
     pub fn message_count(&self) -> u32 {
-        self.compacted_messages
-            + self
-                .turns
-                .values()
-                .map(|t| 1 + t.messages.len() as u32)
-                .sum::<u32>()
+        self.compacted_messages + self.turns.values().map(|t| 1 + t.messages).sum::<u32>()
     }
 
     pub fn next_turn(&self) -> u64 {
@@ -112,11 +220,24 @@ impl SessionState {
             .collect()
     }
 
+    /// The newest turn whose user message came after `sequence`.
+    pub fn last_turn_after(&self, sequence: u64) -> Option<(u64, Option<TurnOutcome>)> {
+        self.turns
+            .iter()
+            .rev()
+            .find(|(_, t)| t.user_sequence > sequence)
+            .map(|(n, t)| (*n, t.outcome))
+    }
+
+    /// The one fold of a session's events.
     pub fn apply(&mut self, event: &Event) {
         self.last_sequence = event.sequence;
         let Some(payload) = &event.payload else {
             return;
         };
+        if let Some((turn, entry)) = entry(payload) {
+            self.add(turn, entry, event);
+        }
         match payload {
             Payload::SessionCreated(e) => {
                 self.id = event.stream_id.trim_start_matches("session-").to_string();
@@ -125,73 +246,18 @@ impl SessionState {
                 self.approve = e.approve.clone();
                 self.created_sequence = event.sequence;
                 self.forked_from = e.forked_from.clone();
+                self.history_from = 1;
             }
             Payload::SessionRenamed(e) => self.title = e.title.clone(),
             Payload::SessionDeleted(_) => self.deleted = true,
-            Payload::UserMessageAdded(e) => {
-                self.chars_after_usage += e.text.chars().count() as u64;
-                let turn = self.turns.entry(e.turn).or_default();
-                turn.user = e.text.clone();
-                turn.user_sequence = event.sequence;
-            }
             Payload::TurnStarted(e) => self.turns.entry(e.turn).or_default().started = true,
             Payload::AssistantMessageAdded(e) => {
-                let thinking = e
-                    .thinking
-                    .iter()
-                    .zip(
-                        e.thinking_signatures
-                            .iter()
-                            .chain(std::iter::repeat(&String::new())),
-                    )
-                    .map(|(text, signature)| Thinking {
-                        text: text.clone(),
-                        signature: signature.clone(),
-                    })
-                    .collect();
-                let tool_calls: Vec<ToolCall> = e
-                    .tool_calls
-                    .iter()
-                    .map(|c| ToolCall::new(c.id.clone(), c.name.clone(), c.arguments_json.clone()))
-                    .collect();
-                match e.usage.as_ref().filter(|u| u.input_tokens > 0) {
-                    // The request covered everything before; the answer is
-                    // counted in output tokens.
-                    Some(u) => {
-                        self.usage_tokens = u.input_tokens + u.output_tokens;
-                        self.chars_after_usage = 0;
-                    }
-                    None => {
-                        self.chars_after_usage += e.text.chars().count() as u64
-                            + tool_calls
-                                .iter()
-                                .map(|c| c.raw_arguments.chars().count() as u64)
-                                .sum::<u64>();
-                    }
+                // The request covered everything before; the answer is
+                // counted in output tokens.
+                if let Some(u) = e.usage.as_ref().filter(|u| u.input_tokens > 0) {
+                    self.usage_tokens = u.input_tokens + u.output_tokens;
+                    self.chars_after_usage = 0;
                 }
-                self.turns
-                    .entry(e.turn)
-                    .or_default()
-                    .messages
-                    .push(Message::Assistant {
-                        text: e.text.clone(),
-                        thinking,
-                        tool_calls,
-                    });
-            }
-            Payload::ToolCallFinished(e) => {
-                self.chars_after_usage += e.content.chars().count() as u64;
-                let call = e.call.clone().unwrap_or_default();
-                self.turns
-                    .entry(e.turn)
-                    .or_default()
-                    .messages
-                    .push(Message::ToolResult {
-                        call_id: call.id,
-                        name: call.name,
-                        content: e.content.clone(),
-                        is_error: e.is_error,
-                    });
             }
             Payload::TurnCompleted(e) => {
                 self.turns.entry(e.turn).or_default().outcome =
@@ -207,25 +273,76 @@ impl SessionState {
                 self.approvals.insert(a.approval_id.clone(), 2);
             }
             Payload::SessionCompacted(e) => {
-                // Load from the boundary: what the summary replaced leaves
-                // memory (it stays in the log).
+                // What the summary replaced leaves the summary (it stays in
+                // the log); the history is read from the first kept turn.
                 let kept = self.turns.split_off(&e.first_kept_turn);
                 let dropped = std::mem::replace(&mut self.turns, kept);
-                self.compacted_messages += dropped
+                self.compacted_messages += dropped.values().map(|t| 1 + t.messages).sum::<u32>();
+                self.history_from = self
+                    .turns
                     .values()
-                    .map(|t| 1 + t.messages.len() as u32)
-                    .sum::<u32>();
+                    .map(|t| t.user_version)
+                    .filter(|v| *v > 0)
+                    .min()
+                    .unwrap_or(event.stream_version + 1);
+                let wrapped = crate::context::compact::wrap(&e.summary).chars().count() as u64;
                 self.summary = Some(e.summary.clone());
                 self.compacted_before = e.first_kept_turn;
                 self.usage_tokens = 0;
-                self.chars_after_usage = self
-                    .history_before(u64::MAX)
-                    .iter()
-                    .map(|m| m.chars() as u64)
-                    .sum();
+                self.chars_after_usage =
+                    wrapped + self.turns.values().map(|t| t.chars).sum::<u64>();
             }
             _ => {}
         }
+    }
+
+    /// Account for one history entry.
+    fn add(&mut self, turn: u64, entry: Entry, event: &Event) {
+        let brief = self.turns.entry(turn).or_default();
+        match entry {
+            Entry::User(text) => {
+                let chars = text.chars().count() as u64;
+                brief.user_sequence = event.sequence;
+                brief.user_version = event.stream_version;
+                brief.chars += chars;
+                self.chars_after_usage += chars;
+            }
+            Entry::Message(m) => {
+                brief.messages += 1;
+                brief.chars += m.chars() as u64;
+                self.chars_after_usage += match &m {
+                    Message::Assistant {
+                        text, tool_calls, ..
+                    } => {
+                        text.chars().count() as u64
+                            + tool_calls
+                                .iter()
+                                .map(|c| c.raw_arguments.chars().count() as u64)
+                                .sum::<u64>()
+                    }
+                    Message::ToolResult { content, .. } => content.chars().count() as u64,
+                    Message::User { text } => text.chars().count() as u64,
+                };
+            }
+        }
+    }
+}
+
+/// `Option<TurnOutcome>` stored as its protobuf number.
+mod outcome_code {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use tinycode_shared::proto::TurnOutcome;
+
+    pub fn serialize<S: Serializer>(v: &Option<TurnOutcome>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(o) => s.serialize_some(&(*o as i32)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<TurnOutcome>, D::Error> {
+        Ok(Option::<i32>::deserialize(d)?
+            .map(|n| TurnOutcome::try_from(n).unwrap_or(TurnOutcome::Unspecified)))
     }
 }
 

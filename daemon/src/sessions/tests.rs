@@ -8,6 +8,7 @@ use super::*;
 use crate::config::Config;
 use crate::domain::desk::tests::fixture_copy;
 use crate::model::Message;
+use crate::store::SubscriptionOptions;
 
 pub(super) fn me() -> ClientRef {
     ClientRef {
@@ -72,16 +73,8 @@ pub(super) async fn until_done(sessions: &Sessions, id: &str, turn: u64) -> Vec<
         let sequence = e.sequence;
         out.push(e);
         if done {
-            for _ in 0..2000 {
-                if sessions
-                    .with_state(id, |s| s.last_sequence >= sequence)
-                    .unwrap()
-                {
-                    return out;
-                }
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-            panic!("the projection never folded sequence {sequence}");
+            sessions.read_at(sequence).await.unwrap();
+            return out;
         }
     }
 }
@@ -135,8 +128,7 @@ async fn an_offline_turn_runs_in_the_session_and_is_stored() {
     assert_eq!(sessions.desk.get_ticket("T-1001").unwrap().queue, "售后组");
     let state = sessions.get(&s.id).unwrap();
     assert_eq!(
-        state.turns[&1].messages.len(),
-        13,
+        state.turns[&1].messages, 13,
         "7 assistant messages, 6 tool results"
     );
 }
@@ -161,10 +153,10 @@ async fn a_second_message_is_queued_and_sees_the_first_turn() {
             .values()
             .all(|t| t.outcome == Some(TurnOutcome::Completed))
     );
-    let history = state.history_before(2);
+    let history = sessions.history(&state).unwrap().before(2);
     assert!(matches!(&history[0], crate::model::Message::User { text } if text == "triage T-1002"));
-    assert_eq!(history.len(), 1 + state.turns[&1].messages.len());
-    assert_eq!(sessions.list(10)[0].id, s.id);
+    assert_eq!(history.len(), 1 + state.turns[&1].messages as usize);
+    assert_eq!(sessions.list(10).unwrap()[0].id, s.id);
     assert!(!sessions.cancel(&s.id).unwrap(), "nothing runs now");
 }
 
@@ -259,7 +251,10 @@ async fn sessions_can_be_renamed_forked_and_deleted() {
         ("fork of logistics", s.id.as_str())
     );
     let original = sessions.get(&s.id).unwrap();
-    assert_eq!(fork.history_before(2), original.history_before(2));
+    assert_eq!(
+        sessions.history(&fork).unwrap().before(2),
+        sessions.history(&original).unwrap().before(2)
+    );
     let (_, turn, _) = sessions
         .send(&fork.id, "退款 时效 是多久？", me())
         .await
@@ -290,7 +285,7 @@ async fn sessions_can_be_renamed_forked_and_deleted() {
         !sessions.delete(&s.id, me()).await.unwrap(),
         "no turn was running"
     );
-    assert!(sessions.list(100).iter().all(|x| x.id != s.id));
+    assert!(sessions.list(100).unwrap().iter().all(|x| x.id != s.id));
     assert!(matches!(sessions.get(&s.id), Err(SessionError::Deleted(_))));
     assert!(matches!(
         sessions.send(&s.id, "hi", me()).await,
@@ -358,7 +353,7 @@ async fn compaction_summarises_old_turns_at_a_user_boundary_and_survives_restart
     assert!(auto[0].tokens_after < auto[0].tokens_before);
     let state = sessions.get(&s.id).unwrap();
     assert_eq!(state.turns.keys().copied().collect::<Vec<_>>(), [2, 3]);
-    let Message::User { text } = &state.history_before(3)[0] else {
+    let Message::User { text } = &sessions.history(&state).unwrap().before(3)[0] else {
         panic!("the summary leads the history")
     };
     assert!(text.starts_with("<conversation-summary>\n"), "{text}");
@@ -528,5 +523,70 @@ async fn a_failed_append_fails_the_turn_and_nothing_after_it_is_stored() {
     let stored = kinds(&events);
     assert!(stored.len() < whole.len(), "{stored:?}");
     assert_eq!(stored[..], whole[..stored.len()], "{stored:?} vs {whole:?}");
+    drop(tmp);
+}
+
+fn rows(sessions: &Sessions) -> Vec<(Vec<u8>, Vec<u8>)> {
+    crate::projection::rows(sessions.projector().tree())
+}
+
+/// Every stored session equals a fold of its stream from scratch, and a
+/// rebuild of the model from the log gives the same rows.
+async fn assert_model_follows_the_log(sessions: &Sessions) {
+    sessions.caught_up().await.unwrap();
+    let before = rows(sessions);
+    let ids: Vec<String> = before
+        .iter()
+        .filter_map(|(k, _)| k.strip_prefix(b"s/"))
+        .map(|id| String::from_utf8_lossy(id).to_string())
+        .collect();
+    assert!(!ids.is_empty());
+    for id in &ids {
+        let mut folded = SessionState::default();
+        for e in sessions.stored(id, 1, u64::MAX).unwrap() {
+            folded.apply(&e);
+        }
+        let stored = model::read(sessions.projector().tree(), id).unwrap();
+        assert_eq!(stored, Some(folded), "session {id}");
+    }
+    sessions.projector().rebuild().await.unwrap();
+    assert_eq!(rows(sessions), before, "a rebuild gives the same model");
+}
+
+#[tokio::test]
+async fn the_sessions_model_equals_a_fold_and_a_rebuild_of_the_log() {
+    let (tmp, ws) = fixture_copy();
+    let store = EventStore::open(&tmp.path().join("db")).unwrap();
+    let mut d = defaults();
+    d.compaction = crate::config::Compaction {
+        above_tokens: 300,
+        keep_recent_messages: 2,
+    };
+    let sessions = open_with(&ws, &store, d).await;
+    let a = sessions.create("a", "offline", "deny", me()).await.unwrap();
+    let b = sessions.create("b", "offline", "auto", me()).await.unwrap();
+    for (n, text) in [(1, "what is the refund policy?"), (2, "triage T-1002")] {
+        sessions.send(&a.id, text, me()).await.unwrap();
+        sessions.send(&b.id, text, me()).await.unwrap();
+        until_done(&sessions, &a.id, n).await;
+        until_done(&sessions, &b.id, n).await;
+    }
+    sessions.send(&a.id, "how long?", me()).await.unwrap();
+    until_done(&sessions, &a.id, 3).await;
+    assert!(sessions.get(&a.id).unwrap().summary.is_some(), "compacted");
+    sessions.rename(&b.id, "renamed", me()).await.unwrap();
+    let fork = sessions.fork(&b.id, 0, "", me()).await.unwrap();
+    sessions.delete(&a.id, me()).await.unwrap();
+    assert_eq!(
+        sessions
+            .list(10)
+            .unwrap()
+            .iter()
+            .map(|s| s.id.as_str())
+            .collect::<Vec<_>>(),
+        [fork.id.as_str(), b.id.as_str()],
+        "newest first, the deleted one left out"
+    );
+    assert_model_follows_the_log(&sessions).await;
     drop(tmp);
 }

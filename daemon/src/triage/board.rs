@@ -1,13 +1,22 @@
-//! The triage board: every ticket's triage record, folded from its
-//! `triage-<ticket>` stream, and the queue of work waiting for a slot.
+//! The triage board (tree `proj-triage`), a [`Projection`] of the
+//! `triage-<ticket>` streams and the only code that folds them:
+//!
+//! - `r/<ticket>` → the ticket's triage [`Record`] (JSON);
+//! - `u/<ticket>` → `()` while the record is unfinished, so a start lines up
+//!   what a previous run left without reading every record.
+//!
+//! After each committed batch that changed a record, `Triage.Watch`
+//! watchers are woken.
 
-use std::collections::{HashMap, VecDeque};
-
+use serde::{Deserialize, Serialize};
 use tinycode_shared::proto::Event;
 use tinycode_shared::proto::event::Payload;
+use tokio::sync::watch;
+
+use crate::projection::{Projection, ProjectionError, Writes};
 
 /// Where a ticket's triage stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Phase {
     Queued,
     Running,
@@ -24,7 +33,7 @@ impl Phase {
 }
 
 /// One ticket's triage record.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
     pub ticket: String,
     pub phase: Phase,
@@ -45,9 +54,6 @@ pub struct Record {
     pub queued_sequence: u64,
     /// Sequence of the last `TriageStarted`.
     pub started_sequence: u64,
-    /// The running attempt's turn (known once its message is stored; not
-    /// stored itself: a restart finds it through `started_sequence`).
-    pub turn: u64,
 }
 
 impl Record {
@@ -66,7 +72,6 @@ impl Record {
             sequence: 0,
             queued_sequence: 0,
             started_sequence: 0,
-            turn: 0,
         }
     }
 
@@ -87,20 +92,17 @@ impl Record {
                 self.outcome.clear();
                 self.error.clear();
                 self.queued_sequence = event.sequence;
-                self.turn = 0;
             }
             Some(Payload::TriageStarted(e)) => {
                 self.phase = Phase::Running;
                 self.session = e.session_id.clone();
                 self.attempt = e.attempt;
                 self.started_sequence = event.sequence;
-                self.turn = 0;
             }
             Some(Payload::TriageAttemptFailed(e)) => {
                 self.phase = Phase::Retrying;
                 self.outcome = e.outcome.clone();
                 self.error = e.error.clone();
-                self.turn = 0;
             }
             Some(Payload::TriageFinished(e)) => {
                 self.phase = match e.result.as_str() {
@@ -110,7 +112,6 @@ impl Record {
                 };
                 self.outcome = e.outcome.clone();
                 self.error = e.error.clone();
-                self.turn = 0;
             }
             _ => {}
         }
@@ -134,22 +135,94 @@ pub struct Job {
     pub start: Start,
 }
 
-/// Every record, and the queue.
-#[derive(Debug, Default)]
-pub struct Board {
-    pub records: HashMap<String, Record>,
-    pub queue: VecDeque<Job>,
+const RECORD: &[u8] = b"r/";
+const UNFINISHED: &[u8] = b"u/";
+
+fn key(prefix: &[u8], ticket: &str) -> Vec<u8> {
+    [prefix, ticket.as_bytes()].concat()
 }
 
-impl Board {
-    /// Fold a `triage-<ticket>` event; returns the ticket id.
-    pub fn apply(&mut self, event: &Event) -> Option<String> {
-        let ticket = event.stream_id.strip_prefix("triage-")?;
-        self.records
-            .entry(ticket.to_string())
-            .or_insert_with(|| Record::new(ticket))
-            .apply(event);
-        Some(ticket.to_string())
+fn decode(bytes: &[u8]) -> Result<Record, ProjectionError> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| ProjectionError::Corrupt(format!("a stored triage record: {e}")))
+}
+
+/// Reads of the board.
+pub struct Reader<'a>(pub &'a sled::Tree);
+
+impl Reader<'_> {
+    pub fn get(&self, ticket: &str) -> Result<Option<Record>, ProjectionError> {
+        self.0
+            .get(key(RECORD, ticket))?
+            .map(|v| decode(&v))
+            .transpose()
+    }
+
+    pub fn contains(&self, ticket: &str) -> Result<bool, ProjectionError> {
+        Ok(self.0.contains_key(key(RECORD, ticket))?)
+    }
+
+    /// Every record, by ticket id.
+    pub fn all(&self) -> Result<Vec<Record>, ProjectionError> {
+        self.0
+            .scan_prefix(RECORD)
+            .map(|row| decode(&row?.1))
+            .collect()
+    }
+
+    /// Records not finished (queued, running, retrying).
+    pub fn unfinished(&self) -> Result<Vec<Record>, ProjectionError> {
+        let mut out = Vec::new();
+        for row in self.0.scan_prefix(UNFINISHED) {
+            let (k, _) = row?;
+            if let Some(r) = self.get(&String::from_utf8_lossy(&k[UNFINISHED.len()..]))? {
+                out.push(r);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The board's read model.
+pub struct BoardModel {
+    /// Bumped after each committed batch that changed a record.
+    pub changed: watch::Sender<u64>,
+}
+
+impl Projection for BoardModel {
+    fn name(&self) -> &'static str {
+        "triage"
+    }
+
+    fn version(&self) -> u32 {
+        1
+    }
+
+    fn apply(&self, writes: &mut Writes<'_>, event: &Event) -> Result<(), ProjectionError> {
+        let Some(ticket) = event.stream_id.strip_prefix("triage-") else {
+            return Ok(());
+        };
+        let k = key(RECORD, ticket);
+        let mut record = match writes.get(&k)? {
+            Some(bytes) => decode(&bytes)?,
+            None => Record::new(ticket),
+        };
+        record.apply(event);
+        if record.phase.finished() {
+            writes.remove(key(UNFINISHED, ticket));
+        } else {
+            writes.put(key(UNFINISHED, ticket), Vec::new());
+        }
+        let bytes =
+            serde_json::to_vec(&record).map_err(|e| ProjectionError::Storage(e.to_string()))?;
+        writes.put(k, bytes);
+        Ok(())
+    }
+
+    fn committed(&self, writes: &Writes<'_>) {
+        if !writes.is_empty() {
+            self.changed.send_modify(|n| *n += 1);
+        }
     }
 }
 
@@ -170,7 +243,7 @@ mod tests {
 
     #[test]
     fn a_record_follows_its_rounds_and_folds_each_event_once() {
-        let mut board = Board::default();
+        let mut r = Record::new("T-1");
         let queued = event(
             1,
             10,
@@ -199,17 +272,16 @@ mod tests {
                 ..TriageFinished::default()
             }),
         );
-        assert_eq!(board.apply(&queued).as_deref(), Some("T-1"));
-        board.apply(&started);
-        board.apply(&queued); // a replayed event changes nothing
-        let r = &board.records["T-1"];
+        r.apply(&queued);
+        r.apply(&started);
+        r.apply(&queued); // a replayed event changes nothing
         assert_eq!(
             (r.phase, r.attempt, r.session.as_str()),
             (Phase::Running, 1, "s1")
         );
         assert_eq!((r.queued_sequence, r.started_sequence), (10, 12));
-        board.apply(&finished);
-        assert_eq!(board.records["T-1"].phase, Phase::Done);
+        r.apply(&finished);
+        assert_eq!(r.phase, Phase::Done);
         // A second round starts from zero attempts, same session kept.
         let again = event(
             4,
@@ -219,8 +291,7 @@ mod tests {
                 ..TriageQueued::default()
             }),
         );
-        board.apply(&again);
-        let r = &board.records["T-1"];
+        r.apply(&again);
         assert_eq!(
             (r.phase, r.attempt, r.queued_sequence),
             (Phase::Queued, 0, 30)

@@ -9,7 +9,6 @@ use tinycode_shared::proto::event::Payload;
 
 use super::{Triage, worker_client};
 use crate::store::{ExpectedVersion, SubscriptionOptions};
-use crate::sync::lock;
 
 /// Why a ticket event may have made a ticket open.
 fn source_of(event: &Event) -> Option<&'static str> {
@@ -46,8 +45,11 @@ impl Triage {
             else {
                 continue;
             };
-            if lock(&self.board).records.contains_key(id) || !self.is_open(id, event.sequence).await
-            {
+            let known = self.records().contains(id).unwrap_or_else(|e| {
+                tracing::error!(ticket = id, error = %e, "cannot read the triage board");
+                true
+            });
+            if known || !self.is_open(id, event.sequence).await {
                 continue;
             }
             let queued = self

@@ -3,7 +3,7 @@
 //! `autoTriage.concurrency` turns at a time; failed turns are retried with
 //! backoff; a restart resumes what was queued or running.
 //!
-//! - [`board`]: the records folded from `triage-<ticket>` streams.
+//! - [`board`]: the records, a read model of the `triage-<ticket>` streams.
 //! - [`intake`]: what queues tickets (ticket events, the `tickets/` poll).
 //! - [`worker`]: the dispatcher and one task per running triage.
 //! - [`status`]: the `Triage.GetStatus` view.
@@ -18,6 +18,7 @@ mod intake;
 mod status;
 mod worker;
 
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use tinycode_shared::proto::event::Payload;
@@ -26,11 +27,12 @@ use tokio::sync::{Notify, Semaphore, watch};
 
 use crate::config::AutoTriage;
 use crate::domain::desk::{Desk, DomainError, ticket_id};
+use crate::projection::{ProjectionError, Projector, ProjectorHandle};
 use crate::sessions::{SessionError, Sessions};
-use crate::store::{EventStore, ExpectedVersion, StoreError, SubscriptionOptions};
+use crate::store::{EventStore, ExpectedVersion, StoreError};
 use crate::sync::lock;
 pub use board::Phase;
-use board::{Board, Job, Start};
+use board::{BoardModel, Job, Reader, Record, Start};
 
 /// Stream of one ticket's triage record.
 pub fn triage_stream(ticket: &str) -> String {
@@ -45,6 +47,8 @@ pub enum TriageError {
     Session(#[from] SessionError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Projection(#[from] ProjectionError),
     #[error("`{field}` {problem}")]
     Invalid {
         field: &'static str,
@@ -66,14 +70,23 @@ pub struct Triage {
     desk: Arc<Desk>,
     sessions: Arc<Sessions>,
     config: AutoTriage,
-    board: Mutex<Board>,
+    /// The records (`board.rs`).
+    board: ProjectorHandle,
+    /// Work waiting for a slot, in order.
+    queue: Mutex<VecDeque<Job>>,
+    /// ticket → (its attempt's `started_sequence`, the attempt's turn), once
+    /// the turn's message is stored: the live side of a running record.
+    turns: Mutex<HashMap<String, (u64, u64)>>,
     /// Wakes the dispatcher when work is queued.
     wake: Notify,
     /// Worker slots: one per running turn (a turn waiting for a human
     /// gives its slot back).
     slots: Arc<Semaphore>,
     /// Bumped on every change of the board, for `Triage.Watch`.
-    changed: watch::Sender<u64>,
+    changed: watch::Receiver<u64>,
+    /// Bumped when the live side of a record changes (its turn becomes
+    /// known, it starts or stops waiting for a human): not a board change.
+    live_changed: watch::Sender<u64>,
 }
 
 impl Triage {
@@ -87,26 +100,28 @@ impl Triage {
         config: AutoTriage,
     ) -> Result<Arc<Self>, TriageError> {
         let head = store.last_sequence();
-        let mut board = Board::default();
-        let mut sub = store.subscribe(SubscriptionOptions {
-            from_sequence: 1,
-            stream_prefix: "triage-".into(),
-            follow: false,
-        });
-        while let Some(event) = sub.recv().await {
-            board.apply(&*event?);
-        }
+        let (changed_tx, changed) = watch::channel(0);
+        let board = Projector::spawn(
+            &store,
+            Arc::new(BoardModel {
+                changed: changed_tx,
+            }),
+        )?;
+        board.wait_for(head).await?;
         let triage = Arc::new(Self {
             store,
             desk,
             sessions,
             slots: Arc::new(Semaphore::new(config.concurrency.max(1))),
             config,
-            board: Mutex::new(board),
+            board,
+            queue: Mutex::new(VecDeque::new()),
+            turns: Mutex::new(HashMap::new()),
             wake: Notify::new(),
-            changed: watch::channel(0).0,
+            changed,
+            live_changed: watch::channel(0).0,
         });
-        let waiting = triage.line_up_after_restart();
+        let waiting = triage.line_up_after_restart()?;
         if triage.config.enabled {
             triage.queue_untriaged().await?;
         }
@@ -122,43 +137,49 @@ impl Triage {
         &self.config
     }
 
-    pub fn subscribe(&self) -> watch::Receiver<u64> {
-        self.changed.subscribe()
+    /// Changes of the board, and of the records' live side.
+    pub fn subscribe(&self) -> (watch::Receiver<u64>, watch::Receiver<u64>) {
+        (self.changed.clone(), self.live_changed.subscribe())
     }
 
-    fn notify_changed(&self) {
-        self.changed.send_modify(|n| *n += 1);
+    fn notify_live(&self) {
+        self.live_changed.send_modify(|n| *n += 1);
     }
 
-    /// Fold freshly appended triage events into the board.
-    fn fold(&self, events: &[Arc<Event>]) {
-        let mut board = lock(&self.board);
-        for e in events {
-            board.apply(e);
-        }
-        drop(board);
-        self.notify_changed();
+    /// The board's projector (status, rebuild).
+    pub fn projector(&self) -> &ProjectorHandle {
+        &self.board
+    }
+
+    fn records(&self) -> Reader<'_> {
+        Reader(self.board.tree())
+    }
+
+    /// A ticket's record as the board has it.
+    fn record(&self, ticket: &str) -> Result<Option<Record>, TriageError> {
+        Ok(self.records().get(ticket)?)
+    }
+
+    /// Wait until the board has `events`.
+    async fn folded(&self, events: &[Arc<Event>]) -> Result<(), TriageError> {
+        let last = events.last().map_or(0, |e| e.sequence);
+        Ok(self.board.wait_for(last).await?)
     }
 
     /// Records a previous run left queued or running: queued ones keep
     /// their order; running ones go first — again in their session, or (a
     /// turn waiting for an approval, resumed by the sessions) awaited.
     /// Returns the (ticket, turn) pairs to await.
-    fn line_up_after_restart(&self) -> Vec<(String, u64)> {
-        let mut board = lock(&self.board);
-        let mut open: Vec<_> = board
-            .records
-            .values()
-            .filter(|r| !r.phase.finished())
-            .map(|r| (r.phase, r.queued_sequence, r.ticket.clone()))
-            .collect();
-        open.sort_by_key(|(phase, seq, _)| (*phase != Phase::Running, *seq));
+    fn line_up_after_restart(&self) -> Result<Vec<(String, u64)>, TriageError> {
+        let mut open = self.records().unfinished()?;
+        open.sort_by_key(|r| (r.phase != Phase::Running, r.queued_sequence));
         let mut waiting = Vec::new();
-        for (phase, _, ticket) in open {
-            let start = match phase {
+        let mut queue = lock(&self.queue);
+        for r in open {
+            let ticket = r.ticket.clone();
+            let start = match r.phase {
                 Phase::Queued | Phase::Retrying => Start::Fresh,
                 _ => {
-                    let r = &board.records[&ticket];
                     match self
                         .sessions
                         .last_turn_after(&r.session, r.started_sequence)
@@ -174,16 +195,16 @@ impl Triage {
                     }
                 }
             };
-            board.queue.push_back(Job { ticket, start });
+            queue.push_back(Job { ticket, start });
         }
-        if !board.queue.is_empty() {
+        if !queue.is_empty() {
             tracing::info!(
-                jobs = board.queue.len(),
+                jobs = queue.len(),
                 waiting = waiting.len(),
                 "triage resumes what the previous run left"
             );
         }
-        waiting
+        Ok(waiting)
     }
 
     /// Ids of the desk's open tickets.
@@ -199,10 +220,10 @@ impl Triage {
     /// Queue every open ticket that has no triage record, in arrival order.
     async fn queue_untriaged(&self) -> Result<(), TriageError> {
         let open = self.open_ticket_ids();
+        let records = self.records();
         let mut fresh: Vec<(u64, String)> = {
-            let board = lock(&self.board);
             open.into_iter()
-                .filter(|id| !board.records.contains_key(id))
+                .filter(|id| !records.contains(id).unwrap_or(true))
                 .map(|id| {
                     let arrived = self
                         .store
@@ -256,18 +277,12 @@ impl Triage {
             Err(StoreError::Conflict { .. }) => return Ok(false),
             Err(e) => return Err(e.into()),
         };
-        {
-            let mut board = lock(&self.board);
-            for e in &events {
-                board.apply(e);
-            }
-            board.queue.push_back(Job {
-                ticket: ticket.to_string(),
-                start: Start::Fresh,
-            });
-        }
+        self.folded(&events).await?;
+        lock(&self.queue).push_back(Job {
+            ticket: ticket.to_string(),
+            start: Start::Fresh,
+        });
         tracing::info!(ticket, source, "queued for triage");
-        self.notify_changed();
         self.wake.notify_one();
         Ok(true)
     }
@@ -301,16 +316,18 @@ impl Triage {
         }
         if all_open {
             let open = self.open_ticket_ids();
-            let board = lock(&self.board);
             // Never triaged (queued now), or in progress (followed).
             let named: std::collections::HashSet<String> = wanted.iter().cloned().collect();
-            wanted.extend(open.into_iter().filter(|id| {
-                !named.contains(id) && !board.records.get(id).is_some_and(|r| r.phase.finished())
-            }));
+            for id in open {
+                let finished = self.record(&id)?.is_some_and(|r| r.phase.finished());
+                if !named.contains(&id) && !finished {
+                    wanted.push(id);
+                }
+            }
         }
         let (mut queued, mut already) = (Vec::new(), Vec::new());
         for id in wanted {
-            let expected = match lock(&self.board).records.get(&id) {
+            let expected = match self.record(&id)? {
                 None => ExpectedVersion::NoStream,
                 Some(r) if r.phase.finished() => ExpectedVersion::Exact(r.version),
                 Some(_) => {

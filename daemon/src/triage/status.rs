@@ -4,24 +4,22 @@ use std::collections::BTreeMap;
 
 use tinycode_shared::proto::{QueueCount, TriageItem, TriageState, TriageStatus};
 
-use super::Triage;
 use super::board::{Phase, Record};
-use crate::sync::lock;
+use super::{Triage, TriageError};
 
 impl Triage {
     /// The status now; `items` for `ids` (all when empty) unless
     /// `counts_only`.
-    pub fn status(&self, ids: &[String], counts_only: bool) -> TriageStatus {
-        let sequence = self.store.last_sequence();
-        let mut records: Vec<Record> = {
-            let board = lock(&self.board);
-            if ids.is_empty() {
-                board.records.values().cloned().collect()
-            } else {
-                ids.iter()
-                    .filter_map(|id| board.records.get(id).cloned())
-                    .collect()
+    pub fn status(&self, ids: &[String], counts_only: bool) -> Result<TriageStatus, TriageError> {
+        let sequence = self.board.applied();
+        let mut records: Vec<Record> = if ids.is_empty() {
+            self.records().all()?
+        } else {
+            let mut found = Vec::new();
+            for id in ids {
+                found.extend(self.record(id)?);
             }
+            found
         };
         // Queue order: unfinished records by arrival, then the rest by id.
         records.sort_by_cached_key(|r| match r.phase.finished() {
@@ -68,14 +66,21 @@ impl Triage {
                 .into_iter()
                 .map(|(queue, tickets)| QueueCount { queue, tickets }),
         );
-        status
+        Ok(status)
     }
 
     fn item(&self, r: &Record) -> TriageItem {
-        let approvals = if r.phase == Phase::Running && r.turn > 0 {
+        let turn = (r.phase == Phase::Running)
+            .then(|| self.turn_of(r))
+            .flatten();
+        let approvals = if let Some(turn) = turn {
             self.sessions
                 .approvals()
-                .pending_of_turn(&r.session, r.turn)
+                .pending_of_turn(&r.session, turn)
+                .unwrap_or_else(|e| {
+                    tracing::warn!(error = %e, "cannot read the approvals of a triage turn");
+                    Vec::new()
+                })
         } else {
             Vec::new()
         };

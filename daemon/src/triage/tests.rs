@@ -56,13 +56,16 @@ async fn start(approve: &str, concurrency: usize) -> Bench {
 /// Poll the status until `done` holds for it.
 async fn until(triage: &Triage, done: impl Fn(&TriageStatus) -> bool) -> TriageStatus {
     for _ in 0..2000 {
-        let s = triage.status(&[], false);
+        let s = triage.status(&[], false).unwrap();
         if done(&s) {
             return s;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    panic!("status never matched: {:?}", triage.status(&[], false));
+    panic!(
+        "status never matched: {:?}",
+        triage.status(&[], false).unwrap()
+    );
 }
 
 fn settled(s: &TriageStatus) -> bool {
@@ -94,6 +97,7 @@ fn new_ticket(subject: &str) -> NewTicket {
 fn triage_sessions(sessions: &Sessions, ticket: &str) -> Vec<String> {
     sessions
         .list(1000)
+        .unwrap()
         .into_iter()
         .filter(|s| s.title == format!("triage {ticket}"))
         .map(|s| s.id)
@@ -136,7 +140,7 @@ async fn open_tickets_and_new_ones_are_triaged_once_and_a_restart_adds_nothing()
     .await
     .unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let s = again.status(&[], true);
+    let s = again.status(&[], true).unwrap();
     assert_eq!((s.done, s.queued, s.running), (4, 0, 0), "{s:?}");
     let queued = b
         .store
@@ -146,6 +150,11 @@ async fn open_tickets_and_new_ones_are_triaged_once_and_a_restart_adds_nothing()
         .filter(|e| matches!(e.payload, Some(Payload::TriageQueued(_))))
         .count();
     assert_eq!(queued, 4);
+    // The board equals a rebuild from the log.
+    let before = crate::projection::rows(again.projector().tree());
+    assert_eq!(before.len(), 4, "4 finished records, none unfinished");
+    again.projector().rebuild().await.unwrap();
+    assert_eq!(crate::projection::rows(again.projector().tree()), before);
 }
 
 #[tokio::test]

@@ -14,7 +14,7 @@ use tinycode_shared::proto::{
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::sync::broadcast::error::RecvError;
 
-use super::board::{Job, Start};
+use super::board::{Job, Record, Start};
 use super::{Triage, TriageError, outcome_name, triage_stream, worker_client};
 use crate::sessions::LiveUpdate;
 use crate::store::ExpectedVersion;
@@ -43,7 +43,7 @@ impl Triage {
                 return;
             };
             let job = loop {
-                if let Some(job) = lock(&self.board).queue.pop_front() {
+                if let Some(job) = lock(&self.queue).pop_front() {
                     break job;
                 }
                 self.wake.notified().await;
@@ -74,18 +74,31 @@ impl Triage {
     }
 
     fn record_session(&self, ticket: &str) -> String {
-        lock(&self.board)
-            .records
-            .get(ticket)
-            .map(|r| r.session.clone())
+        self.record(ticket)
+            .ok()
+            .flatten()
+            .map(|r| r.session)
             .unwrap_or_default()
     }
 
+    /// The running attempt of `ticket` runs as `turn` (known once its
+    /// message is stored).
     fn set_turn(&self, ticket: &str, turn: u64) {
-        if let Some(r) = lock(&self.board).records.get_mut(ticket) {
-            r.turn = turn;
+        let started = self
+            .record(ticket)
+            .ok()
+            .flatten()
+            .map_or(0, |r| r.started_sequence);
+        lock(&self.turns).insert(ticket.to_string(), (started, turn));
+        self.notify_live();
+    }
+
+    /// The turn of the attempt `record` runs, when known.
+    pub(super) fn turn_of(&self, record: &Record) -> Option<u64> {
+        match lock(&self.turns).get(&record.ticket) {
+            Some((started, turn)) if *started == record.started_sequence => Some(*turn),
+            _ => None,
         }
-        self.notify_changed();
     }
 
     async fn append(&self, ticket: &str, payload: Payload) -> Result<(), TriageError> {
@@ -93,8 +106,13 @@ impl Triage {
             .store
             .append(&triage_stream(ticket), ExpectedVersion::Any, vec![payload])
             .await?;
-        self.fold(&events);
-        Ok(())
+        if !matches!(
+            events.last().and_then(|e| e.payload.as_ref()),
+            Some(Payload::TriageStarted(_))
+        ) {
+            lock(&self.turns).remove(ticket);
+        }
+        self.folded(&events).await
     }
 
     /// One triage: attempts until one completes or none are left.
@@ -117,8 +135,7 @@ impl Triage {
         job: &Job,
         slot: &mut Option<OwnedSemaphorePermit>,
     ) -> Result<Ended, TriageError> {
-        let record = lock(&self.board).records.get(&job.ticket).cloned();
-        let Some(record) = record else {
+        let Some(record) = self.record(&job.ticket)? else {
             return Ok(Ended::failed("the triage record is missing"));
         };
         if job.start == Start::Again {
@@ -201,10 +218,10 @@ impl Triage {
                     }
                     Some(Payload::ApprovalRequested(r)) if r.turn == turn => {
                         *slot = None;
-                        self.notify_changed();
+                        self.notify_live();
                     }
                     Some(Payload::ApprovalDecided(_) | Payload::ApprovalCancelled(_)) => {
-                        self.notify_changed();
+                        self.notify_live();
                     }
                     _ => {}
                 },
@@ -228,9 +245,13 @@ impl Triage {
         let mut slot = slot;
         let mut job = job;
         loop {
-            let (phase, attempt, session) = match lock(&self.board).records.get(&job.ticket) {
-                Some(r) => (r.phase, r.attempt, r.session.clone()),
-                None => return,
+            let (phase, attempt, session) = match self.record(&job.ticket) {
+                Ok(Some(r)) => (r.phase, r.attempt, r.session),
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::error!(ticket = %job.ticket, error = %e, "cannot read the triage record");
+                    return;
+                }
             };
             if phase.finished() {
                 return; // skipped
@@ -285,10 +306,11 @@ impl Triage {
     }
 
     async fn finish(&self, ticket: &str, result: &str, outcome: &str, error: &str) {
-        let (session, attempts) = lock(&self.board)
-            .records
-            .get(ticket)
-            .map(|r| (r.session.clone(), r.attempt))
+        let (session, attempts) = self
+            .record(ticket)
+            .ok()
+            .flatten()
+            .map(|r| (r.session, r.attempt))
             .unwrap_or_default();
         let payload = Payload::TriageFinished(TriageFinished {
             ticket_id: ticket.to_string(),

@@ -115,19 +115,10 @@ pub struct Desk {
     /// Changes to one ticket from this daemon take turns (striped by id),
     /// so concurrent writers queue instead of conflicting in a loop; the
     /// expected-version check still guards against other writers.
-    ticket_locks: [tokio::sync::Mutex<()>; TICKET_LOCKS],
+    ticket_locks: crate::sync::Striped<64>,
 }
 
-const TICKET_LOCKS: usize = 64;
-
 impl Desk {
-    fn ticket_lock(&self, id: &str) -> &tokio::sync::Mutex<()> {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        id.hash(&mut h);
-        &self.ticket_locks[(h.finish() as usize) % TICKET_LOCKS]
-    }
-
     pub fn store(&self) -> &EventStore {
         &self.store
     }

@@ -83,7 +83,7 @@ impl Desk {
             index,
             issued: AtomicU64::new(0),
             edit_lock: tokio::sync::Mutex::new(()),
-            ticket_locks: std::array::from_fn(|_| tokio::sync::Mutex::new(())),
+            ticket_locks: crate::sync::Striped::default(),
             store,
         });
         let head = desk.store.last_sequence();
@@ -126,6 +126,11 @@ impl Desk {
             Model::Mirror => &self.mirror,
         };
         Ok(handle.rebuild().await?)
+    }
+
+    /// The desk's projectors: tickets, knowledge, the workspace mirror.
+    pub fn projectors(&self) -> [&crate::projection::ProjectorHandle; 3] {
+        [&self.tickets, &self.kb, &self.mirror]
     }
 
     /// The last sequence `model` has applied.

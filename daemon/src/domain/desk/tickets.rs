@@ -70,6 +70,11 @@ impl Desk {
         Ok(self.tickets.wait_for(sequence).await?)
     }
 
+    /// The tickets model's projector (read-your-writes, status).
+    pub fn tickets_model(&self) -> &crate::projection::ProjectorHandle {
+        &self.tickets
+    }
+
     /// Look at a ticket (as the projection has it).
     pub fn with_ticket<R>(&self, id: &str, f: impl FnOnce(&Ticket) -> R) -> Option<R> {
         self.stored_ticket(id).ok().flatten().as_ref().map(f)
@@ -283,7 +288,7 @@ impl Desk {
     ) -> Result<Ticket, DomainError> {
         let id = ticket_id(raw_id)?;
         let stream = ticket_stream(&id);
-        let _my_turn = self.ticket_lock(&id).lock().await;
+        let _my_turn = self.ticket_locks.lock(&id).await;
         if let Some(origin) = origin
             && self.made_by(&stream, origin)?.is_some()
         {
