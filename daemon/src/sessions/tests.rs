@@ -305,15 +305,21 @@ async fn sessions_can_be_renamed_forked_and_deleted() {
     );
 }
 
-#[tokio::test]
-async fn compaction_summarises_old_turns_at_a_user_boundary_and_survives_restart() {
-    let (tmp, ws) = fixture_copy();
-    let store = EventStore::open(&tmp.path().join("db")).unwrap();
+/// Defaults that compact above 300 tokens, keeping 2 messages.
+fn compacting_early() -> TurnDefaults {
     let mut d = defaults();
     d.compaction = crate::config::Compaction {
         above_tokens: 300,
         keep_recent_messages: 2,
     };
+    d
+}
+
+#[tokio::test]
+async fn compaction_summarises_old_turns_at_a_user_boundary_and_survives_restart() {
+    let (tmp, ws) = fixture_copy();
+    let store = EventStore::open(&tmp.path().join("db")).unwrap();
+    let d = compacting_early();
     let sessions = open_with(&ws, &store, d.clone()).await;
     let s = sessions.create("", "offline", "deny", me()).await.unwrap();
     for (n, text) in [
@@ -557,11 +563,7 @@ async fn assert_model_follows_the_log(sessions: &Sessions) {
 async fn the_sessions_model_equals_a_fold_and_a_rebuild_of_the_log() {
     let (tmp, ws) = fixture_copy();
     let store = EventStore::open(&tmp.path().join("db")).unwrap();
-    let mut d = defaults();
-    d.compaction = crate::config::Compaction {
-        above_tokens: 300,
-        keep_recent_messages: 2,
-    };
+    let d = compacting_early();
     let sessions = open_with(&ws, &store, d).await;
     let a = sessions.create("a", "offline", "deny", me()).await.unwrap();
     let b = sessions.create("b", "offline", "auto", me()).await.unwrap();
