@@ -15,9 +15,34 @@ pub enum AdminAction {
     /// mirror (the workspace files); none named: all. The log is the truth;
     /// this never changes it.
     Rebuild {
-        /// Models to rebuild (tickets, kb, mirror).
+        /// Models to rebuild (tickets, kb, mirror, approvals, sessions,
+        /// triage).
         models: Vec<String>,
     },
+    /// Check the whole log (checksums, sequences, stream versions, the
+    /// durable head); exit status 1 when it is damaged. The daemon must be
+    /// stopped (`tinycode daemon stop`).
+    Verify,
+    /// Write the log to FILE (the backup). The daemon must be stopped.
+    Export { file: std::path::PathBuf },
+    /// Restore the log from FILE (the current one is kept aside). The
+    /// daemon must be stopped.
+    Import { file: std::path::PathBuf },
+}
+
+/// Run `tinycoded <args…>` on this workspace's log; its output is ours.
+fn maintain(ctx: &Ctx, args: &[&std::ffi::OsStr]) -> anyhow::Result<ExitCode> {
+    let daemon = tinycode_shared::client::find_daemon_binary()?;
+    let mut cmd = std::process::Command::new(daemon);
+    if let Some(ws) = &ctx.layout.workspace {
+        cmd.arg("--workspace").arg(ws);
+    }
+    let status = cmd.args(args).status()?;
+    Ok(if status.success() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 pub async fn run(ctx: &Ctx, action: AdminAction) -> anyhow::Result<ExitCode> {
@@ -36,5 +61,8 @@ pub async fn run(ctx: &Ctx, action: AdminAction) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        AdminAction::Verify => maintain(ctx, &["verify".as_ref()]),
+        AdminAction::Export { file } => maintain(ctx, &["export".as_ref(), file.as_os_str()]),
+        AdminAction::Import { file } => maintain(ctx, &["import".as_ref(), file.as_os_str()]),
     }
 }

@@ -46,7 +46,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Operator commands: rebuild read models from the log.
+    /// Operator commands: rebuild read models; verify, export, import the
+    /// log.
     Admin {
         #[command(subcommand)]
         action: admin_cmd::AdminAction,

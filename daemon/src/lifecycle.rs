@@ -66,6 +66,8 @@ pub enum DaemonError {
     Triage(#[from] crate::triage::TriageError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error("{0}")]
+    Maintenance(String),
     #[error(transparent)]
     Serve(#[from] ServeError),
 }
@@ -162,13 +164,111 @@ fn previous_run_unclean(store: &EventStore) -> Result<bool, StoreError> {
     ))
 }
 
+/// How to start.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunOptions {
+    /// Start on a damaged log (`--recover`).
+    pub recover: bool,
+}
+
+/// What `tinycoded verify|export|import` does, on a stopped daemon's log.
+#[derive(Debug, Clone)]
+pub enum Maintenance {
+    Verify,
+    Export(PathBuf),
+    Import(PathBuf),
+}
+
+/// Run a maintenance command on the log (the daemon must be stopped: the
+/// state lock is taken). Returns what to print; a damaged log is an error.
+pub fn maintain(layout: &Layout, command: &Maintenance) -> Result<String, DaemonError> {
+    create_private_dir(&layout.state_dir)?;
+    let _lock = match lock_state_dir(layout) {
+        Err(DaemonError::AlreadyRunning { pid, .. }) => {
+            return Err(DaemonError::Maintenance(format!(
+                "tinycoded{} is running on this workspace; verify, export and import work on a stopped log: run `tinycode daemon stop` first",
+                pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+            )));
+        }
+        other => other?,
+    };
+    let db = layout.db_path();
+    match command {
+        Maintenance::Verify => {
+            let report = EventStore::verify(&db)?;
+            let gaps: Vec<String> = report
+                .recovered_gaps
+                .iter()
+                .map(|(a, b)| format!("{a}–{b}"))
+                .collect();
+            let mut out = format!(
+                "{} events, last sequence {}",
+                report.events, report.last_sequence
+            );
+            if !gaps.is_empty() {
+                out.push_str(&format!("; lost in a recovery: {}", gaps.join(", ")));
+            }
+            if report.problems.is_empty() {
+                Ok(format!("the log is sound: {out}"))
+            } else {
+                Err(DaemonError::Maintenance(format!(
+                    "the log is damaged ({out}):\n  {}",
+                    report.problems.join("\n  ")
+                )))
+            }
+        }
+        Maintenance::Export(file) => {
+            let n = EventStore::export(&db, file)?;
+            Ok(format!("exported {n} events to {}", file.display()))
+        }
+        Maintenance::Import(file) => {
+            // What was there is kept aside, never overwritten.
+            let mut moved = String::new();
+            if db.exists() {
+                let stamp = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                let aside = (0..)
+                    .map(|n| match n {
+                        0 => layout.state_dir.join(format!("db.before-import-{stamp}")),
+                        n => layout
+                            .state_dir
+                            .join(format!("db.before-import-{stamp}-{n}")),
+                    })
+                    .find(|p| !p.exists())
+                    .unwrap_or_else(|| layout.state_dir.join("db.before-import"));
+                std::fs::rename(&db, &aside).map_err(io("cannot move aside", &db))?;
+                moved = format!(" (the previous log is kept in {})", aside.display());
+            }
+            let n = EventStore::import(&db, file)?;
+            Ok(format!(
+                "imported {n} events from {}{moved}",
+                file.display()
+            ))
+        }
+    }
+}
+
 /// Run the daemon until it is asked to stop. The caller has set up logging.
-pub async fn run(layout: Layout) -> Result<(), DaemonError> {
+pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError> {
     let started = Instant::now();
     let workspace = layout.workspace.clone().ok_or(DaemonError::NoWorkspace)?;
     let config = Config::load(&workspace)?;
     let _lock = lock_state_dir(&layout)?;
-    let store = EventStore::open(&layout.db_path())?;
+    let store = EventStore::open_with(
+        &layout.db_path(),
+        crate::store::StoreOptions {
+            recover: options.recover,
+            ..Default::default()
+        },
+    )?;
+    if let Some(lost) = store.recovered() {
+        tracing::warn!(
+            lost_from = lost.lost_from,
+            lost_to = lost.lost_to,
+            "started on a recovered log: the lost range is recorded as LogRecovered"
+        );
+    }
     let unclean = previous_run_unclean(&store)?;
     if unclean {
         tracing::warn!(

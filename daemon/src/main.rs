@@ -15,8 +15,29 @@ use tinycode_shared::paths::Layout;
 )]
 struct Args {
     /// The support workspace; default: nearest ancestor holding `.tinycode/`.
-    #[arg(long, short = 'w', value_name = "DIR")]
+    #[arg(long, short = 'w', value_name = "DIR", global = true)]
     workspace: Option<PathBuf>,
+    /// Start on a damaged log: what can still be read is kept, the lost
+    /// range is recorded (`LogRecovered`) and its sequence numbers are never
+    /// used again; every read model is rebuilt.
+    #[arg(long)]
+    recover: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+/// Maintenance of a stopped daemon's log.
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    /// Check the whole log: checksums, sequences, stream versions, the
+    /// durable head. Exit status 1 when it is damaged.
+    Verify,
+    /// Write the log to FILE (length-prefixed protobuf with checksums): the
+    /// backup.
+    Export { file: PathBuf },
+    /// Restore the log from an export into this workspace's state (the
+    /// current log, if any, is kept aside).
+    Import { file: PathBuf },
 }
 
 fn main() -> std::process::ExitCode {
@@ -32,6 +53,17 @@ fn main() -> std::process::ExitCode {
 
 fn run(args: Args) -> anyhow::Result<()> {
     let layout = Layout::discover(args.workspace.as_deref())?;
+    if let Some(command) = args.command {
+        use tinycoded::lifecycle::{Maintenance, maintain};
+        tinycoded::domain::desk::private_umask();
+        let command = match command {
+            Command::Verify => Maintenance::Verify,
+            Command::Export { file } => Maintenance::Export(file),
+            Command::Import { file } => Maintenance::Import(file),
+        };
+        println!("{}", maintain(&layout, &command)?);
+        return Ok(());
+    }
     // Everything the daemon creates in its state dir (log, database, lock,
     // artifacts) is private; workspace files keep the usual mode.
     tinycoded::domain::desk::private_umask();
@@ -42,7 +74,10 @@ fn run(args: Args) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let result = runtime.block_on(tinycoded::lifecycle::run(layout));
+    let options = tinycoded::lifecycle::RunOptions {
+        recover: args.recover,
+    };
+    let result = runtime.block_on(tinycoded::lifecycle::run(layout, options));
     if let Err(e) = &result {
         tracing::error!(error = %e, "tinycoded failed");
     }

@@ -39,11 +39,14 @@ impl IntoStatus for StoreError {
         let message = self.to_string();
         match self {
             StoreError::Conflict { .. } => Status::aborted(message),
-            StoreError::InvalidStream { .. } | StoreError::EmptyAppend => {
-                Status::invalid_argument(message)
-            }
+            StoreError::InvalidStream { .. }
+            | StoreError::EmptyAppend
+            | StoreError::TooLarge { .. } => Status::invalid_argument(message),
             StoreError::Closed => Status::unavailable(message),
-            StoreError::Corrupt { .. } => Status::data_loss(message),
+            StoreError::Corrupt { .. }
+            | StoreError::Checksum { .. }
+            | StoreError::Damaged { .. }
+            | StoreError::Unreadable { .. } => Status::data_loss(message),
             StoreError::Io(_) => Status::internal(message),
         }
     }

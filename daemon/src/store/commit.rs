@@ -11,12 +11,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::SystemTime;
 
-use prost::Message;
 use sled::Transactional;
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 use tinycode_shared::proto::{Event, event::Payload};
 use tokio::sync::{broadcast, oneshot};
 
+use super::head::{Head, HeadFile};
 use super::{ExpectedVersion, StoreError, keys};
 
 pub(crate) type Reply = oneshot::Sender<Result<Vec<Arc<Event>>, StoreError>>;
@@ -60,6 +60,19 @@ struct Writer {
     /// Last version of each stream touched since open (filled lazily).
     versions: HashMap<String, u64>,
     failed: Option<String>,
+    /// The durable head, recorded after each flush.
+    head: Head,
+    head_file: HeadFile,
+}
+
+/// What the committer thread is given at start.
+pub(crate) struct Files {
+    pub db: sled::Db,
+    pub events: sled::Tree,
+    pub streams: sled::Tree,
+    pub data_file: Option<std::fs::File>,
+    pub head: Head,
+    pub head_file: HeadFile,
 }
 
 impl Committer {
@@ -130,21 +143,17 @@ impl Committer {
     }
 
     /// The committer loop, on its own thread.
-    pub(crate) fn run(
-        &self,
-        db: sled::Db,
-        events: sled::Tree,
-        streams: sled::Tree,
-        data_file: Option<std::fs::File>,
-    ) {
+    pub(crate) fn run(&self, files: Files) {
         let mut writer = Writer {
-            data_file,
+            data_file: files.data_file,
             next_sequence: self.durable_sequence() + 1,
-            db,
-            events,
-            streams,
+            db: files.db,
+            events: files.events,
+            streams: files.streams,
             versions: HashMap::new(),
             failed: None,
+            head: files.head,
+            head_file: files.head_file,
         };
         loop {
             let batch: Vec<Request> = {
@@ -260,25 +269,31 @@ impl Committer {
     }
 }
 
-/// One transaction over both trees for the whole batch, then one flush.
+/// One stored event: sequence key, value, stream-index key, checksum.
+type Row = ([u8; 8], Vec<u8>, Vec<u8>, u32);
+
+/// One transaction over both trees for the whole batch, one flush, then
+/// the durable head.
 fn write_and_flush(
-    writer: &Writer,
+    writer: &mut Writer,
     accepted: &[(Reply, Vec<Arc<Event>>)],
 ) -> Result<(), StoreError> {
-    let rows: Vec<([u8; 8], Vec<u8>, Vec<u8>)> = accepted
+    let rows: Vec<Row> = accepted
         .iter()
         .flat_map(|(_, events)| events.iter())
         .map(|e| {
+            let (value, crc) = keys::encode_event(e);
             (
                 e.sequence.to_be_bytes(),
-                e.encode_to_vec(),
+                value,
                 keys::stream_key(&e.stream_id, e.stream_version),
+                crc,
             )
         })
         .collect();
     (&writer.events, &writer.streams)
         .transaction(|(ev, st)| {
-            for (seq, body, skey) in &rows {
+            for (seq, body, skey, _) in &rows {
                 ev.insert(&seq[..], body.as_slice())?;
                 st.insert(skey.as_slice(), &seq[..])?;
             }
@@ -293,5 +308,11 @@ fn write_and_flush(
         file.sync_data()
             .map_err(|e| StoreError::Io(format!("fdatasync failed: {e}")))?;
     }
+    // Rows are in sequence order: batches are sequenced in order.
+    let head = rows.iter().fold(writer.head, |head, (seq, _, _, crc)| {
+        head.then(u64::from_be_bytes(*seq), *crc)
+    });
+    writer.head_file.write(&head)?;
+    writer.head = head;
     Ok(())
 }

@@ -25,6 +25,29 @@ pub enum StoreError {
         #[source]
         source: prost::DecodeError,
     },
+    #[error("stored event at sequence {sequence} is damaged: its checksum does not match")]
+    Checksum { sequence: u64 },
+    #[error(
+        "the event log is damaged: {} acknowledged but can no longer be read (it reads up to {readable}); nothing was changed — restore a backup with `tinycode admin import FILE`, or start on what can be read with `tinycoded --recover` (the loss is recorded and no sequence number is reused); `tinycode admin verify` checks the whole log",
+        lost(*.lost_from, *.lost_to)
+    )]
+    Damaged {
+        lost_from: u64,
+        lost_to: u64,
+        readable: u64,
+    },
+    #[error(
+        "the event log cannot be read ({reason}); it had acknowledged events up to {acknowledged}; nothing was changed — restore a backup with `tinycode admin import FILE`"
+    )]
+    Unreadable { acknowledged: u64, reason: String },
+    #[error(
+        "an event of {bytes} bytes for stream {stream:?} is over the limit of {limit} bytes per stored event"
+    )]
+    TooLarge {
+        stream: String,
+        bytes: usize,
+        limit: usize,
+    },
     #[error("the event store failed to write to disk: {0}")]
     Io(String),
 }
@@ -32,5 +55,14 @@ pub enum StoreError {
 impl From<sled::Error> for StoreError {
     fn from(e: sled::Error) -> Self {
         Self::Io(e.to_string())
+    }
+}
+
+/// "event 7 was" / "events 7–9 were".
+fn lost(from: u64, to: u64) -> String {
+    if from == to {
+        format!("event {from} was")
+    } else {
+        format!("events {from}–{to} were")
     }
 }

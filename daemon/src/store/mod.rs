@@ -3,6 +3,13 @@
 //! - Tree `events`: global sequence (u64 BE) → encoded `tinycode.v1.Event`.
 //! - Tree `streams`: `stream-id ‖ 0x00 ‖ version (u64 BE)` → global sequence.
 //!
+//! - Beside sled's data file, `<db>/tinycode.head`: the durable head
+//!   (`head.rs`).
+//!
+//! Every stored event carries a CRC-32 of its encoding (`keys.rs`); a start
+//! checks the log against its durable head and refuses a log that lost
+//! acknowledged events, unless told to recover (`integrity.rs`).
+//!
 //! Guarantees: an append is atomic (one sled transaction over both trees);
 //! a stale expected version is a [`StoreError::Conflict`]; one committer
 //! thread assigns sequences, so the global sequence has no gap; an append
@@ -12,6 +19,8 @@
 
 mod commit;
 mod error;
+mod head;
+mod integrity;
 pub(crate) mod keys;
 mod subscribe;
 
@@ -20,8 +29,10 @@ use std::sync::{Arc, Mutex};
 use tinycode_shared::proto::{Event, event::Payload};
 use tokio::sync::{broadcast, oneshot, watch};
 
-use commit::{Committer, Request};
+use commit::{Committer, Files, Request};
 pub use error::StoreError;
+pub use integrity::Report;
+pub use keys::MAX_EVENT_BYTES;
 use keys::{decode_sequence, stream_key, stream_prefix};
 pub use subscribe::{Subscription, SubscriptionOptions};
 
@@ -59,6 +70,9 @@ pub struct StoreOptions {
     pub subscriber_queue: usize,
     /// sled page cache, bytes.
     pub cache_bytes: u64,
+    /// Start on a damaged log: drop what cannot be read, record
+    /// `LogRecovered` (`tinycoded --recover`).
+    pub recover: bool,
 }
 
 impl Default for StoreOptions {
@@ -67,6 +81,7 @@ impl Default for StoreOptions {
             live_buffer: 256,
             subscriber_queue: 256,
             cache_bytes: 4 * 1024 * 1024,
+            recover: false,
         }
     }
 }
@@ -97,6 +112,8 @@ struct Inner {
     /// Set on close: subscriptions end.
     stop: watch::Sender<bool>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// What this open recovered (`--recover` on a damaged log).
+    recovered: Option<tinycode_shared::proto::LogRecovered>,
 }
 
 impl EventStore {
@@ -110,25 +127,38 @@ impl EventStore {
             .path(path)
             .cache_capacity(options.cache_bytes)
             .flush_every_ms(None)
-            .open()?;
+            .open()
+            .map_err(|e| unreadable(path, e))?;
         let events = db.open_tree("events")?;
         let streams = db.open_tree("streams")?;
-        let last_sequence = match events.last()? {
-            Some((key, _)) => decode_sequence(&key),
-            None => 0,
-        };
+        let (mut head_file, stored_head) = head::HeadFile::open(&head::path_of(path))?;
+        let opened = integrity::open(
+            &db,
+            &events,
+            &streams,
+            &mut head_file,
+            stored_head,
+            options.recover,
+        )?;
         let (live, _) = broadcast::channel(options.live_buffer.max(1));
-        let committer = Arc::new(Committer::new(last_sequence, live.clone()));
+        let committer = Arc::new(Committer::new(opened.last_sequence, live.clone()));
         // sled 0.34 keeps its log in `<path>/db`.
         let data_file = std::fs::File::open(path.join("db"))
             .inspect_err(|e| tracing::warn!(error = %e, "cannot open sled's data file for fdatasync; relying on sled's flush alone"))
             .ok();
         let thread = {
             let committer = Arc::clone(&committer);
-            let (db, events, streams) = (db.clone(), events.clone(), streams.clone());
+            let files = Files {
+                db: db.clone(),
+                events: events.clone(),
+                streams: streams.clone(),
+                data_file,
+                head: opened.head,
+                head_file,
+            };
             std::thread::Builder::new()
                 .name("tinycoded-commit".into())
-                .spawn(move || committer.run(db, events, streams, data_file))
+                .spawn(move || committer.run(files))
                 .map_err(|e| StoreError::Io(format!("cannot start the committer thread: {e}")))?
         };
         let (stop, _) = watch::channel(false);
@@ -142,8 +172,46 @@ impl EventStore {
                 subscriber_queue: options.subscriber_queue.max(1),
                 stop,
                 thread: Mutex::new(Some(thread)),
+                recovered: opened.recovered,
             }),
         })
+    }
+
+    /// What this open recovered from a damaged log, if anything.
+    pub fn recovered(&self) -> Option<&tinycode_shared::proto::LogRecovered> {
+        self.inner.recovered.as_ref()
+    }
+
+    /// Check the whole log (checksums, sequences, stream versions, the
+    /// running hash against the durable head). Reads sled while the
+    /// committer may append: call it on a log nobody writes to.
+    pub fn verify(path: &std::path::Path) -> Result<Report, StoreError> {
+        let db = sled::Config::new()
+            .path(path)
+            .open()
+            .map_err(|e| unreadable(path, e))?;
+        let (_, head) = head::HeadFile::open(&head::path_of(path))?;
+        integrity::verify(&db.open_tree("events")?, &db.open_tree("streams")?, head)
+    }
+
+    /// Write the log to `file` (see `integrity::export` for the format);
+    /// returns the number of events.
+    pub fn export(path: &std::path::Path, file: &std::path::Path) -> Result<u64, StoreError> {
+        let db = sled::Config::new()
+            .path(path)
+            .open()
+            .map_err(|e| unreadable(path, e))?;
+        integrity::export(&db.open_tree("events")?, file)
+    }
+
+    /// Restore an export into an empty log at `path`; returns the number
+    /// of events.
+    pub fn import(path: &std::path::Path, file: &std::path::Path) -> Result<u64, StoreError> {
+        let db = sled::Config::new().path(path).flush_every_ms(None).open()?;
+        let (events, streams) = (db.open_tree("events")?, db.open_tree("streams")?);
+        let (mut head_file, _) = head::HeadFile::open(&head::path_of(path))?;
+        let head = integrity::import(&db, &events, &streams, &mut head_file, file)?;
+        Ok(head.sequence)
     }
 
     /// Append `payloads` to `stream` atomically; returns the stored events
@@ -157,6 +225,18 @@ impl EventStore {
         validate_stream_id(stream)?;
         if payloads.is_empty() {
             return Err(StoreError::EmptyAppend);
+        }
+        for p in &payloads {
+            // The stored value: the event's envelope (at its largest) and
+            // the checksum header around the payload.
+            let bytes = p.encoded_len() + stream.len() + 48;
+            if bytes > MAX_EVENT_BYTES {
+                return Err(StoreError::TooLarge {
+                    stream: stream.chars().take(64).collect(),
+                    bytes,
+                    limit: MAX_EVENT_BYTES,
+                });
+            }
         }
         let (reply, answer) = oneshot::channel();
         self.inner.committer.submit(Request {
@@ -246,7 +326,8 @@ impl EventStore {
         self.inner.committer.inject_failure(prefix, appends);
     }
 
-    /// Last durable sequence (= number of events: the log has no gaps).
+    /// Last durable sequence (= number of events, but for a range a
+    /// recovery recorded as lost).
     pub fn last_sequence(&self) -> u64 {
         self.inner.committer.durable_sequence()
     }
@@ -279,6 +360,20 @@ impl EventStore {
     }
 }
 
+/// sled could not open the log: say how much it had acknowledged.
+fn unreadable(path: &std::path::Path, e: sled::Error) -> StoreError {
+    match head::HeadFile::peek(&head::path_of(path)) {
+        Some(h) if h.sequence > 0 && !matches!(e, sled::Error::Io(_)) => StoreError::Unreadable {
+            acknowledged: h.sequence,
+            reason: match e {
+                sled::Error::Corruption { .. } => "sled finds its data file corrupted".into(),
+                other => other.to_string(),
+            },
+        },
+        _ => e.into(),
+    }
+}
+
 /// Last version of `stream` in the index tree (0 when it has none).
 pub(crate) fn stream_version_in(streams: &sled::Tree, stream: &str) -> Result<u64, StoreError> {
     let prefix = stream_prefix(stream);
@@ -307,5 +402,7 @@ fn validate_stream_id(stream: &str) -> Result<(), StoreError> {
     })
 }
 
+#[cfg(test)]
+mod damage_tests;
 #[cfg(test)]
 mod tests;

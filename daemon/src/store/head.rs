@@ -1,0 +1,191 @@
+//! The durable head: the last acknowledged sequence, the checksum of that
+//! event and a running hash of every event up to it, kept in a small file
+//! beside sled's data file (`<db>/tinycode.head`). A torn or cut sled data file
+//! cannot take it along, so a start can tell that acknowledged events are
+//! missing instead of carrying on without them.
+//!
+//! The file has two 32-byte slots written in turn (`pwrite` + `fdatasync`),
+//! each with its own checksum: a write torn by a crash leaves the other slot
+//! whole, and the newer whole slot is the head.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use super::StoreError;
+
+const MAGIC: &[u8; 4] = b"TCH1";
+const SLOT: u64 = 32;
+
+/// What the log has acknowledged.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Head {
+    /// Last acknowledged sequence (0: nothing yet).
+    pub sequence: u64,
+    /// Checksum of the event at `sequence`.
+    pub crc: u32,
+    /// Running hash of every event's (sequence, checksum) up to `sequence`.
+    pub chain: u64,
+}
+
+impl Head {
+    /// The head after one more event.
+    pub fn then(self, sequence: u64, crc: u32) -> Self {
+        Self {
+            sequence,
+            crc,
+            chain: chain(self.chain, sequence, crc),
+        }
+    }
+
+    fn encode(&self) -> [u8; SLOT as usize] {
+        let mut out = [0u8; SLOT as usize];
+        out[..4].copy_from_slice(MAGIC);
+        out[4..12].copy_from_slice(&self.sequence.to_le_bytes());
+        out[12..16].copy_from_slice(&self.crc.to_le_bytes());
+        out[16..24].copy_from_slice(&self.chain.to_le_bytes());
+        let sum = crc32fast::hash(&out[..24]);
+        out[24..28].copy_from_slice(&sum.to_le_bytes());
+        out
+    }
+
+    fn decode(bytes: &[u8]) -> Option<Self> {
+        if bytes.len() < 28 || &bytes[..4] != MAGIC {
+            return None;
+        }
+        let u64_at = |i: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&bytes[i..i + 8]);
+            u64::from_le_bytes(b)
+        };
+        let u32_at = |i: usize| {
+            let mut b = [0u8; 4];
+            b.copy_from_slice(&bytes[i..i + 4]);
+            u32::from_le_bytes(b)
+        };
+        (crc32fast::hash(&bytes[..24]) == u32_at(24)).then(|| Self {
+            sequence: u64_at(4),
+            crc: u32_at(12),
+            chain: u64_at(16),
+        })
+    }
+}
+
+/// FNV-1a over (previous hash, sequence, checksum).
+fn chain(previous: u64, sequence: u64, crc: u32) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for b in previous
+        .to_le_bytes()
+        .into_iter()
+        .chain(sequence.to_le_bytes())
+        .chain(crc.to_le_bytes())
+    {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// The newest whole slot of a head file's bytes, and the slot to write
+/// next.
+fn newest(bytes: &[u8]) -> Option<(Head, u64)> {
+    let slot = |at: usize| bytes.get(at..at + SLOT as usize).and_then(Head::decode);
+    match (slot(0), slot(SLOT as usize)) {
+        (Some(a), Some(b)) if b.sequence > a.sequence => Some((b, 0)),
+        (Some(a), _) => Some((a, 1)),
+        (None, Some(b)) => Some((b, 0)),
+        (None, None) => None,
+    }
+}
+
+/// Where the head of the log at `db` lives.
+pub fn path_of(db: &Path) -> PathBuf {
+    db.join("tinycode.head")
+}
+
+/// The head file, open for writing.
+pub struct HeadFile {
+    file: File,
+    /// The slot the next write goes to.
+    next_slot: u64,
+}
+
+fn io(what: &str, path: &Path, e: std::io::Error) -> StoreError {
+    StoreError::Io(format!("{what} {}: {e}", path.display()))
+}
+
+impl HeadFile {
+    /// Open (or create) the head file; returns it with the head it holds
+    /// (`None`: no whole slot, e.g. a new log).
+    pub fn open(path: &Path) -> Result<(Self, Option<Head>), StoreError> {
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| io("cannot open the log's head file", path, e))?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)
+            .map_err(|e| io("cannot read the log's head file", path, e))?;
+        let newest = newest(&bytes);
+        let next_slot = newest.map_or(0, |(_, next)| next);
+        Ok((Self { file, next_slot }, newest.map(|(h, _)| h)))
+    }
+
+    /// The head recorded at `path`, read only (`None`: no file, or no whole
+    /// slot).
+    pub fn peek(path: &Path) -> Option<Head> {
+        newest(&std::fs::read(path).ok()?).map(|(h, _)| h)
+    }
+
+    /// Record `head` durably.
+    pub fn write(&mut self, head: &Head) -> Result<(), StoreError> {
+        let bytes = head.encode();
+        self.file
+            .write_all_at(&bytes, self.next_slot * SLOT)
+            .and_then(|()| self.file.sync_data())
+            .map_err(|e| StoreError::Io(format!("cannot record the log's head: {e}")))?;
+        self.next_slot = 1 - self.next_slot;
+        Ok(())
+    }
+
+    /// Record `head` in both slots (a new or recovered log).
+    pub fn reset(&mut self, head: &Head) -> Result<(), StoreError> {
+        self.write(head)?;
+        self.write(head)?;
+        self.file
+            .flush()
+            .map_err(|e| StoreError::Io(format!("cannot record the log's head: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_newest_whole_slot_wins_and_a_torn_one_is_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = path_of(dir.path());
+        let (mut file, none) = HeadFile::open(&path).unwrap();
+        assert_eq!(none, None);
+        let one = Head::default().then(1, 7);
+        let two = one.then(2, 9);
+        file.write(&one).unwrap();
+        file.write(&two).unwrap();
+        assert_eq!(HeadFile::open(&path).unwrap().1, Some(two));
+        // Tear the newer slot (slot 1): the older one is the head.
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[SLOT as usize + 5] ^= 0xff;
+        std::fs::write(&path, &bytes).unwrap();
+        let (mut file, head) = HeadFile::open(&path).unwrap();
+        assert_eq!(head, Some(one));
+        // The next write goes over the torn slot.
+        let three = two.then(3, 1);
+        file.write(&three).unwrap();
+        assert_eq!(HeadFile::open(&path).unwrap().1, Some(three));
+        assert_ne!(one.chain, two.chain);
+    }
+}
