@@ -93,6 +93,33 @@ pub fn tokenize(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// A document's terms with their weighted frequencies (title and keywords
+/// count [`TITLE_BOOST`] times), and its weighted length.
+pub fn weighted_terms(doc: &Document<'_>) -> (HashMap<String, f64>, f64) {
+    let mut tf: HashMap<String, f64> = HashMap::new();
+    let mut len = 0.0;
+    for (text, weight) in [(doc.title, TITLE_BOOST), (doc.body, 1.0)]
+        .into_iter()
+        .chain(doc.keywords.iter().map(|k| (k.as_str(), TITLE_BOOST)))
+    {
+        for token in tokenize(text) {
+            *tf.entry(token).or_default() += weight;
+            len += weight;
+        }
+    }
+    (tf, len)
+}
+
+/// BM25 of one term in one document.
+pub fn bm25(idf: f64, tf: f64, len: f64, avg: f64) -> f64 {
+    idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * len / avg))
+}
+
+/// Inverse document frequency of a term found in `df` of `n` documents.
+pub fn idf(n: f64, df: f64) -> f64 {
+    (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+}
+
 impl SearchIndex {
     pub fn len(&self) -> usize {
         self.count
@@ -105,17 +132,7 @@ impl SearchIndex {
     /// Add or replace a document.
     pub fn upsert(&mut self, doc: Document<'_>) {
         self.remove(doc.kind, doc.id);
-        let mut tf: HashMap<String, f64> = HashMap::new();
-        let mut len = 0.0;
-        for (text, weight) in [(doc.title, TITLE_BOOST), (doc.body, 1.0)]
-            .into_iter()
-            .chain(doc.keywords.iter().map(|k| (k.as_str(), TITLE_BOOST)))
-        {
-            for token in tokenize(text) {
-                *tf.entry(token).or_default() += weight;
-                len += weight;
-            }
-        }
+        let (tf, len) = weighted_terms(&doc);
         let slot = match self.free.pop() {
             Some(s) => s,
             None => {
@@ -180,8 +197,7 @@ impl SearchIndex {
             let Some(list) = self.postings.get(term) else {
                 continue;
             };
-            let df = list.len() as f64;
-            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+            let idf = idf(n, list.len() as f64);
             idfs.push((idf, term));
             for (&slot, &tf) in list {
                 let Some(doc) = &self.slots[slot as usize] else {
@@ -190,12 +206,11 @@ impl SearchIndex {
                 if kind.is_some_and(|k| k != doc.kind) {
                     continue;
                 }
-                let norm = tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * doc.len / avg));
                 let score = &mut scores[slot as usize];
                 if *score == 0.0 {
                     scored.push(slot);
                 }
-                *score += idf * norm;
+                *score += bm25(idf, tf, doc.len, avg);
             }
         }
         idfs.sort_by(|a, b| b.0.total_cmp(&a.0));
@@ -235,7 +250,7 @@ impl SearchIndex {
 
 /// About 80 characters of `body` around the first occurrence of the rarest
 /// query term it contains; the start of the body when none occurs.
-fn snippet(body: &str, terms_by_idf: &[(f64, &str)]) -> String {
+pub fn snippet(body: &str, terms_by_idf: &[(f64, &str)]) -> String {
     const BEFORE: usize = 30;
     const AFTER: usize = 50;
     let chars: Vec<char> = body.chars().collect();

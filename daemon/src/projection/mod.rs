@@ -43,6 +43,11 @@ pub trait Projection: Send + Sync + 'static {
     /// Fold one event. Reads through `writes` see this batch's earlier
     /// writes. Events of other models are ignored.
     fn apply(&self, writes: &mut Writes<'_>, event: &Event) -> Result<(), ProjectionError>;
+    /// After the batch's events are applied, before it is committed:
+    /// derived entries written once per batch (a search index).
+    fn finish(&self, _writes: &mut Writes<'_>) -> Result<(), ProjectionError> {
+        Ok(())
+    }
     /// Once at start, after the state is opened (or reset), before any
     /// event is applied: load in-memory indexes from `tree`.
     fn opened(&self, _tree: &sled::Tree) -> Result<(), ProjectionError> {
@@ -428,6 +433,7 @@ impl<P: Projection> Runner<P> {
             last = Some(event.sequence);
         }
         let Some(last) = last else { return Ok(None) };
+        self.projection.finish(&mut writes)?;
         if !writes.is_empty() || last - self.persisted >= CHECKPOINT_EVERY {
             writes.commit(last)?;
             self.persisted = last;

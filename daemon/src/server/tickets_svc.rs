@@ -48,11 +48,11 @@ pub(crate) fn search_kind(
     kind: Kind,
 ) -> Result<Response<SearchResponse>, Status> {
     let limit = checked_query(req)?;
-    Ok(Response::new(search_response(shared.desk.search(
-        &req.query,
-        limit,
-        Some(kind),
-    ))))
+    let hits = shared
+        .desk
+        .search(&req.query, limit, Some(kind))
+        .map_err(IntoStatus::into_status)?;
+    Ok(Response::new(search_response(hits)))
 }
 
 pub(crate) fn checked_query(req: &SearchRequest) -> Result<usize, Status> {

@@ -94,7 +94,7 @@ fn search_schema() -> Value {
 fn search(args: &Value, ctx: &ToolContext, kind: Kind) -> Result<ToolOutput, ToolError> {
     let hits = ctx
         .desk
-        .search(arg(args, "query"), limit(args, 5), Some(kind));
+        .search(arg(args, "query"), limit(args, 5), Some(kind))?;
     let ids: Vec<&String> = hits.iter().map(|h| &h.id).collect();
     Ok(ToolOutput::ok(hits_content(&hits), json!({ "hits": ids })))
 }

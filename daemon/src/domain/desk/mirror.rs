@@ -22,14 +22,14 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use futures::StreamExt;
 use tinycode_shared::proto::event::Payload;
 use tinycode_shared::proto::{Event, KnowledgeFileRead, TicketImported, TicketUpdatedFromFile};
 
 use super::models::{article_content, stored_article};
-use super::{Desk, DomainError, LoadReport, article_stream, ticket_stream};
+use super::{Desk, DomainError, LoadReport, Stamp, article_stream, ticket_stream};
 use crate::domain::ids::sanitize_id;
 use crate::domain::knowledge::parse_article;
 use crate::domain::ticket::{parse_ticket_file, render_ticket_file, same_content};
@@ -46,19 +46,19 @@ pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
 /// Events handled per batch at most.
 const MAX_BATCH: usize = 256;
 
-/// Modification time and size of each file at the last scan.
-pub type FileStamps = HashMap<PathBuf, (Option<SystemTime>, u64)>;
+/// Each file's stamp at the last scan.
+pub type FileStamps = HashMap<PathBuf, Stamp>;
 
 /// A file brought up to the model: its record, and its stamp when the
 /// mirror wrote it.
 struct Synced {
     key: Vec<u8>,
     record: Record,
-    written: Option<crate::domain::desk::Stamp>,
+    written: Option<Stamp>,
 }
 
 /// Files the mirror wrote, with their stamps.
-type Written = Vec<(PathBuf, crate::domain::desk::Stamp)>;
+type Written = Vec<(PathBuf, Stamp)>;
 
 /// What the mirror last wrote to one file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,21 +66,32 @@ struct Record {
     version: u64,
     sequence: u64,
     hash: u64,
+    /// The file's stamp once it held that content: a file with this stamp
+    /// still holds it, and a start need not read it.
+    stamp: Option<Stamp>,
 }
 
 impl Record {
     fn encode(&self) -> Vec<u8> {
+        let stamp = self.stamp.map(|s| [s.mtime_ns, s.len, s.ino]);
         [self.version, self.sequence, self.hash]
-            .iter()
+            .into_iter()
+            .chain(stamp.into_iter().flatten())
             .flat_map(|n| n.to_be_bytes())
             .collect()
     }
 
     fn decode(bytes: &[u8]) -> Option<Self> {
-        (bytes.len() == 24).then(|| Self {
-            version: decode_u64(&bytes[0..8]),
-            sequence: decode_u64(&bytes[8..16]),
-            hash: decode_u64(&bytes[16..24]),
+        let n = |i: usize| decode_u64(&bytes[i * 8..i * 8 + 8]);
+        matches!(bytes.len(), 24 | 48).then(|| Self {
+            version: n(0),
+            sequence: n(1),
+            hash: n(2),
+            stamp: (bytes.len() == 48).then(|| Stamp {
+                mtime_ns: n(3),
+                len: n(4),
+                ino: n(5),
+            }),
         })
     }
 }
@@ -217,20 +228,21 @@ impl Desk {
         let path = self.file_path(kind, id);
         let record = self.record(&path).map_err(DomainError::from)?;
         let current = std::fs::read_to_string(&path).ok();
-        let synced = |hash, stamp| Synced {
+        let synced = |hash, stamp: Option<Stamp>, written| Synced {
             key: self.record_key(&path),
             record: Record {
                 version: desired.version,
                 sequence,
                 hash,
+                stamp,
             },
-            written: stamp,
+            written,
         };
         if let Some(current) = &current {
             let hash = content_hash(current);
             if current == &desired.text || Self::same_as_model(current, &desired) {
                 // Already there (a file just imported keeps its layout).
-                return Ok(Some(synced(hash, None)));
+                return Ok(Some(synced(hash, Stamp::read(&path), None)));
             }
             if !trusted && record.is_none_or(|r| r.hash != hash) {
                 // Edited by hand and not imported (the log moved on, or
@@ -243,7 +255,11 @@ impl Desk {
             }
         }
         let stamp = super::write_atomic(&path, &desired.text)?;
-        Ok(Some(synced(content_hash(&desired.text), Some(stamp))))
+        Ok(Some(synced(
+            content_hash(&desired.text),
+            Some(stamp),
+            Some(stamp),
+        )))
     }
 
     /// Does `text` parse to what the model holds?
@@ -412,7 +428,7 @@ impl Desk {
     pub(super) fn stamp_all(&self, stamps: &mut FileStamps) {
         for kind in [Kind::Ticket, Kind::Article] {
             for path in list_dir(self.dir(kind), kind.ext()) {
-                if let Some(stamp) = stamp(&path) {
+                if let Some(stamp) = Stamp::read(&path) {
                     stamps.insert(path, stamp);
                 }
             }
@@ -425,7 +441,7 @@ impl Desk {
         let mut present = std::collections::HashSet::new();
         for kind in [Kind::Ticket, Kind::Article] {
             for path in list_dir(self.dir(kind), kind.ext()) {
-                let now = stamp(&path);
+                let now = Stamp::read(&path);
                 present.insert(path.clone());
                 if stamps.get(&path) != now.as_ref() {
                     if let Some(now) = now {
@@ -484,18 +500,21 @@ impl Desk {
                     .map(|p| (kind, p)),
             );
         }
+        let present: std::collections::HashSet<(Kind, String)> =
+            paths.iter().map(|(k, p)| (*k, file_stem(p))).collect();
         self.scan(paths, report).await?;
-        // Entries whose file is missing get it back.
+        // Files the mirror wrote that are gone get written again (one the
+        // mirror has not written yet, it writes when it catches up: its
+        // record and its checkpoint are committed together).
         let mut missing = Vec::new();
-        for id in self.ticket_ids()? {
-            if !self.file_path(Kind::Ticket, &id).exists() {
-                missing.push((Kind::Ticket, id));
-            }
-        }
-        for row in super::models::all_articles(self.kb.tree()) {
-            let (id, _) = row.map_err(DomainError::from)?;
-            if !self.file_path(Kind::Article, &id).exists() {
-                missing.push((Kind::Article, id));
+        for key in self.mirror.tree().scan_prefix(RECORD_PREFIX).keys() {
+            let key = key.map_err(ProjectionError::from)?;
+            let path = self
+                .workspace
+                .join(String::from_utf8_lossy(&key[RECORD_PREFIX.len()..]).as_ref());
+            let item = (Kind::of_path(&path), file_stem(&path));
+            if !present.contains(&item) {
+                missing.push(item);
             }
         }
         self.rewrite(&missing, true)
@@ -607,6 +626,12 @@ impl Desk {
         let Ok(meta) = std::fs::metadata(path) else {
             return Ok(Finding::Stale); // vanished: write it again
         };
+        let record = self.record(path).map_err(|e| e.to_string())?;
+        if record.is_some_and(|r| r.stamp == Some(Stamp::of(&meta))) {
+            // Untouched since the mirror recorded it: what it wrote. If the
+            // log moved on since, the mirror's catch-up writes it again.
+            return Ok(Finding::InSync);
+        }
         if meta.len() > MAX_FILE_BYTES {
             return Err(format!(
                 "it is {} bytes; files over {MAX_FILE_BYTES} bytes (1 MiB) are not read",
@@ -614,7 +639,6 @@ impl Desk {
             ));
         }
         let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))?;
-        let record = self.record(path).map_err(|e| e.to_string())?;
         let desired = self.desired(kind, &id).map_err(|e| e.to_string())?;
         let hash = content_hash(&text);
         if let (Some(record), Some(desired)) = (&record, &desired)
@@ -747,12 +771,6 @@ fn file_stem(path: &Path) -> String {
         .unwrap_or_default()
 }
 
-fn stamp(path: &Path) -> Option<(Option<SystemTime>, u64)> {
-    std::fs::metadata(path)
-        .ok()
-        .map(|m| (m.modified().ok(), m.len()))
-}
-
 pub(super) fn list_dir(dir: &Path, ext: &str) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
@@ -807,8 +825,18 @@ mod tests {
             version: 3,
             sequence: 99,
             hash: content_hash("abc"),
+            stamp: None,
         };
         assert_eq!(Record::decode(&r.encode()), Some(r));
+        let stamped = Record {
+            stamp: Some(Stamp {
+                mtime_ns: 1,
+                len: 2,
+                ino: 3,
+            }),
+            ..r
+        };
+        assert_eq!(Record::decode(&stamped.encode()), Some(stamped));
         // FNV-1a 64 of "abc", a published test vector.
         assert_eq!(content_hash("abc"), 0xe71f_a219_0541_574b);
         assert_eq!(Record::decode(b"short"), None);

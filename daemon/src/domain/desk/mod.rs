@@ -11,6 +11,7 @@ mod knowledge;
 mod mirror;
 mod models;
 mod open;
+mod ticket_index;
 mod tickets;
 
 use std::path::{Path, PathBuf};
@@ -99,14 +100,14 @@ pub struct Desk {
     queues: Vec<String>,
     /// The tickets projection (tree `proj-tickets`).
     tickets: ProjectorHandle,
-    tickets_model: Arc<models::TicketsModel>,
     /// The knowledge projection (tree `proj-kb`).
     kb: ProjectorHandle,
     /// The workspace mirror (tree `proj-mirror`).
     mirror: ProjectorHandle,
     /// The mirror's checkpoint last written to its tree.
     mirror_persisted: AtomicU64,
-    /// Kept in step by both projections; lives in memory.
+    /// The articles' search index, kept in step by the knowledge
+    /// projection; lives in memory (the tickets' is in their tree).
     index: Arc<Mutex<SearchIndex>>,
     /// Highest `T-<n>` this desk handed out (ids of created tickets).
     issued: AtomicU64,
@@ -139,14 +140,38 @@ impl Desk {
             .to_string()
     }
 
-    /// Full-text search over tickets and articles.
+    /// Full-text search over tickets and articles, best first (ties by
+    /// id).
     pub fn search(
         &self,
         query: &str,
         limit: usize,
         kind: Option<super::search::Kind>,
-    ) -> Vec<super::search::Hit> {
-        lock(&self.index).search(query, limit, kind)
+    ) -> Result<Vec<super::search::Hit>, DomainError> {
+        use super::search::{Hit, Kind};
+        let mut hits = if kind == Some(Kind::Ticket) {
+            Vec::new()
+        } else {
+            lock(&self.index).search(query, limit, Some(Kind::Article))
+        };
+        if kind != Some(Kind::Article) {
+            let (ranked, idfs) = ticket_index::search(self.tickets.tree(), query, limit)?;
+            let idfs: Vec<(f64, &str)> = idfs.iter().map(|(i, t)| (*i, t.as_str())).collect();
+            for r in ranked {
+                if let Some(t) = self.stored_ticket(&r.id)? {
+                    hits.push(Hit {
+                        kind: Kind::Ticket,
+                        snippet: super::search::snippet(&ticket_index::body(&t), &idfs),
+                        id: r.id,
+                        title: t.subject,
+                        score: r.score,
+                    });
+                }
+            }
+        }
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
+        hits.truncate(limit);
+        Ok(hits)
     }
 }
 
@@ -171,8 +196,32 @@ fn workspace_mode(path: &Path) -> u32 {
     )
 }
 
-/// Modification time and size of a file.
-pub(crate) type Stamp = (Option<std::time::SystemTime>, u64);
+/// What tells a file changed without reading it: modification time (ns),
+/// size and inode (an editor that saves by rename makes a new inode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    pub mtime_ns: u64,
+    pub len: u64,
+    pub ino: u64,
+}
+
+impl Stamp {
+    pub fn of(meta: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        Self {
+            mtime_ns: (meta.mtime() as u64)
+                .wrapping_mul(1_000_000_000)
+                .wrapping_add(meta.mtime_nsec() as u64),
+            len: meta.len(),
+            ino: meta.ino(),
+        }
+    }
+
+    /// The stamp of the file at `path` now.
+    pub fn read(path: &Path) -> Option<Self> {
+        std::fs::metadata(path).ok().map(|m| Self::of(&m))
+    }
+}
 
 /// Write `content` to `path` atomically and durably: a temp file beside it,
 /// fsynced, then renamed (the caller fsyncs the directory). Returns the
@@ -204,8 +253,7 @@ pub(crate) fn write_atomic(path: &Path, content: &str) -> Result<Stamp, DomainEr
         file.set_permissions(std::fs::Permissions::from_mode(mode))?;
         file.write_all(content.as_bytes())?;
         file.sync_all()?;
-        let meta = file.metadata()?;
-        Ok((meta.modified().ok(), meta.len()))
+        Ok(Stamp::of(&file.metadata()?))
     };
     let stamp = write().map_err(io("write"))?;
     std::fs::rename(&tmp, path).map_err(io("replace"))?;

@@ -1,13 +1,12 @@
 //! The desk's two read models, each a [`Projection`] of the log and the
 //! only code that applies events to it:
 //!
-//! - tickets (tree `proj-tickets`): `t/<id>` → the folded `Ticket`;
+//! - tickets (tree `proj-tickets`): `t/<id>` → the folded `Ticket`, and the
+//!   tickets' search index beside them (`ticket_index.rs`);
 //! - knowledge (tree `proj-kb`): `c/<id>` → the article file's content,
-//!   `v/<id>` → the `kb-<id>` version.
-//!
-//! Both keep the in-memory search index in step after each committed batch.
+//!   `v/<id>` → the `kb-<id>` version; articles are few, and their search
+//!   index is in memory, kept in step after each committed batch.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use prost::Message;
@@ -45,43 +44,7 @@ pub(super) fn ticket_number(id: &str) -> Option<u64> {
 }
 
 /// Tickets folded from `ticket-<id>` streams.
-pub struct TicketsModel {
-    index: Arc<Mutex<SearchIndex>>,
-    /// Highest `T-<n>` seen (ids for `Tickets.Create`).
-    max_number: AtomicU64,
-}
-
-impl TicketsModel {
-    pub(super) fn new(index: Arc<Mutex<SearchIndex>>) -> Self {
-        Self {
-            index,
-            max_number: AtomicU64::new(0),
-        }
-    }
-
-    pub(super) fn max_number(&self) -> u64 {
-        self.max_number.load(Ordering::Acquire)
-    }
-
-    fn indexed(&self, t: &Ticket) {
-        if let Some(n) = ticket_number(&t.id) {
-            self.max_number.fetch_max(n, Ordering::AcqRel);
-        }
-        let body: Vec<&str> = t
-            .messages
-            .iter()
-            .map(|m| m.text.as_str())
-            .chain(t.notes.iter().map(|n| n.text.as_str()))
-            .collect();
-        lock(&self.index).upsert(Document {
-            kind: Kind::Ticket,
-            id: &t.id,
-            title: &t.subject,
-            keywords: &[],
-            body: &body.join("\n"),
-        });
-    }
-}
+pub struct TicketsModel;
 
 impl Projection for TicketsModel {
     fn name(&self) -> &'static str {
@@ -89,16 +52,7 @@ impl Projection for TicketsModel {
     }
 
     fn version(&self) -> u32 {
-        1
-    }
-
-    /// Index every stored ticket (the search index lives in memory).
-    fn opened(&self, tree: &sled::Tree) -> Result<(), ProjectionError> {
-        for row in tree.scan_prefix(TICKET_PREFIX) {
-            let (_, value) = row?;
-            self.indexed(&decode_ticket(&value)?);
-        }
-        Ok(())
+        2
     }
 
     fn apply(&self, writes: &mut Writes<'_>, event: &Event) -> Result<(), ProjectionError> {
@@ -120,19 +74,17 @@ impl Projection for TicketsModel {
         Ok(())
     }
 
-    fn committed(&self, writes: &Writes<'_>) {
-        for (key, value) in writes.changed() {
-            if let (true, Some(value)) = (key.starts_with(TICKET_PREFIX), value) {
-                match decode_ticket(value) {
-                    Ok(t) => self.indexed(&t),
-                    Err(e) => tracing::error!(error = %e, "cannot index a ticket"),
-                }
-            }
+    /// Index the tickets this batch changed, once each.
+    fn finish(&self, writes: &mut Writes<'_>) -> Result<(), ProjectionError> {
+        let changed: Vec<Ticket> = writes
+            .changed()
+            .filter(|(key, _)| key.starts_with(TICKET_PREFIX))
+            .filter_map(|(_, value)| value.map(decode_ticket))
+            .collect::<Result<_, _>>()?;
+        for ticket in &changed {
+            super::ticket_index::index(writes, ticket)?;
         }
-    }
-
-    fn reset(&self) {
-        self.max_number.store(0, Ordering::Release);
+        Ok(())
     }
 }
 

@@ -65,8 +65,7 @@ impl Desk {
         config: &Config,
     ) -> Result<(Arc<Desk>, LoadReport), DomainError> {
         let index = Arc::new(Mutex::new(SearchIndex::default()));
-        let tickets_model = Arc::new(TicketsModel::new(Arc::clone(&index)));
-        let tickets = Projector::spawn(&store, Arc::clone(&tickets_model))?;
+        let tickets = Projector::spawn(&store, Arc::new(TicketsModel))?;
         let kb = Projector::spawn(&store, Arc::new(KnowledgeModel::new(Arc::clone(&index))))?;
         let (mirror_tree, checkpoint) = mirror::open_state(&store)?;
         let (mirror, reporter) = projection::channel("mirror", mirror_tree, checkpoint);
@@ -76,7 +75,6 @@ impl Desk {
             knowledge_dir: workspace.join(&config.knowledge_dir),
             queues: config.queues.clone(),
             tickets,
-            tickets_model,
             kb,
             mirror,
             mirror_persisted: AtomicU64::new(checkpoint),

@@ -6,6 +6,7 @@ use tinycode_shared::proto::{TicketClassified, TicketRouted};
 
 use super::*;
 use crate::config::Config;
+use crate::domain::search::Kind;
 use crate::store::EventStore;
 
 /// A writable copy of the fixture workspace.
@@ -309,9 +310,52 @@ async fn concurrent_updates_to_one_ticket_lose_nothing() {
     // The projection and the files equal a fold of the log alone, and a
     // rebuild from scratch gives the same.
     assert_consistent(&desk, &store, &ws).await;
+    let rows = crate::projection::rows(desk.projectors()[0].tree());
+    let queries = [
+        "follow-up 7",
+        "退款",
+        "物流 停滞 快递",
+        "风控冻结 企业",
+        "nothing-like-this",
+    ];
+    let found: Vec<_> = queries
+        .iter()
+        .map(|q| desk.search(q, 5, Some(Kind::Ticket)).unwrap())
+        .collect();
     desk.rebuild(Model::Tickets).await.unwrap();
     desk.rebuild(Model::Mirror).await.unwrap();
     assert_consistent(&desk, &store, &ws).await;
+    assert_eq!(
+        crate::projection::rows(desk.projectors()[0].tree()),
+        rows,
+        "the tickets and their search index rebuild the same"
+    );
+    // The stored index ranks as the in-memory BM25 index does over the
+    // same tickets.
+    let mut memory = crate::domain::search::SearchIndex::default();
+    for t in desk.list_tickets(&TicketFilter::default(), usize::MAX).0 {
+        let body = super::ticket_index::body(&t);
+        memory.upsert(crate::domain::search::Document {
+            kind: Kind::Ticket,
+            id: &t.id,
+            title: &t.subject,
+            keywords: &[],
+            body: &body,
+        });
+    }
+    for (q, hits) in queries.iter().zip(found) {
+        let expected = memory.search(q, 5, Some(Kind::Ticket));
+        let ids = |h: &[crate::domain::search::Hit]| -> Vec<(String, String)> {
+            h.iter()
+                .map(|h| (h.id.clone(), format!("{:.9}", h.score)))
+                .collect()
+        };
+        assert_eq!(ids(&hits), ids(&expected), "{q}");
+        assert_eq!(
+            hits.iter().map(|h| &h.snippet).collect::<Vec<_>>(),
+            expected.iter().map(|h| &h.snippet).collect::<Vec<_>>()
+        );
+    }
 }
 
 #[tokio::test]
@@ -344,7 +388,9 @@ async fn intake_assigns_the_next_id_and_writes_the_file() {
         "{err}"
     );
     assert_eq!(
-        desk.search("printer fire", 5, Some(crate::domain::search::Kind::Ticket))[0].id,
+        desk.search("printer fire", 5, Some(crate::domain::search::Kind::Ticket))
+            .unwrap()[0]
+            .id,
         "T-1004"
     );
 }

@@ -88,21 +88,9 @@ impl Desk {
         })
     }
 
-    /// Ids of every ticket, ordered.
-    pub(super) fn ticket_ids(&self) -> Result<Vec<String>, DomainError> {
-        self.tickets
-            .tree()
-            .scan_prefix(b"t/")
-            .keys()
-            .map(|k| {
-                let k = k.map_err(crate::projection::ProjectionError::from)?;
-                Ok(String::from_utf8_lossy(&k[2..]).to_string())
-            })
-            .collect()
-    }
 
     pub(super) fn ticket_count(&self) -> Result<usize, DomainError> {
-        Ok(self.ticket_ids()?.len())
+        Ok(super::ticket_index::count(self.tickets.tree())? as usize)
     }
 
     /// Matching tickets, ordered by id, and how many matched in all.
@@ -220,9 +208,11 @@ impl Desk {
     /// `T-<max+1>` over existing ids, ids handed out and files (at least
     /// T-1001).
     fn next_ticket_id(&self) -> String {
-        let known = self
-            .tickets_model
-            .max_number()
+        let known = super::ticket_index::max_number(self.tickets.tree())
+            .unwrap_or_else(|e| {
+                tracing::error!(error = %e, "cannot read the highest ticket number");
+                0
+            })
             .max(self.issued.load(Ordering::Acquire))
             .max(1000);
         let mut n = known + 1;
