@@ -39,14 +39,38 @@ async fn fetch_status(
         .into_inner())
 }
 
-async fn start(ctx: &Ctx) -> anyhow::Result<ExitCode> {
-    let already = client::connect(&ctx.layout.socket, &ctx.client)
+/// The status of the daemon answering now, if one does.
+async fn running_status(ctx: &Ctx) -> Option<DaemonStatus> {
+    let channel = client::connect(&ctx.layout.socket, &ctx.client)
         .await
-        .is_ok();
-    if !already {
-        client::start_daemon(&ctx.layout).await?;
+        .ok()?;
+    fetch_status(channel).await.ok()
+}
+
+/// Wait (up to 10 s) until the daemon named in the lock file has exited:
+/// one killed a moment ago may still accept a connection it will never
+/// answer.
+async fn wait_for_previous(ctx: &Ctx) {
+    let pid = std::fs::read_to_string(ctx.layout.lock_path())
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok());
+    let Some(pid) = pid else { return };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while client::process_running(pid) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    let status = fetch_status(client::connect(&ctx.layout.socket, &ctx.client).await?).await?;
+}
+
+async fn start(ctx: &Ctx) -> anyhow::Result<ExitCode> {
+    let (already, status) = match running_status(ctx).await {
+        Some(status) => (true, status),
+        None => {
+            wait_for_previous(ctx).await;
+            client::start_daemon(&ctx.layout).await?;
+            let channel = client::connect(&ctx.layout.socket, &ctx.client).await?;
+            (false, fetch_status(channel).await?)
+        }
+    };
     if ctx.json {
         let mut value = render::message_json("tinycode.v1.DaemonStatus", &status);
         value["alreadyRunning"] = already.into();

@@ -164,6 +164,38 @@ fn previous_run_unclean(store: &EventStore) -> Result<bool, StoreError> {
     ))
 }
 
+/// Time taken by each start-up stage (logged, for operators and the
+/// benchmarks).
+struct Stages {
+    last: Instant,
+    done: Vec<(&'static str, u128)>,
+}
+
+impl Stages {
+    fn new() -> Self {
+        Self {
+            last: Instant::now(),
+            done: Vec::new(),
+        }
+    }
+
+    fn done(&mut self, stage: &'static str) {
+        self.done.push((stage, self.last.elapsed().as_millis()));
+        self.last = Instant::now();
+    }
+}
+
+impl std::fmt::Display for Stages {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = self
+            .done
+            .iter()
+            .map(|(stage, ms)| format!("{stage} {ms} ms"))
+            .collect();
+        f.write_str(&parts.join(", "))
+    }
+}
+
 /// How to start.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RunOptions {
@@ -255,6 +287,7 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
     let workspace = layout.workspace.clone().ok_or(DaemonError::NoWorkspace)?;
     let config = Config::load(&workspace)?;
     let _lock = lock_state_dir(&layout)?;
+    let mut stages = Stages::new();
     let store = EventStore::open_with(
         &layout.db_path(),
         crate::store::StoreOptions {
@@ -269,6 +302,7 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
             "started on a recovered log: the lost range is recorded as LogRecovered"
         );
     }
+    stages.done("store");
     let unclean = previous_run_unclean(&store)?;
     if unclean {
         tracing::warn!(
@@ -289,6 +323,7 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
         )
         .await?;
     let (desk, report) = Desk::open(store.clone(), &workspace, &config).await?;
+    stages.done("desk");
     tracing::info!(
         tickets = report.tickets,
         imported = report.imported,
@@ -307,6 +342,7 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
         .or_else(|| (!config.model.is_empty()).then(|| config.model.clone()))
         .unwrap_or_else(|| "offline".into());
     let approvals = crate::approvals::Approvals::open(store.clone()).await?;
+    stages.done("approvals");
     let sessions = crate::sessions::Sessions::open(
         store.clone(),
         Arc::clone(&desk),
@@ -329,6 +365,7 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
         },
     )
     .await?;
+    stages.done("sessions");
     let triage = crate::triage::Triage::open(
         store.clone(),
         Arc::clone(&desk),
@@ -336,7 +373,9 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
         config.auto_triage.clone(),
     )
     .await?;
+    stages.done("triage");
     let listener = bind_socket(&layout)?;
+    tracing::info!(stages = %stages, "start-up");
     tracing::info!(socket = %layout.socket.display(), workspace = %workspace.display(), "tinycoded listening");
 
     let (shutdown_tx, mut shutdown_rx) = mpsc::channel::<String>(1);

@@ -27,6 +27,12 @@ pub enum ConnectError {
     )]
     NotRunning { socket: PathBuf },
     #[error(
+        "the tinycoded on {} belongs to another user{}: its socket is private to that user; run tinycode as that user, or give this workspace its own state directory (TINYCODE_HOME)",
+        socket.display(),
+        owner.map(|u| format!(" (uid {u})")).unwrap_or_default()
+    )]
+    OtherUser { socket: PathBuf, owner: Option<u32> },
+    #[error(
         "cannot find the tinycoded binary (looked beside {} and on PATH); build it with `cargo build -p tinycoded`",
         beside.display()
     )]
@@ -105,7 +111,13 @@ pub async fn connect(socket: &Path, client: &ClientName) -> Result<DaemonChannel
     // transport error for a missing or stale socket.
     tokio::net::UnixStream::connect(socket)
         .await
-        .map_err(|_| not_running())?;
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::PermissionDenied => ConnectError::OtherUser {
+                socket: socket.to_path_buf(),
+                owner: owner_of(socket),
+            },
+            _ => not_running(),
+        })?;
     let path = socket.to_path_buf();
     let channel = Endpoint::from_static("http://tinycoded.invalid")
         .connect_with_connector(tower::service_fn(move |_: Uri| {
@@ -118,6 +130,15 @@ pub async fn connect(socket: &Path, client: &ClientName) -> Result<DaemonChannel
         .await
         .map_err(|_| not_running())?;
     Ok(InterceptedService::new(channel, client.clone()))
+}
+
+/// The uid owning `path`, or the nearest directory above it this user can
+/// read.
+fn owner_of(path: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    path.ancestors()
+        .find_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.uid())
 }
 
 /// Connect, starting `tinycoded` first when nobody answers and `autostart`.

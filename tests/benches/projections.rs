@@ -274,6 +274,15 @@ async fn large_log(targets: &mut Targets, scale: f64) {
     let _ = daemon.wait();
     settle_disk();
     let (mut daemon, elapsed) = start(&desk, "second start (resumed from checkpoints)").await;
+    for line in desk
+        .log()
+        .lines()
+        .rev()
+        .filter(|l| l.contains("start-up"))
+        .take(2)
+    {
+        println!("  daemon: {}", line.split(": ").nth(1).unwrap_or(line));
+    }
     let (rss, _) = rss_mib(daemon.id());
     let ch = connect(&desk.socket(), &ClientName::new("bench").unwrap())
         .await

@@ -273,6 +273,9 @@ impl SessionsApi for SessionsService {
                 let received = tokio::select! {
                     u = live.recv() => u,
                     () = async { let _ = stopping.wait_for(|s| *s).await; } => return,
+                    // A client that left is let go at once: it no longer
+                    // counts as attached, and the actor may retire.
+                    () = tx.closed() => return,
                 };
                 let missed = match &received {
                     Ok(LiveUpdate::Event(e)) if e.stream_version <= sent => continue,

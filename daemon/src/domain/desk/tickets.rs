@@ -88,7 +88,6 @@ impl Desk {
         })
     }
 
-
     pub(super) fn ticket_count(&self) -> Result<usize, DomainError> {
         Ok(super::ticket_index::count(self.tickets.tree())? as usize)
     }
