@@ -5,5 +5,6 @@
 pub mod desk;
 pub mod ids;
 pub mod knowledge;
+pub mod limits;
 pub mod search;
 pub mod ticket;

@@ -3,9 +3,7 @@
 
 use tonic::Status;
 
-pub const MAX_SUBJECT: usize = 500;
-pub const MAX_NAME: usize = 200;
-pub const MAX_TEXT: usize = 64 * 1024;
+pub use crate::domain::limits::{MAX_NAME, MAX_SUBJECT, MAX_TEXT};
 pub const MAX_QUERY: usize = 1_000;
 pub const MAX_SLA_MINUTES: u32 = 60 * 24 * 30;
 pub const MAX_LIST: u32 = 10_000;

@@ -32,6 +32,7 @@ use super::models::{article_content, stored_article};
 use super::{Desk, DomainError, LoadReport, Stamp, article_stream, ticket_stream};
 use crate::domain::ids::sanitize_id;
 use crate::domain::knowledge::parse_article;
+use crate::domain::limits;
 use crate::domain::ticket::{parse_ticket_file, render_ticket_file, same_content};
 use crate::projection::{self, ProjectionError, Reporter, Writes, decode_u64};
 use crate::store::{ExpectedVersion, StoreError};
@@ -41,8 +42,9 @@ const VERSION: u32 = 1;
 const RECORD_PREFIX: &[u8] = b"f/";
 /// Files appended concurrently during an import (shares flushes).
 const IMPORT_CONCURRENCY: usize = 64;
-/// A ticket or article file larger than this is not read.
-pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
+/// A ticket or article file larger than this is never read (the largest
+/// limit of either kind).
+pub const MAX_FILE_BYTES: u64 = crate::domain::limits::MAX_TICKET_FILE;
 /// Events handled per batch at most.
 const MAX_BATCH: usize = 256;
 
@@ -632,10 +634,19 @@ impl Desk {
             // log moved on since, the mirror's catch-up writes it again.
             return Ok(Finding::InSync);
         }
-        if meta.len() > MAX_FILE_BYTES {
+        let limit = match kind {
+            Kind::Ticket => limits::MAX_TICKET_FILE,
+            Kind::Article => limits::MAX_ARTICLE_FILE,
+        };
+        if meta.len() > limit {
             return Err(format!(
-                "it is {} bytes; files over {MAX_FILE_BYTES} bytes (1 MiB) are not read",
-                meta.len()
+                "it is {} bytes; a {} file may be at most {limit} bytes ({} KiB), so that what is stored stays small",
+                meta.len(),
+                match kind {
+                    Kind::Ticket => "ticket",
+                    Kind::Article => "knowledge",
+                },
+                limit / 1024
             ));
         }
         let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))?;
@@ -654,6 +665,7 @@ impl Desk {
         match kind {
             Kind::Ticket => {
                 let ticket = parse_ticket_file(&text).map_err(|e| e.to_string())?;
+                within_limits(&ticket)?;
                 if ticket.id != id {
                     return Err(format!(
                         "field `id` is {:?} but the file is named {id}.json",
@@ -805,6 +817,32 @@ fn sync_dir(dir: &Path) {
     {
         tracing::warn!(dir = %dir.display(), error = %e, "cannot fsync the directory");
     }
+}
+
+/// A ticket read from a file must fit what a request could carry.
+fn within_limits(t: &tinycode_shared::proto::Ticket) -> Result<(), String> {
+    let over = |field: &str, len: usize, max: usize| {
+        (len > max).then(|| {
+            format!("field `{field}` is {len} bytes; at most {max} are allowed (as for a request)")
+        })
+    };
+    let problem = over("subject", t.subject.len(), limits::MAX_SUBJECT)
+        .or_else(|| over("customer", t.customer.len(), limits::MAX_NAME))
+        .or_else(|| {
+            t.messages.iter().enumerate().find_map(|(i, m)| {
+                over(
+                    &format!("messages[{i}].text"),
+                    m.text.len(),
+                    limits::MAX_TEXT,
+                )
+            })
+        })
+        .or_else(|| {
+            t.notes.iter().enumerate().find_map(|(i, n)| {
+                over(&format!("notes[{i}].text"), n.text.len(), limits::MAX_TEXT)
+            })
+        });
+    problem.map_or(Ok(()), Err)
 }
 
 /// Open the mirror's state: the tree and its checkpoint.

@@ -5,6 +5,7 @@
 //! state, so no update is lost. Writers never fold: after an append they
 //! wait for the projector to pass their event.
 
+use prost::Message;
 use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
@@ -289,6 +290,17 @@ impl Desk {
             let payloads = change(&current)?;
             if payloads.is_empty() {
                 return Ok(current);
+            }
+            let grown =
+                current.encoded_len() + payloads.iter().map(|p| p.encoded_len()).sum::<usize>();
+            if grown > crate::domain::limits::MAX_TICKET_BYTES {
+                return Err(DomainError::Invalid {
+                    field: "ticket",
+                    problem: format!(
+                        "{id} would grow to {grown} bytes; a ticket holds at most {} bytes of messages and notes — close it and open a new ticket for the rest",
+                        crate::domain::limits::MAX_TICKET_BYTES
+                    ),
+                });
             }
             match self
                 .store
