@@ -5,7 +5,7 @@ use clap::Subcommand;
 use tinycode_shared::proto::tickets_client::TicketsClient;
 use tinycode_shared::proto::{
     AddCustomerMessageRequest, CreateTicketRequest, GetTicketRequest, ListTicketsRequest,
-    SearchRequest, SearchResponse, Ticket,
+    ListTicketsResponse, SearchRequest, SearchResponse, Ticket,
 };
 use tinycode_shared::render;
 
@@ -23,8 +23,9 @@ pub enum TicketAction {
         priority: Option<String>,
         #[arg(long)]
         category: Option<String>,
-        /// At most this many (default 100).
-        #[arg(long, default_value_t = 0)]
+        /// At most this many (default 100; any number: pages are fetched
+        /// until it is reached).
+        #[arg(long, default_value_t = 100)]
         limit: u32,
     },
     /// Show one ticket with its conversation and notes.
@@ -65,17 +66,26 @@ pub async fn run(ctx: &Ctx, action: TicketAction) -> anyhow::Result<ExitCode> {
             category,
             limit,
         } => {
-            let resp = client
-                .list(ListTicketsRequest {
-                    status: status.unwrap_or_default(),
-                    queue: queue.unwrap_or_default(),
-                    priority: priority.unwrap_or_default(),
-                    category: category.unwrap_or_default(),
-                    limit,
-                    ..Default::default()
-                })
-                .await?
-                .into_inner();
+            let mut request = ListTicketsRequest {
+                status: status.unwrap_or_default(),
+                queue: queue.unwrap_or_default(),
+                priority: priority.unwrap_or_default(),
+                category: category.unwrap_or_default(),
+                ..Default::default()
+            };
+            // Page until `limit` tickets (or the last page).
+            let mut resp = ListTicketsResponse::default();
+            loop {
+                let wanted = limit as usize - resp.tickets.len();
+                request.limit = wanted.min(10_000) as u32;
+                let page = client.list(request.clone()).await?.into_inner();
+                resp.total = page.total;
+                resp.tickets.extend(page.tickets);
+                if page.next_page_token.is_empty() || resp.tickets.len() >= limit as usize {
+                    break;
+                }
+                request.page_token = page.next_page_token;
+            }
             if ctx.json {
                 output::json_pretty(&render::message_json(
                     "tinycode.v1.ListTicketsResponse",

@@ -41,6 +41,9 @@ pub(crate) fn search_response(hits: Vec<crate::domain::search::Hit>) -> SearchRe
     }
 }
 
+/// A page of tickets stays below this, well under the 4 MiB message limit.
+const MAX_PAGE_BYTES: usize = 3 * 1024 * 1024;
+
 /// `Tickets.Search` and `Knowledge.Search`: validate, search one kind.
 pub(crate) fn search_kind(
     shared: &Shared,
@@ -77,10 +80,11 @@ impl Tickets for TicketsService {
         validate::max_len("queue", &req.queue, MAX_NAME)?;
         validate::max_len("category", &req.category, MAX_NAME)?;
         let limit = validate::limit("limit", req.limit, 100, MAX_LIST)?;
+        let after = validate::optional_id("page_token", &req.page_token)?;
         self.shared
             .read_at(self.shared.desk.tickets_model(), req.min_sequence)
             .await?;
-        let (tickets, total) = self.shared.desk.list_tickets(
+        let page = self.shared.desk.list_page(
             &TicketFilter {
                 status: req.status,
                 queue: req.queue,
@@ -88,10 +92,13 @@ impl Tickets for TicketsService {
                 category: req.category,
             },
             limit,
+            &after,
+            MAX_PAGE_BYTES,
         );
         Ok(Response::new(ListTicketsResponse {
-            tickets,
-            total: total as u32,
+            tickets: page.tickets,
+            total: page.total as u32,
+            next_page_token: page.next.unwrap_or_default(),
         }))
     }
 

@@ -44,6 +44,16 @@ pub struct TicketFilter {
     pub category: String,
 }
 
+/// One page of `list_page`.
+#[derive(Debug, Clone, Default)]
+pub struct Page {
+    pub tickets: Vec<Ticket>,
+    /// Matches on every page.
+    pub total: usize,
+    /// The last id of this page when more match.
+    pub next: Option<String>,
+}
+
 pub fn now() -> String {
     let now = prost_types::Timestamp::from(SystemTime::now());
     rfc3339(now.seconds, now.nanos)
@@ -82,6 +92,7 @@ impl Desk {
     }
 
     /// Every stored ticket, ordered by id.
+    /// Every stored ticket, in id order.
     fn stored_tickets(&self) -> impl Iterator<Item = Result<Ticket, DomainError>> + '_ {
         self.tickets.tree().scan_prefix(b"t/").map(|row| {
             let (_, value) = row.map_err(crate::projection::ProjectionError::from)?;
@@ -95,9 +106,23 @@ impl Desk {
 
     /// Matching tickets, ordered by id, and how many matched in all.
     pub fn list_tickets(&self, filter: &TicketFilter, limit: usize) -> (Vec<Ticket>, usize) {
+        let page = self.list_page(filter, limit, "", usize::MAX);
+        (page.tickets, page.total)
+    }
+
+    /// One page of matching tickets in id order: after the id `after`, at
+    /// most `limit` of them and about `max_bytes` (at least one).
+    pub fn list_page(
+        &self,
+        filter: &TicketFilter,
+        limit: usize,
+        after: &str,
+        max_bytes: usize,
+    ) -> Page {
         let matches = |want: &str, have: &str| want.is_empty() || want == have;
-        let mut total = 0;
-        let mut out = Vec::new();
+        let mut page = Page::default();
+        let mut bytes = 0;
+        let mut full = false;
         for ticket in self.stored_tickets() {
             let t = match ticket {
                 Ok(t) => t,
@@ -112,13 +137,23 @@ impl Desk {
                 && matches(&filter.priority, &t.priority)
                 && matches(&filter.category, &t.category)
             {
-                total += 1;
-                if out.len() < limit {
-                    out.push(t);
+                page.total += 1;
+                if full || t.id.as_str() <= after {
+                    continue;
                 }
+                let size = t.encoded_len();
+                if page.tickets.len() >= limit
+                    || (!page.tickets.is_empty() && bytes + size > max_bytes)
+                {
+                    full = true;
+                    page.next = page.tickets.last().map(|t| t.id.clone());
+                    continue;
+                }
+                bytes += size;
+                page.tickets.push(t);
             }
         }
-        (out, total)
+        page
     }
 
     /// Create a ticket with the next free id `T-<n>`.
