@@ -2,7 +2,9 @@
 //!
 //! - durable append throughput, 1 writer and 64 concurrent writers
 //!   (events/s and fsyncs per event: group commit shares flushes);
-//! - catch-up replay of a 100k-event log to one subscriber.
+//! - catch-up replay of a 100k-event log to one subscriber;
+//! - `verify`, `export` and `import` of a 1,000,000-event log
+//!   (`TINYCODE_BENCH_EVENTS` changes the size).
 //!
 //! The store lives under `$TINYCODE_BENCH_DIR` or Cargo's target tmp dir
 //! (a real disk, so fsync costs what it costs). Figures go to
@@ -80,12 +82,11 @@ async fn appends(writers: u64, per_writer: u64) -> Throughput {
     result
 }
 
-/// Fill a log with `total` events, then time one subscriber replaying it.
-async fn replay(total: u64) -> (Duration, u64) {
+/// A log of `total` events (20 writers, 100 events per append).
+async fn filled(dir: &std::path::Path, total: u64) -> EventStore {
     const WRITERS: u64 = 20;
     const BATCH: u64 = 100;
-    let dir = bench_dir();
-    let store = EventStore::open(dir.path()).expect("open");
+    let store = EventStore::open(dir).expect("open");
     let tasks: Vec<_> = (0..WRITERS)
         .map(|w| {
             let store = store.clone();
@@ -104,6 +105,13 @@ async fn replay(total: u64) -> (Duration, u64) {
         t.await.expect("filler");
     }
     assert_eq!(store.last_sequence(), total);
+    store
+}
+
+/// Fill a log with `total` events, then time one subscriber replaying it.
+async fn replay(total: u64) -> (Duration, u64) {
+    let dir = bench_dir();
+    let store = filled(dir.path(), total).await;
     let start = Instant::now();
     let mut sub = store.subscribe(SubscriptionOptions {
         from_sequence: 1,
@@ -121,6 +129,33 @@ async fn replay(total: u64) -> (Duration, u64) {
     (elapsed, seen)
 }
 
+/// Time `verify`, `export` and `import` of a `total`-event log.
+async fn integrity(total: u64) -> [Duration; 3] {
+    let dir = bench_dir();
+    let db = dir.path().join("db");
+    let store = filled(&db, total).await;
+    store.close().await.expect("close");
+    drop(store);
+    // sled lets go of its lock from its own threads a moment after close.
+    std::thread::sleep(Duration::from_millis(500));
+    let t = Instant::now();
+    let report = EventStore::verify(&db).expect("verify");
+    let verify = t.elapsed();
+    assert!(report.problems.is_empty(), "{report:?}");
+    assert_eq!(report.events, total);
+    let file = dir.path().join("log.tclog");
+    std::thread::sleep(Duration::from_millis(500));
+    let t = Instant::now();
+    assert_eq!(EventStore::export(&db, &file).expect("export"), total);
+    let export = t.elapsed();
+    let t = Instant::now();
+    assert_eq!(
+        EventStore::import(&dir.path().join("restored"), &file).expect("import"),
+        total
+    );
+    [verify, export, t.elapsed()]
+}
+
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -131,6 +166,11 @@ fn main() {
         let one = appends(1, 2_000).await;
         let many = appends(64, 500).await;
         let (replay_time, replayed) = replay(100_000).await;
+        let total: u64 = std::env::var("TINYCODE_BENCH_EVENTS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1_000_000);
+        let [verify, export, import] = integrity(total).await;
         println!("durable appends (flush before ack)");
         for (name, t) in [("1 writer", &one), ("64 writers", &many)] {
             println!(
@@ -148,6 +188,10 @@ fn main() {
         println!(
             "catch-up replay: {replayed} events in {replay_time:.2?} ({:.0} events/s; target <= 0.5 s)",
             replayed as f64 / replay_time.as_secs_f64()
+        );
+        println!(
+            "{total} events: verify {verify:.2?} (target <= 5 s); export {export:.2?} + import {import:.2?} = {:.2?} (target <= 20 s)",
+            export + import
         );
     });
 }

@@ -427,16 +427,6 @@ impl Desk {
         Ok(written)
     }
 
-    pub(super) fn stamp_all(&self, stamps: &mut FileStamps) {
-        for kind in [Kind::Ticket, Kind::Article] {
-            for path in list_dir(self.dir(kind), kind.ext()) {
-                if let Some(stamp) = Stamp::read(&path) {
-                    stamps.insert(path, stamp);
-                }
-            }
-        }
-    }
-
     /// Read back the files that changed (or vanished) since the last scan.
     async fn rescan(&self, stamps: &mut FileStamps) -> Result<(), DomainError> {
         let mut changed = Vec::new();
@@ -472,7 +462,8 @@ impl Desk {
         self.tickets.wait_for(head).await?;
         self.kb.wait_for(head).await?;
         let mut report = LoadReport::default();
-        if let Err(e) = self.scan(changed.clone(), &mut report).await {
+        let paths = changed.iter().map(|(k, p)| (*k, p.clone(), None)).collect();
+        if let Err(e) = self.scan(paths, &mut report).await {
             // Read them again next time.
             for (_, path) in &changed {
                 stamps.remove(path);
@@ -493,17 +484,25 @@ impl Desk {
     }
 
     /// Every file of the workspace, and every model entry with no file.
-    pub(super) async fn scan_all(&self, report: &mut LoadReport) -> Result<(), DomainError> {
+    /// Read back every file (at start), stamping each first: a file
+    /// changed from then on is read again by the mirror's first poll.
+    pub(super) async fn scan_all(
+        &self,
+        report: &mut LoadReport,
+        stamps: &mut FileStamps,
+    ) -> Result<(), DomainError> {
         let mut paths = Vec::new();
         for kind in [Kind::Ticket, Kind::Article] {
-            paths.extend(
-                list_dir(self.dir(kind), kind.ext())
-                    .into_iter()
-                    .map(|p| (kind, p)),
-            );
+            for path in list_dir(self.dir(kind), kind.ext()) {
+                let meta = std::fs::metadata(&path).ok();
+                if let Some(m) = &meta {
+                    stamps.insert(path.clone(), Stamp::of(m));
+                }
+                paths.push((kind, path, meta));
+            }
         }
         let present: std::collections::HashSet<(Kind, String)> =
-            paths.iter().map(|(k, p)| (*k, file_stem(p))).collect();
+            paths.iter().map(|(k, p, _)| (*k, file_stem(p))).collect();
         self.scan(paths, report).await?;
         // Files the mirror wrote that are gone get written again (one the
         // mirror has not written yet, it writes when it catches up: its
@@ -548,15 +547,48 @@ impl Desk {
     /// Read `paths` and act on what each means: import, re-write, nothing.
     async fn scan(
         &self,
-        paths: Vec<(Kind, PathBuf)>,
+        paths: Vec<(Kind, PathBuf, Option<std::fs::Metadata>)>,
         report: &mut LoadReport,
     ) -> Result<(), DomainError> {
         let mut imports = Vec::new();
         let mut stale = Vec::new();
         let mut unknown = Vec::new();
-        for (kind, path) in paths {
+        // Reading back is mostly `stat`s and record lookups: on a large
+        // desk, both cores share it.
+        let findings: Vec<(Kind, PathBuf, Result<Finding, String>)> = if paths.len() < 2048 {
+            paths
+                .into_iter()
+                .map(|(kind, path, meta)| {
+                    let found = self.read_back(kind, &path, meta);
+                    (kind, path, found)
+                })
+                .collect()
+        } else {
+            let half = paths.len() / 2;
+            let mut paths = paths;
+            let second = paths.split_off(half);
+            let read = |part: Vec<(Kind, PathBuf, Option<std::fs::Metadata>)>| {
+                part.into_iter()
+                    .map(|(kind, path, meta)| {
+                        let found = self.read_back(kind, &path, meta);
+                        (kind, path, found)
+                    })
+                    .collect::<Vec<_>>()
+            };
+            std::thread::scope(|scope| {
+                let other = scope.spawn(|| read(second));
+                let mut all = read(paths);
+                all.extend(
+                    other
+                        .join()
+                        .unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                );
+                all
+            })
+        };
+        for (kind, path, found) in findings {
             let id = file_stem(&path);
-            match self.read_back(kind, &path) {
+            match found {
                 Ok(Finding::InSync) => {}
                 Ok(Finding::Stale) => stale.push((kind, id)),
                 Ok(Finding::Unknown) => {
@@ -623,9 +655,14 @@ impl Desk {
     }
 
     /// What one file means against the log (`Err`: a reason to skip it).
-    fn read_back(&self, kind: Kind, path: &Path) -> Result<Finding, String> {
+    fn read_back(
+        &self,
+        kind: Kind,
+        path: &Path,
+        meta: Option<std::fs::Metadata>,
+    ) -> Result<Finding, String> {
         let id = sanitize_id(&file_stem(path)).map_err(|e| format!("bad file name: {e}"))?;
-        let Ok(meta) = std::fs::metadata(path) else {
+        let Some(meta) = meta.or_else(|| std::fs::metadata(path).ok()) else {
             return Ok(Finding::Stale); // vanished: write it again
         };
         let record = self.record(path).map_err(|e| e.to_string())?;

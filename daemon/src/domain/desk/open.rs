@@ -90,20 +90,15 @@ impl Desk {
         desk.kb.wait_for(head).await?;
         let caught_up = started.elapsed();
         let mut report = LoadReport::default();
-        // Stamped before the read-back: a file changed from here on is
-        // read again by the mirror's first poll.
         let mut stamps = mirror::FileStamps::new();
-        desk.stamp_all(&mut stamps);
-        let stamped = started.elapsed();
-        desk.scan_all(&mut report).await?;
+        desk.scan_all(&mut report, &mut stamps).await?;
         let scanned = started.elapsed();
         let poll = Duration::from_millis(config.auto_triage.poll_interval_ms.max(10));
         tokio::spawn(Arc::clone(&desk).run_mirror(checkpoint, reporter, poll, stamps));
         desk.settled().await?;
         tracing::info!(
             caught_up_ms = caught_up.as_millis(),
-            stamped_ms = (stamped - caught_up).as_millis(),
-            scanned_ms = (scanned - stamped).as_millis(),
+            scanned_ms = (scanned - caught_up).as_millis(),
             settled_ms = (started.elapsed() - scanned).as_millis(),
             "desk start-up"
         );
