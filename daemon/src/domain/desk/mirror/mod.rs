@@ -6,7 +6,7 @@
 //! knowledge projection (temp file + fsync + rename, then the directory is
 //! fsynced), and records per file, in the same sled batch as its
 //! checkpoint, the stream version, the sequence and the content hash it
-//! wrote. Files are read back by [`Mirror::scan`] (at start, and every poll):
+//! wrote. Files are read back by `read_back.rs` (at start, and every poll):
 //!
 //! - content equal to what the mirror last wrote: ours (re-written when the
 //!   log has moved on);
@@ -24,18 +24,16 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use futures::StreamExt;
+use tinycode_shared::proto::Event;
 use tinycode_shared::proto::event::Payload;
-use tinycode_shared::proto::{Event, KnowledgeFileRead, TicketImported, TicketUpdatedFromFile};
 
-use super::models::{article_content, stored_article};
-use super::{Desk, DomainError, LoadReport, Stamp, article_stream, ticket_stream};
-use crate::domain::ids::sanitize_id;
-use crate::domain::knowledge::parse_article;
-use crate::domain::limits;
+use super::models::stored_article;
+use super::{Desk, DomainError, Stamp, article_stream, ticket_stream};
 use crate::domain::ticket::{parse_ticket_file, render_ticket_file, same_content};
 use crate::projection::{self, ProjectionError, Reporter, Writes, decode_u64};
 use crate::store::{ExpectedVersion, StoreError};
+
+mod read_back;
 
 /// Version of the mirror's records.
 const VERSION: u32 = 1;
@@ -427,100 +425,6 @@ impl Desk {
         Ok(written)
     }
 
-    /// Read back the files that changed (or vanished) since the last scan.
-    async fn rescan(&self, stamps: &mut FileStamps) -> Result<(), DomainError> {
-        let mut changed = Vec::new();
-        let mut present = std::collections::HashSet::new();
-        for kind in [Kind::Ticket, Kind::Article] {
-            for path in list_dir(self.dir(kind), kind.ext()) {
-                let now = Stamp::read(&path);
-                present.insert(path.clone());
-                if stamps.get(&path) != now.as_ref() {
-                    if let Some(now) = now {
-                        stamps.insert(path.clone(), now);
-                    }
-                    changed.push((kind, path));
-                }
-            }
-        }
-        let vanished: Vec<PathBuf> = stamps
-            .keys()
-            .filter(|p| !present.contains(*p))
-            .cloned()
-            .collect();
-        for path in vanished {
-            stamps.remove(&path);
-            let kind = Kind::of_path(&path);
-            changed.push((kind, path));
-        }
-        if changed.is_empty() {
-            return Ok(());
-        }
-        // Files are compared with the models as they are now (a rebuild
-        // may have cleared them a moment ago).
-        let head = self.store.last_sequence();
-        self.tickets.wait_for(head).await?;
-        self.kb.wait_for(head).await?;
-        let mut report = LoadReport::default();
-        let paths = changed.iter().map(|(k, p)| (*k, p.clone(), None)).collect();
-        if let Err(e) = self.scan(paths, &mut report).await {
-            // Read them again next time.
-            for (_, path) in &changed {
-                stamps.remove(path);
-            }
-            return Err(e);
-        }
-        for warning in &report.warnings {
-            tracing::warn!("{warning}");
-        }
-        if report.imported + report.updated > 0 {
-            tracing::info!(
-                imported = report.imported,
-                updated = report.updated,
-                "picked up workspace files"
-            );
-        }
-        Ok(())
-    }
-
-    /// Every file of the workspace, and every model entry with no file.
-    /// Read back every file (at start), stamping each first: a file
-    /// changed from then on is read again by the mirror's first poll.
-    pub(super) async fn scan_all(
-        &self,
-        report: &mut LoadReport,
-        stamps: &mut FileStamps,
-    ) -> Result<(), DomainError> {
-        let mut paths = Vec::new();
-        for kind in [Kind::Ticket, Kind::Article] {
-            for path in list_dir(self.dir(kind), kind.ext()) {
-                let meta = std::fs::metadata(&path).ok();
-                if let Some(m) = &meta {
-                    stamps.insert(path.clone(), Stamp::of(m));
-                }
-                paths.push((kind, path, meta));
-            }
-        }
-        let present: std::collections::HashSet<(Kind, String)> =
-            paths.iter().map(|(k, p, _)| (*k, file_stem(p))).collect();
-        self.scan(paths, report).await?;
-        // Files the mirror wrote that are gone get written again (one the
-        // mirror has not written yet, it writes when it catches up: its
-        // record and its checkpoint are committed together).
-        let mut missing = Vec::new();
-        for key in self.mirror.tree().scan_prefix(RECORD_PREFIX).keys() {
-            let key = key.map_err(ProjectionError::from)?;
-            let path = self
-                .workspace
-                .join(String::from_utf8_lossy(&key[RECORD_PREFIX.len()..]).as_ref());
-            let item = (Kind::of_path(&path), file_stem(&path));
-            if !present.contains(&item) {
-                missing.push(item);
-            }
-        }
-        self.rewrite(&missing, true)
-    }
-
     /// Write these files from the model now and record them (`trusted`:
     /// the read-back found them ours, so nothing is kept aside).
     fn rewrite(&self, items: &[(Kind, String)], trusted: bool) -> Result<(), DomainError> {
@@ -542,274 +446,6 @@ impl Desk {
             .tree()
             .apply_batch(batch)
             .map_err(|e| DomainError::from(ProjectionError::from(e)))
-    }
-
-    /// Read `paths` and act on what each means: import, re-write, nothing.
-    async fn scan(
-        &self,
-        paths: Vec<(Kind, PathBuf, Option<std::fs::Metadata>)>,
-        report: &mut LoadReport,
-    ) -> Result<(), DomainError> {
-        let mut imports = Vec::new();
-        let mut stale = Vec::new();
-        let mut unknown = Vec::new();
-        // Reading back is mostly `stat`s and record lookups: on a large
-        // desk, both cores share it.
-        let findings: Vec<(Kind, PathBuf, Result<Finding, String>)> = if paths.len() < 2048 {
-            paths
-                .into_iter()
-                .map(|(kind, path, meta)| {
-                    let found = self.read_back(kind, &path, meta);
-                    (kind, path, found)
-                })
-                .collect()
-        } else {
-            let half = paths.len() / 2;
-            let mut paths = paths;
-            let second = paths.split_off(half);
-            let read = |part: Vec<(Kind, PathBuf, Option<std::fs::Metadata>)>| {
-                part.into_iter()
-                    .map(|(kind, path, meta)| {
-                        let found = self.read_back(kind, &path, meta);
-                        (kind, path, found)
-                    })
-                    .collect::<Vec<_>>()
-            };
-            std::thread::scope(|scope| {
-                let other = scope.spawn(|| read(second));
-                let mut all = read(paths);
-                all.extend(
-                    other
-                        .join()
-                        .unwrap_or_else(|p| std::panic::resume_unwind(p)),
-                );
-                all
-            })
-        };
-        for (kind, path, found) in findings {
-            let id = file_stem(&path);
-            match found {
-                Ok(Finding::InSync) => {}
-                Ok(Finding::Stale) => stale.push((kind, id)),
-                Ok(Finding::Unknown) => {
-                    report.warnings.push(format!(
-                        "not imported {}: it differs from the log and this daemon has no record of writing it",
-                        self.relative(&path)
-                    ));
-                    unknown.push((kind, id));
-                }
-                Ok(Finding::Import { expected, payload }) => {
-                    imports.push((kind.stream(&id), path, expected, *payload));
-                }
-                Err(problem) => report
-                    .warnings
-                    .push(format!("skipped {}: {problem}", self.relative(&path))),
-            }
-        }
-        self.rewrite(&stale, true)?;
-        self.rewrite(&unknown, false)?;
-        let store = &self.store;
-        let mut results = futures::stream::iter(imports)
-            .map(|(stream, path, expected, payload)| async move {
-                let updated = matches!(
-                    payload,
-                    Payload::TicketUpdatedFromFile(_) | Payload::KnowledgeUpdatedFromFile(_)
-                );
-                let article = stream.starts_with("kb-");
-                let appended = store.append(&stream, expected, vec![payload]).await;
-                (path, (article, updated), appended)
-            })
-            .buffer_unordered(IMPORT_CONCURRENCY);
-        let mut last = 0;
-        let mut lost_races = Vec::new();
-        while let Some((path, updated, appended)) = results.next().await {
-            match appended {
-                Ok(events) => {
-                    last = last.max(events.last().map_or(0, |e| e.sequence));
-                    match updated {
-                        (false, false) => report.imported += 1,
-                        (false, true) => report.updated += 1,
-                        (true, false) => report.articles_imported += 1,
-                        (true, true) => report.articles_updated += 1,
-                    }
-                }
-                Err(StoreError::Conflict { .. }) => lost_races.push(path),
-                Err(e) => return Err(e.into()),
-            }
-        }
-        drop(results);
-        for path in lost_races {
-            // The item changed after the file was written: keep the edit
-            // aside, put the current content back.
-            let kind = Kind::of_path(&path);
-            let id = file_stem(&path);
-            report.warnings.push(format!(
-                "not imported {}: it was edited by hand while the daemon changed it",
-                self.relative(&path),
-            ));
-            self.rewrite(&[(kind, id)], false)?;
-        }
-        self.tickets.wait_for(last).await?;
-        self.kb.wait_for(last).await?;
-        Ok(())
-    }
-
-    /// What one file means against the log (`Err`: a reason to skip it).
-    fn read_back(
-        &self,
-        kind: Kind,
-        path: &Path,
-        meta: Option<std::fs::Metadata>,
-    ) -> Result<Finding, String> {
-        let id = sanitize_id(&file_stem(path)).map_err(|e| format!("bad file name: {e}"))?;
-        let Some(meta) = meta.or_else(|| std::fs::metadata(path).ok()) else {
-            return Ok(Finding::Stale); // vanished: write it again
-        };
-        let record = self.record(path).map_err(|e| e.to_string())?;
-        if record.is_some_and(|r| r.stamp == Some(Stamp::of(&meta))) {
-            // Untouched since the mirror recorded it: what it wrote. If the
-            // log moved on since, the mirror's catch-up writes it again.
-            return Ok(Finding::InSync);
-        }
-        let limit = match kind {
-            Kind::Ticket => limits::MAX_TICKET_FILE,
-            Kind::Article => limits::MAX_ARTICLE_FILE,
-        };
-        if meta.len() > limit {
-            return Err(format!(
-                "it is {} bytes; a {} file may be at most {limit} bytes ({} KiB), so that what is stored stays small",
-                meta.len(),
-                match kind {
-                    Kind::Ticket => "ticket",
-                    Kind::Article => "knowledge",
-                },
-                limit / 1024
-            ));
-        }
-        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))?;
-        let desired = self.desired(kind, &id).map_err(|e| e.to_string())?;
-        let hash = content_hash(&text);
-        if let (Some(record), Some(desired)) = (&record, &desired)
-            && record.hash == hash
-        {
-            return Ok(if record.version < desired.version {
-                Finding::Stale
-            } else {
-                Finding::InSync
-            });
-        }
-        let file = self.relative(path);
-        match kind {
-            Kind::Ticket => {
-                let ticket = parse_ticket_file(&text).map_err(|e| e.to_string())?;
-                within_limits(&ticket)?;
-                if ticket.id != id {
-                    return Err(format!(
-                        "field `id` is {:?} but the file is named {id}.json",
-                        ticket.id
-                    ));
-                }
-                let Some(desired) = desired else {
-                    return Ok(Finding::Import {
-                        expected: ExpectedVersion::NoStream,
-                        payload: Box::new(Payload::TicketImported(TicketImported {
-                            ticket: Some(ticket),
-                            file,
-                        })),
-                    });
-                };
-                if Self::same_as_model(&text, &desired) {
-                    return Ok(Finding::Stale); // re-recorded, not re-written
-                }
-                let Some(record) = record else {
-                    // No record of writing it: which version it was edited
-                    // from is unknown, so it is not imported.
-                    return Ok(Finding::Unknown);
-                };
-                if self.was_ticket_version(&id, &ticket, record.version)? {
-                    return Ok(Finding::Stale);
-                }
-                Ok(Finding::Import {
-                    expected: ExpectedVersion::Exact(record.version),
-                    payload: Box::new(Payload::TicketUpdatedFromFile(TicketUpdatedFromFile {
-                        ticket: Some(ticket),
-                        file,
-                    })),
-                })
-            }
-            Kind::Article => {
-                parse_article(&id, &text).map_err(|e| e.to_string())?;
-                let read = KnowledgeFileRead {
-                    article_id: id.clone(),
-                    content: text.clone(),
-                    file,
-                };
-                let Some(desired) = desired else {
-                    // Never imported; an article edited before imports
-                    // existed has a stream already.
-                    let version = self
-                        .store
-                        .stream_version(&article_stream(&id))
-                        .map_err(|e| e.to_string())?;
-                    return Ok(Finding::Import {
-                        expected: if version == 0 {
-                            ExpectedVersion::NoStream
-                        } else {
-                            ExpectedVersion::Exact(version)
-                        },
-                        payload: Box::new(Payload::KnowledgeImported(read)),
-                    });
-                };
-                if text == desired.text {
-                    return Ok(Finding::Stale); // re-recorded, not re-written
-                }
-                let Some(record) = record else {
-                    return Ok(Finding::Unknown);
-                };
-                if self.was_article_version(&id, &text, record.version)? {
-                    return Ok(Finding::Stale);
-                }
-                Ok(Finding::Import {
-                    expected: ExpectedVersion::Exact(record.version),
-                    payload: Box::new(Payload::KnowledgeUpdatedFromFile(read)),
-                })
-            }
-        }
-    }
-
-    /// Was `ticket` the ticket's content at a version after `after` (the
-    /// version the mirror's record names)? Only a write whose record a
-    /// crash lost can leave such a file; a hand edit that puts back an
-    /// older state is older than the record, and is a hand edit.
-    fn was_ticket_version(
-        &self,
-        id: &str,
-        ticket: &tinycode_shared::proto::Ticket,
-        after: u64,
-    ) -> Result<bool, String> {
-        let events = self
-            .store
-            .read_stream(&ticket_stream(id), 1, usize::MAX)
-            .map_err(|e| e.to_string())?;
-        let mut state = tinycode_shared::proto::Ticket::default();
-        for event in &events {
-            crate::domain::ticket::apply(&mut state, event);
-            if event.stream_version > after && same_content(&state, ticket) {
-                return Ok(true);
-            }
-        }
-        Ok(false)
-    }
-
-    /// The same for an article file.
-    fn was_article_version(&self, id: &str, text: &str, after: u64) -> Result<bool, String> {
-        let events = self
-            .store
-            .read_stream(&article_stream(id), 1, usize::MAX)
-            .map_err(|e| e.to_string())?;
-        Ok(events
-            .iter()
-            .any(|e| e.stream_version > after && article_content(e) == Some(text)))
     }
 }
 
@@ -854,32 +490,6 @@ fn sync_dir(dir: &Path) {
     {
         tracing::warn!(dir = %dir.display(), error = %e, "cannot fsync the directory");
     }
-}
-
-/// A ticket read from a file must fit what a request could carry.
-fn within_limits(t: &tinycode_shared::proto::Ticket) -> Result<(), String> {
-    let over = |field: &str, len: usize, max: usize| {
-        (len > max).then(|| {
-            format!("field `{field}` is {len} bytes; at most {max} are allowed (as for a request)")
-        })
-    };
-    let problem = over("subject", t.subject.len(), limits::MAX_SUBJECT)
-        .or_else(|| over("customer", t.customer.len(), limits::MAX_NAME))
-        .or_else(|| {
-            t.messages.iter().enumerate().find_map(|(i, m)| {
-                over(
-                    &format!("messages[{i}].text"),
-                    m.text.len(),
-                    limits::MAX_TEXT,
-                )
-            })
-        })
-        .or_else(|| {
-            t.notes.iter().enumerate().find_map(|(i, n)| {
-                over(&format!("notes[{i}].text"), n.text.len(), limits::MAX_TEXT)
-            })
-        });
-    problem.map_or(Ok(()), Err)
 }
 
 /// Open the mirror's state: the tree and its checkpoint.
