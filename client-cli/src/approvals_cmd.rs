@@ -120,14 +120,22 @@ pub async fn run(ctx: &Ctx, action: ApprovalsAction) -> anyhow::Result<ExitCode>
     let mut client = ApprovalsClient::new(ctx.connect().await?);
     match action {
         ApprovalsAction::List { all, session } => {
-            let list = client
-                .list(ListApprovalsRequest {
-                    all,
-                    session_id: session.unwrap_or_default(),
-                })
-                .await?
-                .into_inner()
-                .approvals;
+            // Every page.
+            let mut request = ListApprovalsRequest {
+                all,
+                session_id: session.unwrap_or_default(),
+                limit: 1_000,
+                ..Default::default()
+            };
+            let mut list = Vec::new();
+            loop {
+                let page = client.list(request.clone()).await?.into_inner();
+                list.extend(page.approvals);
+                if page.next_page_token.is_empty() {
+                    break;
+                }
+                request.page_token = page.next_page_token;
+            }
             if ctx.json {
                 output::json_pretty(&serde_json::Value::Array(list.iter().map(json).collect()));
                 return Ok(ExitCode::SUCCESS);

@@ -2,7 +2,9 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 use tinycode_shared::proto::knowledge_client::KnowledgeClient;
-use tinycode_shared::proto::{GetArticleRequest, ListArticlesRequest, SearchRequest};
+use tinycode_shared::proto::{
+    GetArticleRequest, ListArticlesRequest, ListArticlesResponse, SearchRequest,
+};
 use tinycode_shared::render;
 
 use crate::ticket_cmd::print_hits;
@@ -29,12 +31,21 @@ pub async fn run(ctx: &Ctx, action: KbAction) -> anyhow::Result<ExitCode> {
     let mut client = KnowledgeClient::new(ctx.connect().await?);
     match action {
         KbAction::List { tag } => {
-            let resp = client
-                .list(ListArticlesRequest {
-                    tag: tag.unwrap_or_default(),
-                })
-                .await?
-                .into_inner();
+            // Every page.
+            let mut request = ListArticlesRequest {
+                tag: tag.unwrap_or_default(),
+                limit: 1_000,
+                ..Default::default()
+            };
+            let mut resp = ListArticlesResponse::default();
+            loop {
+                let page = client.list(request.clone()).await?.into_inner();
+                resp.articles.extend(page.articles);
+                if page.next_page_token.is_empty() {
+                    break;
+                }
+                request.page_token = page.next_page_token;
+            }
             if ctx.json {
                 output::json_pretty(&render::message_json(
                     "tinycode.v1.ListArticlesResponse",

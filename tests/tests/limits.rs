@@ -173,3 +173,28 @@ async fn fifty_thousand_tickets_list_whole_page_by_page() {
         tickets.iter().map(|t| t["id"].as_str().unwrap()).collect();
     assert_eq!(ids.len(), 50_000, "no ticket twice");
 }
+
+#[test]
+fn a_knowledge_base_larger_than_one_message_lists_whole() {
+    let desk = Desk::fixture();
+    for n in 0..80 {
+        desk.write(
+            &format!("knowledge/big-{n:02}.md"),
+            &format!("---\ntitle: Big {n}\n---\n{}", "w".repeat(60 * 1024)),
+        );
+    }
+    desk.ok(&["daemon", "start"]);
+    let list = desk.json(&["kb", "list"]);
+    let ids: Vec<&str> = list["articles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 83, "4.8 MB of articles, in pages under 4 MiB");
+    assert!(
+        ids.windows(2).all(|w| w[0] < w[1]),
+        "in id order, none twice"
+    );
+    desk.stop();
+}

@@ -36,11 +36,21 @@ impl ApprovalsApi for ApprovalsService {
     ) -> Result<Response<ListApprovalsResponse>, Status> {
         let req = request.into_inner();
         let session = validate::optional_id("session_id", &req.session_id)?;
+        let limit = validate::limit("limit", req.limit, 100, 1_000)?;
+        let after = match req.page_token.trim() {
+            "" => None,
+            token => Some(token.parse::<u64>().map_err(|_| {
+                Status::invalid_argument("`page_token` is not one this service returned")
+            })?),
+        };
+        let all = self
+            .approvals()
+            .list(req.all, &session)
+            .map_err(IntoStatus::into_status)?;
+        let (approvals, next) = super::page(all, |a| a.requested_sequence, after, limit);
         Ok(Response::new(ListApprovalsResponse {
-            approvals: self
-                .approvals()
-                .list(req.all, &session)
-                .map_err(IntoStatus::into_status)?,
+            approvals,
+            next_page_token: next.map(|n| n.to_string()).unwrap_or_default(),
         }))
     }
 

@@ -26,10 +26,19 @@ impl Knowledge for KnowledgeService {
         &self,
         request: Request<ListArticlesRequest>,
     ) -> Result<Response<ListArticlesResponse>, Status> {
-        let tag = request.into_inner().tag;
-        validate::max_len("tag", &tag, MAX_NAME)?;
+        let req = request.into_inner();
+        validate::max_len("tag", &req.tag, MAX_NAME)?;
+        let limit = validate::limit("limit", req.limit, 100, 1_000)?;
+        let after = validate::optional_id("page_token", &req.page_token)?;
+        let (articles, next) = super::page(
+            self.shared.desk.list_articles(&req.tag),
+            |a| a.id.clone(),
+            (!after.is_empty()).then_some(after),
+            limit,
+        );
         Ok(Response::new(ListArticlesResponse {
-            articles: self.shared.desk.list_articles(&tag),
+            articles,
+            next_page_token: next.unwrap_or_default(),
         }))
     }
 

@@ -41,9 +41,6 @@ pub(crate) fn search_response(hits: Vec<crate::domain::search::Hit>) -> SearchRe
     }
 }
 
-/// A page of tickets stays below this, well under the 4 MiB message limit.
-const MAX_PAGE_BYTES: usize = 3 * 1024 * 1024;
-
 /// `Tickets.Search` and `Knowledge.Search`: validate, search one kind.
 pub(crate) fn search_kind(
     shared: &Shared,
@@ -93,7 +90,7 @@ impl Tickets for TicketsService {
             },
             limit,
             &after,
-            MAX_PAGE_BYTES,
+            super::MAX_PAGE_BYTES,
         );
         Ok(Response::new(ListTicketsResponse {
             tickets: page.tickets,
