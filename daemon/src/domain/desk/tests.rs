@@ -214,7 +214,7 @@ async fn a_hand_edit_back_to_an_older_state_is_an_edit_and_unknown_files_are_kep
     let t1001 = read(ws.join("tickets/T-1001.json"));
     closed(desk, store).await;
     {
-        let store = EventStore::open(&db).unwrap();
+        let store = open_store(&db).await;
         store
             .projection_tree("proj-mirror")
             .unwrap()
