@@ -208,18 +208,13 @@ impl Triage {
     }
 
     /// Ids of the desk's open tickets.
-    fn open_ticket_ids(&self) -> Vec<String> {
-        let open = crate::domain::desk::TicketFilter {
-            status: "open".into(),
-            ..Default::default()
-        };
-        let (tickets, _) = self.desk.list_tickets(&open, usize::MAX);
-        tickets.into_iter().map(|t| t.id).collect()
+    fn open_ticket_ids(&self) -> Result<Vec<String>, TriageError> {
+        Ok(self.desk.open_ticket_ids()?)
     }
 
     /// Queue every open ticket that has no triage record, in arrival order.
     async fn queue_untriaged(&self) -> Result<(), TriageError> {
-        let open = self.open_ticket_ids();
+        let open = self.open_ticket_ids()?;
         let records = self.records();
         let mut fresh: Vec<(u64, String)> = {
             open.into_iter()
@@ -315,7 +310,7 @@ impl Triage {
             }
         }
         if all_open {
-            let open = self.open_ticket_ids();
+            let open = self.open_ticket_ids()?;
             // Never triaged (queued now), or in progress (followed).
             let named: std::collections::HashSet<String> = wanted.iter().cloned().collect();
             for id in open {

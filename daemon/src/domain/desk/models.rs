@@ -52,7 +52,7 @@ impl Projection for TicketsModel {
     }
 
     fn version(&self) -> u32 {
-        2
+        3
     }
 
     fn apply(&self, writes: &mut Writes<'_>, event: &Event) -> Result<(), ProjectionError> {

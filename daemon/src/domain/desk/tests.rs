@@ -468,3 +468,56 @@ async fn a_knowledge_edit_is_recorded_then_written_and_searchable() {
         .unwrap_err();
     assert!(err.to_string().contains("old_text was not found"), "{err}");
 }
+
+#[tokio::test]
+async fn the_open_tickets_index_follows_status_changes_and_rebuilds() {
+    let (tmp, ws) = fixture_copy();
+    let (desk, _, _) = open(&ws, &tmp.path().join("db")).await;
+    let open_by_scan = |desk: &Desk| -> Vec<String> {
+        let filter = TicketFilter {
+            status: "open".into(),
+            ..TicketFilter::default()
+        };
+        desk.list_tickets(&filter, usize::MAX)
+            .0
+            .into_iter()
+            .map(|t| t.id)
+            .collect()
+    };
+    let status = |s: &str| {
+        let s = s.to_string();
+        move |_: &tinycode_shared::proto::Ticket| {
+            Ok(vec![Payload::TicketStatusChanged(
+                tinycode_shared::proto::TicketStatusChanged {
+                    status: s.clone(),
+                    reason: String::new(),
+                },
+            )])
+        }
+    };
+    assert_eq!(desk.open_ticket_ids().unwrap(), open_by_scan(&desk));
+    assert!(
+        desk.open_ticket_ids()
+            .unwrap()
+            .contains(&"T-1002".to_string())
+    );
+    desk.change_ticket("T-1002", status("closed"))
+        .await
+        .unwrap();
+    assert!(
+        !desk
+            .open_ticket_ids()
+            .unwrap()
+            .contains(&"T-1002".to_string())
+    );
+    assert_eq!(desk.open_ticket_ids().unwrap(), open_by_scan(&desk));
+    desk.change_ticket("T-1002", status("open")).await.unwrap();
+    assert!(
+        desk.open_ticket_ids()
+            .unwrap()
+            .contains(&"T-1002".to_string())
+    );
+    let before = desk.open_ticket_ids().unwrap();
+    desk.rebuild(Model::Tickets).await.unwrap();
+    assert_eq!(desk.open_ticket_ids().unwrap(), before);
+}

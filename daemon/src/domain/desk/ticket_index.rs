@@ -9,7 +9,9 @@
 //! - `d/<id>` → the ticket's length, a hash of its indexed text and its
 //!   terms (to remove its postings when it changes);
 //! - `s/stats` → tickets indexed and their total length (BM25's average);
-//! - `m/max` → the highest `T-<n>` (ids for `Tickets.Create`).
+//! - `m/max` → the highest `T-<n>` (ids for `Tickets.Create`);
+//! - `o/<id>` → `()` while the ticket is open (the triage worker's start
+//!   looks for open tickets without reading every ticket).
 //!
 //! A ticket is indexed from scratch whenever its text (subject, messages,
 //! notes) changed in a batch, so the index is a function of the tickets,
@@ -27,6 +29,7 @@ const POSTING: &[u8] = b"p/";
 const DOC: &[u8] = b"d/";
 const STATS: &[u8] = b"s/stats";
 const MAX: &[u8] = b"m/max";
+const OPEN: &[u8] = b"o/";
 
 fn posting_key(term: &str, id: &str) -> Vec<u8> {
     [POSTING, term.as_bytes(), &[0], id.as_bytes()].concat()
@@ -104,6 +107,12 @@ fn stats(writes: &Writes<'_>) -> Result<(u64, f64), ProjectionError> {
 /// (Re)index `ticket` in this batch, when its text changed.
 pub(super) fn index(writes: &mut Writes<'_>, ticket: &Ticket) -> Result<(), ProjectionError> {
     let id = &ticket.id;
+    let open_key = [OPEN, id.as_bytes()].concat();
+    match (ticket.status == "open", writes.get(&open_key)?.is_some()) {
+        (true, false) => writes.put(open_key, Vec::new()),
+        (false, true) => writes.remove(open_key),
+        _ => {}
+    }
     if let Some(n) = ticket_number(id)
         && writes.get(MAX)?.map_or(0, |v| decode_u64(&v)) < n
     {
@@ -146,6 +155,14 @@ pub(super) fn index(writes: &mut Writes<'_>, ticket: &Ticket) -> Result<(), Proj
         [count.to_be_bytes(), total.to_le_bytes()].concat(),
     );
     Ok(())
+}
+
+/// Ids of the open tickets, in id order.
+pub(super) fn open_ids(tree: &sled::Tree) -> Result<Vec<String>, ProjectionError> {
+    tree.scan_prefix(OPEN)
+        .keys()
+        .map(|k| Ok(String::from_utf8_lossy(&k?[OPEN.len()..]).to_string()))
+        .collect()
 }
 
 /// Tickets in the index.

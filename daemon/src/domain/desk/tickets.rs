@@ -100,6 +100,11 @@ impl Desk {
         })
     }
 
+    /// Ids of the open tickets, in id order (an index: no ticket is read).
+    pub fn open_ticket_ids(&self) -> Result<Vec<String>, DomainError> {
+        Ok(super::ticket_index::open_ids(self.tickets.tree())?)
+    }
+
     pub(super) fn ticket_count(&self) -> Result<usize, DomainError> {
         Ok(super::ticket_index::count(self.tickets.tree())? as usize)
     }
