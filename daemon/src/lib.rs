@@ -9,6 +9,7 @@ pub mod approvals;
 pub mod config;
 pub mod context;
 pub mod domain;
+pub mod fnv;
 pub mod lifecycle;
 pub mod model;
 pub mod permissions;

@@ -74,17 +74,13 @@ impl Head {
 
 /// FNV-1a over (previous hash, sequence, checksum).
 fn chain(previous: u64, sequence: u64, crc: u32) -> u64 {
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
-    for b in previous
-        .to_le_bytes()
-        .into_iter()
-        .chain(sequence.to_le_bytes())
-        .chain(crc.to_le_bytes())
-    {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
+    crate::fnv::fnv1a(
+        previous
+            .to_le_bytes()
+            .into_iter()
+            .chain(sequence.to_le_bytes())
+            .chain(crc.to_le_bytes()),
+    )
 }
 
 /// The newest whole slot of a head file's bytes, and the slot to write

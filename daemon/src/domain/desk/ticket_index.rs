@@ -88,12 +88,7 @@ pub(super) fn body(t: &Ticket) -> String {
 }
 
 fn text_hash(subject: &str, body: &str) -> u64 {
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
-    for b in subject.bytes().chain([0]).chain(body.bytes()) {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
+    crate::fnv::fnv1a(subject.bytes().chain([0]).chain(body.bytes()))
 }
 
 /// Stats: (tickets indexed, total length).

@@ -98,9 +98,7 @@ impl Record {
 
 /// FNV-1a, 64 bits: stable across builds (the records outlive the binary).
 fn content_hash(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
+    crate::fnv::fnv1a(text.bytes())
 }
 
 /// The two kinds of mirrored file.
