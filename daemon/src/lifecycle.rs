@@ -152,12 +152,12 @@ pub fn bind_socket(layout: &Layout) -> Result<UnixListener, DaemonError> {
 }
 
 /// Did the previous run end without `DaemonStopped`?
-fn previous_run_unclean(store: &EventStore) -> Result<bool, StoreError> {
-    let version = store.stream_version(DAEMON_STREAM)?;
+async fn previous_run_unclean(store: &EventStore) -> Result<bool, StoreError> {
+    let version = store.stream_version(DAEMON_STREAM).await?;
     if version == 0 {
         return Ok(false);
     }
-    let last = store.read_stream(DAEMON_STREAM, version, 1)?;
+    let last = store.read_stream(DAEMON_STREAM, version, 1).await?;
     Ok(matches!(
         last.first().and_then(|e| e.payload.as_ref()),
         Some(Payload::DaemonStarted(_))
@@ -303,7 +303,7 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
         );
     }
     stages.done("store");
-    let unclean = previous_run_unclean(&store)?;
+    let unclean = previous_run_unclean(&store).await?;
     if unclean {
         tracing::warn!(
             "the previous run did not stop cleanly; the log is intact up to its last acknowledged append"

@@ -109,6 +109,7 @@ async fn of_two_clients_deciding_at_once_exactly_one_wins() {
         let stream = approvals
             .store
             .read_stream(&approval_stream(&id), 1, 10)
+            .await
             .unwrap();
         assert_eq!(stream.len(), 2, "request + one decision");
     }

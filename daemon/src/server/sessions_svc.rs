@@ -242,6 +242,7 @@ impl SessionsApi for SessionsService {
             .map_err(IntoStatus::into_status)?;
         let replayed = sessions
             .stored(&session.id, 1, head)
+            .await
             .map_err(IntoStatus::into_status)?;
         let mut stopping = self.shared.stopping.clone();
         let from = req.from_sequence.max(1);
@@ -266,8 +267,10 @@ impl SessionsApi for SessionsService {
                 return;
             }
             // Stored events after `sent` and before version `to` (exclusive).
-            let catch_up = |sent: u64, to: u64| {
-                sessions.stored_versions(&session.id, sent + 1, (to - sent - 1) as usize)
+            let catch_up = async |sent: u64, to: u64| {
+                sessions
+                    .stored_versions(&session.id, sent + 1, (to - sent - 1) as usize)
+                    .await
             };
             loop {
                 let received = tokio::select! {
@@ -280,9 +283,9 @@ impl SessionsApi for SessionsService {
                 let missed = match &received {
                     Ok(LiveUpdate::Event(e)) if e.stream_version <= sent => continue,
                     Ok(LiveUpdate::Event(e)) if e.stream_version == sent + 1 => Ok(Vec::new()),
-                    Ok(LiveUpdate::Event(e)) => catch_up(sent, e.stream_version),
+                    Ok(LiveUpdate::Event(e)) => catch_up(sent, e.stream_version).await,
                     // A slow client: what it missed comes from the store.
-                    Err(RecvError::Lagged(_)) => catch_up(sent, u64::MAX),
+                    Err(RecvError::Lagged(_)) => catch_up(sent, u64::MAX).await,
                     _ => Ok(Vec::new()),
                 };
                 let missed = match missed {

@@ -212,6 +212,7 @@ impl Tickets for TicketsService {
                     *state = Ticket::default();
                     let history = store
                         .read_stream(&event.stream_id, 1, (event.stream_version - 1) as usize)
+                        .await
                         .unwrap_or_default();
                     for e in &history {
                         apply(state, e);

@@ -103,7 +103,7 @@ async fn compact(
     let Some(first_kept) = compact::cut_point(&state.turn_sizes(limit), limit, keep) else {
         return Ok(Compacted::default());
     };
-    let replaced = sessions.history(&state)?.before(first_kept);
+    let replaced = sessions.history(&state).await?.before(first_kept);
     let provider = provider_for(sessions, &state.model)?;
     let summary = compact::summarize(provider.as_ref(), &replaced)
         .await
@@ -202,7 +202,7 @@ impl TurnSetup {
     async fn read(sessions: &Sessions, id: &str, turn: u64) -> Result<Self, SessionError> {
         sessions.caught_up().await?;
         let state = sessions.get(id)?;
-        let history = sessions.history(&state)?;
+        let history = sessions.history(&state).await?;
         Ok(Self {
             model: state.model.clone(),
             approve: state.approve.clone(),

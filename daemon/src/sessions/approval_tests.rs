@@ -257,7 +257,7 @@ async fn a_turn_stopped_while_waiting_resumes_after_restart_and_runs_the_call_on
     let approval = pending(&sessions, &id).await;
     // "Restart": a second daemon instance folds the same log while the
     // first one's turn is abandoned (as after SIGKILL).
-    let before = sessions.stored(&id, 1, u64::MAX).unwrap().len();
+    let before = sessions.stored(&id, 1, u64::MAX).await.unwrap().len();
     drop(sessions);
     let reopened = open_with(&ws, &store, defaults()).await;
     let state = reopened.get(&id).unwrap();
@@ -352,6 +352,7 @@ async fn a_change_made_before_a_crash_is_not_made_again_when_the_turn_resumes() 
     assert!(!result[0].is_error, "{}", result[0].content);
     let escalated = store
         .read_stream("ticket-T-1003", 1, usize::MAX)
+        .await
         .unwrap()
         .iter()
         .filter(|e| matches!(e.payload, Some(Payload::TicketEscalated(_))))

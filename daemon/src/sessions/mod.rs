@@ -282,12 +282,15 @@ impl Sessions {
 
     /// The session's history after its compaction boundary, read from its
     /// stream.
-    pub(crate) fn history(&self, state: &SessionState) -> Result<History, SessionError> {
-        let events = self.store.read_stream(
-            &session_stream(&state.id),
-            state.history_from.max(1),
-            usize::MAX,
-        )?;
+    pub(crate) async fn history(&self, state: &SessionState) -> Result<History, SessionError> {
+        let events = self
+            .store
+            .read_stream(
+                &session_stream(&state.id),
+                state.history_from.max(1),
+                usize::MAX,
+            )
+            .await?;
         Ok(History::of(state, &events))
     }
 
@@ -349,7 +352,9 @@ impl Sessions {
     ) -> Result<SessionState, SessionError> {
         let source = self.get(raw)?;
         let to = if up_to == 0 { u64::MAX } else { up_to };
-        let copied = self.stored(&source.id, source.created_sequence + 1, to)?;
+        let copied = self
+            .stored(&source.id, source.created_sequence + 1, to)
+            .await?;
         let forked_at = copied
             .last()
             .map_or(source.created_sequence, |e| e.sequence);
@@ -533,17 +538,20 @@ impl Sessions {
 
     /// Stored events of a session from stream version `from` on, at most
     /// `max`.
-    pub fn stored_versions(
+    pub async fn stored_versions(
         &self,
         id: &str,
         from: u64,
         max: usize,
     ) -> Result<Vec<tinycode_shared::proto::Event>, SessionError> {
-        Ok(self.store.read_stream(&session_stream(id), from, max)?)
+        Ok(self
+            .store
+            .read_stream(&session_stream(id), from, max)
+            .await?)
     }
 
     /// Stored events of a session with `from <= sequence <= to`.
-    pub fn stored(
+    pub async fn stored(
         &self,
         raw: &str,
         from: u64,
@@ -552,7 +560,8 @@ impl Sessions {
         let id = Self::checked_id(raw)?;
         let events = self
             .store
-            .read_stream(&session_stream(&id), 1, usize::MAX)?;
+            .read_stream(&session_stream(&id), 1, usize::MAX)
+            .await?;
         Ok(events
             .into_iter()
             .filter(|e| e.sequence >= from && e.sequence <= to)

@@ -153,7 +153,7 @@ async fn a_second_message_is_queued_and_sees_the_first_turn() {
             .values()
             .all(|t| t.outcome == Some(TurnOutcome::Completed))
     );
-    let history = sessions.history(&state).unwrap().before(2);
+    let history = sessions.history(&state).await.unwrap().before(2);
     assert!(matches!(&history[0], crate::model::Message::User { text } if text == "triage T-1002"));
     assert_eq!(history.len(), 1 + state.turns[&1].messages as usize);
     assert_eq!(sessions.list(10).unwrap()[0].id, s.id);
@@ -215,6 +215,7 @@ async fn a_turn_left_running_by_a_crash_is_marked_interrupted_on_open() {
     assert_eq!(state.turns[&1].outcome, Some(TurnOutcome::Interrupted));
     let last = store
         .read_stream(&session_stream(&s.id), 1, 100)
+        .await
         .unwrap()
         .pop()
         .unwrap();
@@ -252,8 +253,8 @@ async fn sessions_can_be_renamed_forked_and_deleted() {
     );
     let original = sessions.get(&s.id).unwrap();
     assert_eq!(
-        sessions.history(&fork).unwrap().before(2),
-        sessions.history(&original).unwrap().before(2)
+        sessions.history(&fork).await.unwrap().before(2),
+        sessions.history(&original).await.unwrap().before(2)
     );
     let (_, turn, _) = sessions
         .send(&fork.id, "退款 时效 是多久？", me())
@@ -279,6 +280,7 @@ async fn sessions_can_be_renamed_forked_and_deleted() {
     // Delete: gone from listings and refused, but its events stay.
     let before = store
         .read_stream(&session_stream(&s.id), 1, 1000)
+        .await
         .unwrap()
         .len();
     assert!(
@@ -294,6 +296,7 @@ async fn sessions_can_be_renamed_forked_and_deleted() {
     assert_eq!(
         store
             .read_stream(&session_stream(&s.id), 1, 1000)
+            .await
             .unwrap()
             .len(),
         before + 1
@@ -331,7 +334,7 @@ async fn compaction_summarises_old_turns_at_a_user_boundary_and_survives_restart
         until_done(&sessions, &s.id, n).await;
     }
     let total = sessions.get(&s.id).unwrap().message_count();
-    let events = sessions.stored(&s.id, 1, u64::MAX).unwrap();
+    let events = sessions.stored(&s.id, 1, u64::MAX).await.unwrap();
     let auto: Vec<_> = events
         .iter()
         .filter_map(|e| match &e.payload {
@@ -359,7 +362,7 @@ async fn compaction_summarises_old_turns_at_a_user_boundary_and_survives_restart
     assert!(auto[0].tokens_after < auto[0].tokens_before);
     let state = sessions.get(&s.id).unwrap();
     assert_eq!(state.turns.keys().copied().collect::<Vec<_>>(), [2, 3]);
-    let Message::User { text } = &sessions.history(&state).unwrap().before(3)[0] else {
+    let Message::User { text } = &sessions.history(&state).await.unwrap().before(3)[0] else {
         panic!("the summary leads the history")
     };
     assert!(text.starts_with("<conversation-summary>\n"), "{text}");
@@ -392,6 +395,7 @@ async fn compaction_summarises_old_turns_at_a_user_boundary_and_survives_restart
     assert_eq!(state.context_tokens(), after.context_tokens());
     let users = reopened
         .stored(&s.id, 1, u64::MAX)
+        .await
         .unwrap()
         .iter()
         .filter(|e| matches!(e.payload, Some(Payload::UserMessageAdded(_))))
@@ -549,7 +553,7 @@ async fn assert_model_follows_the_log(sessions: &Sessions) {
     assert!(!ids.is_empty());
     for id in &ids {
         let mut folded = SessionState::default();
-        for e in sessions.stored(id, 1, u64::MAX).unwrap() {
+        for e in sessions.stored(id, 1, u64::MAX).await.unwrap() {
             folded.apply(&e);
         }
         let stored = model::read(sessions.projector().tree(), id).unwrap();

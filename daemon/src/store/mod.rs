@@ -1,40 +1,36 @@
-//! The event log on sled.
+//! The event log: [`EventStore`] is the handle every part of the daemon
+//! uses; the log itself is a [`Backend`] (`backend.rs` states its contract;
+//! `conformance.rs` is the test-suite every backend must pass). sled
+//! (`sled/`) is the embedded default.
 //!
-//! - Tree `events`: global sequence (u64 BE) → encoded `tinycode.v1.Event`.
-//! - Tree `streams`: `stream-id ‖ 0x00 ‖ version (u64 BE)` → global sequence.
-//!
-//! - Beside sled's data file, `<db>/tinycode.head`: the durable head
-//!   (`head.rs`).
-//!
-//! Every stored event carries a CRC-32 of its encoding (`keys.rs`); a start
-//! checks the log against its durable head and refuses a log that lost
-//! acknowledged events, unless told to recover (`integrity.rs`).
-//!
-//! Guarantees: an append is atomic (one sled transaction over both trees);
-//! a stale expected version is a [`StoreError::Conflict`]; one committer
-//! thread assigns sequences, so the global sequence has no gap; an append
-//! returns only after a flush covers it, and concurrent appends share both
-//! the transaction and the flush (group commit, see [`commit`]); readers and
-//! subscribers only ever see durable events.
+//! The handle adds what does not depend on the backend: validation of
+//! stream ids and event sizes, catch-up subscriptions (`subscribe.rs`), the
+//! projection trees (a local sled database: the log's own with the sled
+//! backend), and injected failures for tests.
 
-mod commit;
+pub mod backend;
+#[cfg(test)]
+pub(crate) mod conformance;
 mod error;
-mod head;
-mod integrity;
-pub(crate) mod keys;
+pub(crate) mod sled;
 mod subscribe;
 
 use std::sync::{Arc, Mutex};
 
 use tinycode_shared::proto::{Event, event::Payload};
-use tokio::sync::{broadcast, oneshot, watch};
+use tokio::sync::watch;
 
-use commit::{Committer, Files, Request};
+pub use backend::Backend;
 pub use error::StoreError;
-pub use integrity::Report;
-pub use keys::MAX_EVENT_BYTES;
-use keys::{decode_sequence, stream_key, stream_prefix};
+pub use sled::Report;
+use sled::SledLog;
 pub use subscribe::{Subscription, SubscriptionOptions};
+
+/// The largest stored event: sled writes values near its blob threshold
+/// (a quarter of its 512 KiB segment) to separate files it never fsyncs,
+/// so every value stays well below it; every backend keeps the same limit
+/// so a log can move between them.
+pub const MAX_EVENT_BYTES: usize = 100 * 1024;
 
 /// Longest stream id accepted (bytes).
 pub const MAX_STREAM_ID: usize = 200;
@@ -103,121 +99,64 @@ pub struct EventStore {
 }
 
 struct Inner {
-    db: sled::Db,
-    events: sled::Tree,
-    streams: sled::Tree,
-    committer: Arc<Committer>,
-    live: broadcast::Sender<Arc<Event>>,
+    log: Box<dyn Backend>,
+    /// Where projections keep their trees.
+    local: ::sled::Db,
     subscriber_queue: usize,
-    /// Set on close: subscriptions end.
-    stop: watch::Sender<bool>,
-    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
-    /// What this open recovered (`--recover` on a damaged log).
-    recovered: Option<tinycode_shared::proto::LogRecovered>,
+    /// Tests: fail one append to a stream with this prefix, after letting
+    /// this many through.
+    fail: Mutex<Option<(String, u64)>>,
 }
 
 impl EventStore {
-    /// Open (or create) the log at `path`.
+    /// Open (or create) the sled log at `path`.
     pub fn open(path: &std::path::Path) -> Result<Self, StoreError> {
         Self::open_with(path, StoreOptions::default())
     }
 
     pub fn open_with(path: &std::path::Path, options: StoreOptions) -> Result<Self, StoreError> {
-        let db = sled::Config::new()
-            .path(path)
-            .cache_capacity(options.cache_bytes)
-            .flush_every_ms(None)
-            .open()
-            .map_err(|e| unreadable(path, e))?;
-        let events = db.open_tree("events")?;
-        let streams = db.open_tree("streams")?;
-        let (mut head_file, stored_head) = head::HeadFile::open(&head::path_of(path))?;
-        let opened = integrity::open(
-            &db,
-            &events,
-            &streams,
-            &mut head_file,
-            stored_head,
-            options.recover,
-        )?;
-        let (live, _) = broadcast::channel(options.live_buffer.max(1));
-        let committer = Arc::new(Committer::new(opened.last_sequence, live.clone()));
-        // sled 0.34 keeps its log in `<path>/db`.
-        let data_file = std::fs::File::open(path.join("db"))
-            .inspect_err(|e| tracing::warn!(error = %e, "cannot open sled's data file for fdatasync; relying on sled's flush alone"))
-            .ok();
-        let thread = {
-            let committer = Arc::clone(&committer);
-            let files = Files {
-                db: db.clone(),
-                events: events.clone(),
-                streams: streams.clone(),
-                data_file,
-                head: opened.head,
-                head_file,
-            };
-            std::thread::Builder::new()
-                .name("tinycoded-commit".into())
-                .spawn(move || committer.run(files))
-                .map_err(|e| StoreError::Io(format!("cannot start the committer thread: {e}")))?
-        };
-        let (stop, _) = watch::channel(false);
-        Ok(Self {
+        let (log, db) = SledLog::open(path, options)?;
+        Ok(Self::with_backend(Box::new(log), db, options))
+    }
+
+    /// A handle on any backend; projections keep their trees in `local`.
+    pub fn with_backend(log: Box<dyn Backend>, local: ::sled::Db, options: StoreOptions) -> Self {
+        Self {
             inner: Arc::new(Inner {
-                db,
-                events,
-                streams,
-                committer,
-                live,
+                log,
+                local,
                 subscriber_queue: options.subscriber_queue.max(1),
-                stop,
-                thread: Mutex::new(Some(thread)),
-                recovered: opened.recovered,
+                fail: Mutex::new(None),
             }),
-        })
+        }
+    }
+
+    /// Which backend holds the log (`sled`, `postgres`).
+    pub fn backend(&self) -> &'static str {
+        self.inner.log.name()
     }
 
     /// What this open recovered from a damaged log, if anything.
     pub fn recovered(&self) -> Option<&tinycode_shared::proto::LogRecovered> {
-        self.inner.recovered.as_ref()
+        self.inner.log.recovered()
     }
 
-    /// Check the whole log (checksums, sequences, stream versions, the
-    /// running hash against the durable head). Reads sled while the
-    /// committer may append: call it on a log nobody writes to.
+    /// Check the whole sled log at `path` (checksums, sequences, stream
+    /// versions, the running hash against the durable head). Call it on a
+    /// log nobody writes to.
     pub fn verify(path: &std::path::Path) -> Result<Report, StoreError> {
-        let db = sled::Config::new()
-            .path(path)
-            .open()
-            .map_err(|e| unreadable(path, e))?;
-        let (_, head) = head::HeadFile::open(&head::path_of(path))?;
-        integrity::verify(&db.open_tree("events")?, &db.open_tree("streams")?, head)
+        SledLog::verify(path)
     }
 
-    /// Write the log to `file` (see `integrity::export` for the format);
-    /// returns the number of events.
+    /// Write the sled log at `path` to `file`; returns the number of events.
     pub fn export(path: &std::path::Path, file: &std::path::Path) -> Result<u64, StoreError> {
-        let db = sled::Config::new()
-            .path(path)
-            .open()
-            .map_err(|e| unreadable(path, e))?;
-        integrity::export(&db.open_tree("events")?, file)
+        SledLog::export(path, file)
     }
 
-    /// Restore an export into an empty log at `path`; returns the number
-    /// of events.
+    /// Restore an export into an empty sled log at `path`; returns the
+    /// number of events.
     pub fn import(path: &std::path::Path, file: &std::path::Path) -> Result<u64, StoreError> {
-        // A bulk load: sled's throughput mode (runtime only, not stored)
-        // measured steadier and faster than its default (docs/BENCHMARKS.md).
-        let db = sled::Config::new()
-            .path(path)
-            .flush_every_ms(None)
-            .mode(sled::Mode::HighThroughput)
-            .open()?;
-        let (events, streams) = (db.open_tree("events")?, db.open_tree("streams")?);
-        let (mut head_file, _) = head::HeadFile::open(&head::path_of(path))?;
-        let head = integrity::import(&db, &events, &streams, &mut head_file, file)?;
-        Ok(head.sequence)
+        SledLog::import(path, file)
     }
 
     /// Append `payloads` to `stream` atomically; returns the stored events
@@ -244,152 +183,99 @@ impl EventStore {
                 });
             }
         }
-        let (reply, answer) = oneshot::channel();
-        self.inner.committer.submit(Request {
-            stream: stream.to_string(),
-            expected,
-            payloads,
-            reply,
-        });
-        answer.await.map_err(|_| StoreError::Closed)?
+        if self.injected_failure(stream) {
+            return Err(StoreError::Io("injected failure (test)".into()));
+        }
+        self.inner
+            .log
+            .append(stream.to_string(), expected, payloads)
+            .await
     }
 
     /// Current durable version of `stream` (0 when it does not exist).
-    pub fn stream_version(&self, stream: &str) -> Result<u64, StoreError> {
-        stream_version_in(&self.inner.streams, stream)
+    pub async fn stream_version(&self, stream: &str) -> Result<u64, StoreError> {
+        self.inner.log.stream_version(stream.to_string()).await
     }
 
     /// Events of one stream with `stream_version >= from_version`, up to `max`.
-    pub fn read_stream(
+    pub async fn read_stream(
         &self,
         stream: &str,
         from_version: u64,
         max: usize,
     ) -> Result<Vec<Event>, StoreError> {
-        let durable = self.last_sequence();
-        let prefix = stream_prefix(stream);
-        let mut out = Vec::new();
-        for row in self
-            .inner
-            .streams
-            .range(stream_key(stream, from_version.max(1))..)
-            .take(max)
-        {
-            let (key, seq) = row?;
-            if !key.starts_with(&prefix) {
-                break;
-            }
-            let sequence = decode_sequence(&seq);
-            if sequence > durable {
-                break;
-            }
-            if let Some(event) = self.get(sequence)? {
-                out.push(event);
-            }
-        }
-        Ok(out)
+        self.inner
+            .log
+            .read_stream(stream.to_string(), from_version, max)
+            .await
     }
 
     /// Durable events with `from <= sequence <= to`, up to `max`.
-    pub fn read_range(&self, from: u64, to: u64, max: usize) -> Result<Vec<Event>, StoreError> {
-        let to = to.min(self.last_sequence());
-        if from > to {
-            return Ok(Vec::new());
-        }
-        self.inner
-            .events
-            .range(from.to_be_bytes()..=to.to_be_bytes())
-            .take(max)
-            .map(|row| {
-                let (key, value) = row?;
-                keys::decode_event(decode_sequence(&key), &value)
-            })
-            .collect()
+    pub async fn read_range(
+        &self,
+        from: u64,
+        to: u64,
+        max: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        self.inner.log.read_range(from, to, max).await
     }
 
     /// One durable event by sequence.
-    pub fn get(&self, sequence: u64) -> Result<Option<Event>, StoreError> {
-        if sequence > self.last_sequence() {
-            return Ok(None);
-        }
-        self.inner
-            .events
-            .get(sequence.to_be_bytes())?
-            .map(|v| keys::decode_event(sequence, &v))
-            .transpose()
+    pub async fn get(&self, sequence: u64) -> Result<Option<Event>, StoreError> {
+        Ok(self.read_range(sequence, sequence, 1).await?.pop())
     }
 
-    /// The sled tree of a projection (same database as the log, so one
-    /// flush covers both).
-    pub(crate) fn projection_tree(&self, name: &str) -> Result<sled::Tree, StoreError> {
-        Ok(self.inner.db.open_tree(name)?)
+    /// The sled tree of a projection (with the sled backend the same
+    /// database as the log, so one flush covers both).
+    pub(crate) fn projection_tree(&self, name: &str) -> Result<::sled::Tree, StoreError> {
+        Ok(self.inner.local.open_tree(name)?)
     }
 
     /// Tests: let `appends` more appends to streams starting with `prefix`
-    /// through, then refuse one.
+    /// through, then refuse one (a transient failure: the store goes on).
     #[cfg(test)]
     pub(crate) fn inject_failure(&self, prefix: &str, appends: u64) {
-        self.inner.committer.inject_failure(prefix, appends);
+        *crate::sync::lock(&self.inner.fail) = Some((prefix.to_string(), appends));
+    }
+
+    /// Is this append the one to fail?
+    fn injected_failure(&self, stream: &str) -> bool {
+        let mut fail = crate::sync::lock(&self.inner.fail);
+        let Some((prefix, left)) = fail.as_mut() else {
+            return false;
+        };
+        if !stream.starts_with(prefix.as_str()) {
+            return false;
+        }
+        if *left == 0 {
+            *fail = None;
+            return true;
+        }
+        *left -= 1;
+        false
     }
 
     /// Last durable sequence (= number of events, but for a range a
     /// recovery recorded as lost).
     pub fn last_sequence(&self) -> u64 {
-        self.inner.committer.durable_sequence()
+        self.inner.log.last_sequence()
     }
 
     pub fn stats(&self) -> StoreStats {
-        let last = self.last_sequence();
-        StoreStats {
-            last_sequence: last,
-            event_count: last,
-            store_bytes: self.inner.db.size_on_disk().unwrap_or(0),
-            fsyncs: self.inner.committer.fsyncs(),
-        }
+        self.inner.log.stats()
     }
 
     /// Refuse new appends, end every subscription, let the committer finish
     /// what is queued (those appends complete normally) and flush.
     pub async fn close(&self) -> Result<(), StoreError> {
-        self.inner.stop.send_replace(true);
-        self.inner.committer.stop();
-        let thread = self.inner.thread.lock().ok().and_then(|mut t| t.take());
-        if let Some(thread) = thread {
-            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
-        }
-        self.inner.db.flush_async().await?;
+        self.inner.log.close().await?;
+        self.inner.local.flush_async().await?;
         Ok(())
     }
 
     fn closing(&self) -> watch::Receiver<bool> {
-        self.inner.stop.subscribe()
+        self.inner.log.closing()
     }
-}
-
-/// sled could not open the log: say how much it had acknowledged.
-fn unreadable(path: &std::path::Path, e: sled::Error) -> StoreError {
-    match head::HeadFile::peek(&head::path_of(path)) {
-        Some(h) if h.sequence > 0 && !matches!(e, sled::Error::Io(_)) => StoreError::Unreadable {
-            acknowledged: h.sequence,
-            reason: match e {
-                sled::Error::Corruption { .. } => "sled finds its data file corrupted".into(),
-                other => other.to_string(),
-            },
-        },
-        _ => e.into(),
-    }
-}
-
-/// Last version of `stream` in the index tree (0 when it has none).
-pub(crate) fn stream_version_in(streams: &sled::Tree, stream: &str) -> Result<u64, StoreError> {
-    let prefix = stream_prefix(stream);
-    Ok(match streams.scan_prefix(&prefix).next_back() {
-        Some(row) => {
-            let (key, _) = row?;
-            decode_sequence(&key[prefix.len()..])
-        }
-        None => 0,
-    })
 }
 
 fn validate_stream_id(stream: &str) -> Result<(), StoreError> {
@@ -408,7 +294,5 @@ fn validate_stream_id(stream: &str) -> Result<(), StoreError> {
     })
 }
 
-#[cfg(test)]
-mod damage_tests;
 #[cfg(test)]
 mod tests;

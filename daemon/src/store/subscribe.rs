@@ -31,7 +31,7 @@ impl EventStore {
         let (tx, rx) = mpsc::channel(self.inner.subscriber_queue);
         // Registered before anything is read: nothing published from here on
         // can be missed.
-        let live = self.inner.live.subscribe();
+        let live = self.inner.log.live();
         let store = self.clone();
         tokio::spawn(async move {
             let mut feed = Feed {
@@ -108,7 +108,7 @@ impl Feed {
     /// Deliver every stored event from `self.next` through `to`.
     async fn replay_to(&mut self, to: u64) -> Result<Option<Stop>, StoreError> {
         while self.next <= to {
-            let batch = self.store.read_range(self.next, to, REPLAY_BATCH)?;
+            let batch = self.store.read_range(self.next, to, REPLAY_BATCH).await?;
             let Some(last) = batch.last().map(|e| e.sequence) else {
                 break;
             };

@@ -299,9 +299,10 @@ async fn a_tool_call_makes_its_change_once_even_when_run_again() {
         assert!(!e.is_error, "{}", e.content);
         assert_eq!(e.details["added"], 1, "the edit's result, from the log");
     }
-    let replies = |store: &EventStore| {
+    let replies = async |store: &EventStore| {
         store
             .read_stream("ticket-T-1002", 1, usize::MAX)
+            .await
             .unwrap()
             .iter()
             .filter(|e| {
@@ -312,9 +313,9 @@ async fn a_tool_call_makes_its_change_once_even_when_run_again() {
             })
             .count()
     };
-    assert_eq!(replies(&s.store), 1);
+    assert_eq!(replies(&s.store).await, 1);
     assert_eq!(
-        s.store.stream_version("kb-refund-policy").unwrap(),
+        s.store.stream_version("kb-refund-policy").await.unwrap(),
         2,
         "import + one edit"
     );
@@ -322,8 +323,8 @@ async fn a_tool_call_makes_its_change_once_even_when_run_again() {
     s.registry
         .call("reply_customer", &reply, &turn.for_call("c3"))
         .await;
-    assert_eq!(replies(&s.store), 2);
+    assert_eq!(replies(&s.store).await, 2);
     // Outside a session (no origin) nothing is deduplicated.
     s.registry.call("reply_customer", &reply, &s.ctx).await;
-    assert_eq!(replies(&s.store), 3);
+    assert_eq!(replies(&s.store).await, 3);
 }

@@ -216,20 +216,20 @@ impl Triage {
     async fn queue_untriaged(&self) -> Result<(), TriageError> {
         let open = self.open_ticket_ids()?;
         let records = self.records();
-        let mut fresh: Vec<(u64, String)> = {
-            open.into_iter()
-                .filter(|id| !records.contains(id).unwrap_or(true))
-                .map(|id| {
-                    let arrived = self
-                        .store
-                        .read_stream(&crate::domain::desk::ticket_stream(&id), 1, 1)
-                        .ok()
-                        .and_then(|e| e.first().map(|e| e.sequence))
-                        .unwrap_or(u64::MAX);
-                    (arrived, id)
-                })
-                .collect()
-        };
+        let mut fresh: Vec<(u64, String)> = Vec::new();
+        for id in open {
+            if records.contains(&id).unwrap_or(true) {
+                continue;
+            }
+            let arrived = self
+                .store
+                .read_stream(&crate::domain::desk::ticket_stream(&id), 1, 1)
+                .await
+                .ok()
+                .and_then(|e| e.first().map(|e| e.sequence))
+                .unwrap_or(u64::MAX);
+            fresh.push((arrived, id));
+        }
         fresh.sort();
         for (_, id) in fresh {
             self.queue(

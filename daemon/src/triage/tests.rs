@@ -145,6 +145,7 @@ async fn open_tickets_and_new_ones_are_triaged_once_and_a_restart_adds_nothing()
     let queued = b
         .store
         .read_range(1, u64::MAX, usize::MAX)
+        .await
         .unwrap()
         .into_iter()
         .filter(|e| matches!(e.payload, Some(Payload::TriageQueued(_))))
@@ -170,7 +171,7 @@ async fn with_one_slot_no_two_triage_turns_overlap() {
     until(&b.triage, |s| s.done == 8).await;
     let mut running = 0i32;
     let mut most = 0;
-    for e in b.store.read_range(1, u64::MAX, usize::MAX).unwrap() {
+    for e in b.store.read_range(1, u64::MAX, usize::MAX).await.unwrap() {
         match e.payload {
             Some(Payload::TurnStarted(_)) => running += 1,
             Some(Payload::TurnCompleted(_)) => running -= 1,

@@ -36,9 +36,13 @@ impl Desk {
 
     /// An edit found in the log, as [`AppliedEdit`] (the content before it
     /// is the previous event's).
-    fn applied_before(&self, id: &str, done: Event) -> Result<AppliedEdit, DomainError> {
+    async fn applied_before(&self, id: &str, done: Event) -> Result<AppliedEdit, DomainError> {
         let mut before = String::new();
-        for e in self.store.read_stream(&article_stream(id), 1, usize::MAX)? {
+        for e in self
+            .store
+            .read_stream(&article_stream(id), 1, usize::MAX)
+            .await?
+        {
             if e.sequence == done.sequence {
                 break;
             }
@@ -104,9 +108,9 @@ impl Desk {
         let id = article_id(raw_id)?;
         let _one_at_a_time = self.edit_lock.lock().await;
         if let Some(origin) = origin
-            && let Some(done) = self.made_by(&article_stream(&id), origin)?
+            && let Some(done) = self.made_by(&article_stream(&id), origin).await?
         {
-            return self.applied_before(&id, done);
+            return self.applied_before(&id, done).await;
         }
         let (content, version) = self.article_content(&id)?;
         let plan = plan_edit(&id, &content, old_text, new_text)?;

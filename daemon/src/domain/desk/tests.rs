@@ -40,11 +40,11 @@ async fn open(ws: &Path, db: &Path) -> (Arc<Desk>, LoadReport, EventStore) {
 }
 
 /// Every ticket folded from the log alone, by id.
-pub(crate) fn fold_from_log(
+pub(crate) async fn fold_from_log(
     store: &EventStore,
 ) -> std::collections::BTreeMap<String, tinycode_shared::proto::Ticket> {
     let mut tickets = std::collections::BTreeMap::new();
-    for event in store.read_range(1, u64::MAX, usize::MAX).unwrap() {
+    for event in store.read_range(1, u64::MAX, usize::MAX).await.unwrap() {
         if let Some(id) = event.stream_id.strip_prefix("ticket-") {
             let t: &mut tinycode_shared::proto::Ticket = tickets.entry(id.to_string()).or_default();
             crate::domain::ticket::apply(t, &event);
@@ -56,7 +56,7 @@ pub(crate) fn fold_from_log(
 /// The projection equals a fold of the log, and every file equals it.
 pub(crate) async fn assert_consistent(desk: &Desk, store: &EventStore, ws: &Path) {
     desk.settled().await.unwrap();
-    let folded = fold_from_log(store);
+    let folded = fold_from_log(store).await;
     let (listed, total) = desk.list_tickets(&TicketFilter::default(), usize::MAX);
     assert_eq!(total, folded.len());
     for t in &listed {
@@ -146,7 +146,7 @@ async fn changes_go_to_the_log_then_the_file_and_leave_other_tickets_alone() {
         "file mirrors the projection"
     );
     assert_eq!(read(ws.join("tickets/T-1002.json")), other);
-    let stream = store.read_stream("ticket-T-1001", 1, 10).unwrap();
+    let stream = store.read_stream("ticket-T-1001", 1, 10).await.unwrap();
     assert_eq!(stream.len(), 3);
 }
 
@@ -162,7 +162,7 @@ async fn a_hand_edited_file_is_imported_as_an_update() {
     let (desk, report, store) = open(&ws, &db).await;
     assert_eq!((report.imported, report.updated), (0, 1));
     assert_eq!(desk.get_ticket("T-1002").unwrap().sla_minutes, 120);
-    let last = store.read_stream("ticket-T-1002", 2, 1).unwrap();
+    let last = store.read_stream("ticket-T-1002", 2, 1).await.unwrap();
     assert!(matches!(
         last[0].payload,
         Some(Payload::TicketUpdatedFromFile(_))

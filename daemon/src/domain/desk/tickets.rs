@@ -233,14 +233,15 @@ impl Desk {
     }
 
     /// The event of `stream` made by the tool call `origin`, if any.
-    pub(super) fn made_by(
+    pub(super) async fn made_by(
         &self,
         stream: &str,
         origin: &ToolOrigin,
     ) -> Result<Option<tinycode_shared::proto::Event>, DomainError> {
         Ok(self
             .store
-            .read_stream(stream, 1, usize::MAX)?
+            .read_stream(stream, 1, usize::MAX)
+            .await?
             .into_iter()
             .find(|e| crate::domain::ticket::origin_of(e) == Some(origin)))
     }
@@ -320,7 +321,7 @@ impl Desk {
         let stream = ticket_stream(&id);
         let _my_turn = self.ticket_locks.lock(&id).await;
         if let Some(origin) = origin
-            && self.made_by(&stream, origin)?.is_some()
+            && self.made_by(&stream, origin).await?.is_some()
         {
             tracing::info!(ticket = %id, call = %origin.call_id, "the call's change is already in the log; not applied again");
             return self.get_ticket(&id);

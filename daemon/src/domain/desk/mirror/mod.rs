@@ -164,6 +164,13 @@ enum Finding {
         expected: ExpectedVersion,
         payload: Box<Payload>,
     },
+    /// Differs from what the mirror recorded writing at version `after`:
+    /// a hand edit (import `payload`), unless it is a later version whose
+    /// record a crash lost (stale). Decided against the log.
+    Changed { after: u64, payload: Box<Payload> },
+    /// An article never imported; an article edited before imports existed
+    /// has a stream already, so the expected version comes from the log.
+    NewArticle { payload: Box<Payload> },
 }
 
 impl Desk {

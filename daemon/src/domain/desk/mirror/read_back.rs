@@ -14,7 +14,7 @@ use super::{
     FileStamps, Finding, IMPORT_CONCURRENCY, Kind, RECORD_PREFIX, content_hash, file_stem, list_dir,
 };
 use crate::domain::desk::models::article_content;
-use crate::domain::desk::{Desk, DomainError, LoadReport, Stamp, article_stream, ticket_stream};
+use crate::domain::desk::{Desk, DomainError, LoadReport, Stamp};
 use crate::domain::ids::sanitize_id;
 use crate::domain::knowledge::parse_article;
 use crate::domain::limits;
@@ -174,6 +174,22 @@ impl Desk {
                 Ok(Finding::Import { expected, payload }) => {
                     imports.push((kind.stream(&id), path, expected, *payload));
                 }
+                Ok(Finding::Changed { after, payload }) => {
+                    if self.was_version(&kind.stream(&id), &payload, after).await? {
+                        stale.push((kind, id));
+                    } else {
+                        let expected = ExpectedVersion::Exact(after);
+                        imports.push((kind.stream(&id), path, expected, *payload));
+                    }
+                }
+                Ok(Finding::NewArticle { payload }) => {
+                    let stream = kind.stream(&id);
+                    let expected = match self.store.stream_version(&stream).await? {
+                        0 => ExpectedVersion::NoStream,
+                        version => ExpectedVersion::Exact(version),
+                    };
+                    imports.push((stream, path, expected, *payload));
+                }
                 Err(problem) => report
                     .warnings
                     .push(format!("skipped {}: {problem}", self.relative(&path))),
@@ -299,11 +315,8 @@ impl Desk {
                     // from is unknown, so it is not imported.
                     return Ok(Finding::Unknown);
                 };
-                if self.was_ticket_version(&id, &ticket, record.version)? {
-                    return Ok(Finding::Stale);
-                }
-                Ok(Finding::Import {
-                    expected: ExpectedVersion::Exact(record.version),
+                Ok(Finding::Changed {
+                    after: record.version,
                     payload: Box::new(Payload::TicketUpdatedFromFile(TicketUpdatedFromFile {
                         ticket: Some(ticket),
                         file,
@@ -318,18 +331,7 @@ impl Desk {
                     file,
                 };
                 let Some(desired) = desired else {
-                    // Never imported; an article edited before imports
-                    // existed has a stream already.
-                    let version = self
-                        .store
-                        .stream_version(&article_stream(&id))
-                        .map_err(|e| e.to_string())?;
-                    return Ok(Finding::Import {
-                        expected: if version == 0 {
-                            ExpectedVersion::NoStream
-                        } else {
-                            ExpectedVersion::Exact(version)
-                        },
+                    return Ok(Finding::NewArticle {
                         payload: Box::new(Payload::KnowledgeImported(read)),
                     });
                 };
@@ -339,50 +341,50 @@ impl Desk {
                 let Some(record) = record else {
                     return Ok(Finding::Unknown);
                 };
-                if self.was_article_version(&id, &text, record.version)? {
-                    return Ok(Finding::Stale);
-                }
-                Ok(Finding::Import {
-                    expected: ExpectedVersion::Exact(record.version),
+                Ok(Finding::Changed {
+                    after: record.version,
                     payload: Box::new(Payload::KnowledgeUpdatedFromFile(read)),
                 })
             }
         }
     }
 
-    /// Was `ticket` the ticket's content at a version after `after` (the
-    /// version the mirror's record names)? Only a write whose record a
-    /// crash lost can leave such a file; a hand edit that puts back an
-    /// older state is older than the record, and is a hand edit.
-    fn was_ticket_version(
+    /// Was the content `payload` carries the item's content at a version
+    /// after `after` (the version the mirror's record names)? Only a write
+    /// whose record a crash lost can leave such a file; a hand edit that
+    /// puts back an older state is older than the record, and is a hand
+    /// edit.
+    async fn was_version(
         &self,
-        id: &str,
-        ticket: &tinycode_shared::proto::Ticket,
+        stream: &str,
+        payload: &Payload,
         after: u64,
-    ) -> Result<bool, String> {
-        let events = self
-            .store
-            .read_stream(&ticket_stream(id), 1, usize::MAX)
-            .map_err(|e| e.to_string())?;
-        let mut state = tinycode_shared::proto::Ticket::default();
-        for event in &events {
-            crate::domain::ticket::apply(&mut state, event);
-            if event.stream_version > after && same_content(&state, ticket) {
-                return Ok(true);
+    ) -> Result<bool, DomainError> {
+        Ok(match payload {
+            Payload::TicketUpdatedFromFile(TicketUpdatedFromFile {
+                ticket: Some(ticket),
+                ..
+            }) => {
+                // Ticket events are deltas: fold from the start.
+                let mut state = tinycode_shared::proto::Ticket::default();
+                let mut found = false;
+                for event in self.store.read_stream(stream, 1, usize::MAX).await? {
+                    crate::domain::ticket::apply(&mut state, &event);
+                    if event.stream_version > after && same_content(&state, ticket) {
+                        found = true;
+                        break;
+                    }
+                }
+                found
             }
-        }
-        Ok(false)
-    }
-
-    /// The same for an article file.
-    fn was_article_version(&self, id: &str, text: &str, after: u64) -> Result<bool, String> {
-        let events = self
-            .store
-            .read_stream(&article_stream(id), 1, usize::MAX)
-            .map_err(|e| e.to_string())?;
-        Ok(events
-            .iter()
-            .any(|e| e.stream_version > after && article_content(e) == Some(text)))
+            Payload::KnowledgeUpdatedFromFile(read) => self
+                .store
+                .read_stream(stream, after + 1, usize::MAX)
+                .await?
+                .iter()
+                .any(|e| article_content(e) == Some(read.content.as_str())),
+            _ => false,
+        })
     }
 }
 

@@ -1,10 +1,11 @@
 //! A log that knows when it is damaged: the durable head, checksums,
 //! recovery, verify, export and import.
 
+use tinycode_shared::proto::DaemonStopped;
 use tinycode_shared::proto::event::Payload;
-use tinycode_shared::proto::{DaemonStopped, TicketNoteAdded};
 
 use super::*;
+use crate::store::EventStore;
 
 fn payload(n: u32) -> Payload {
     Payload::DaemonStopped(DaemonStopped {
@@ -112,7 +113,7 @@ async fn recover_records_the_loss_and_never_reuses_a_sequence() {
     let store = retried(|| EventStore::open_with(dir.path(), options)).unwrap();
     let lost = *store.recovered().unwrap();
     assert_eq!((lost.lost_from, lost.lost_to, lost.readable), (15, 20, 14));
-    let recorded = store.get(21).unwrap().unwrap();
+    let recorded = store.get(21).await.unwrap().unwrap();
     assert!(matches!(recorded.payload, Some(Payload::LogRecovered(r)) if r == lost));
     let next = store
         .append("s0", ExpectedVersion::Any, vec![payload(99)])
@@ -144,10 +145,10 @@ async fn a_damaged_event_fails_its_checksum_on_read_and_in_verify() {
     });
     let store = retried(|| EventStore::open(dir.path())).unwrap();
     assert!(matches!(
-        store.get(4),
+        store.get(4).await,
         Err(StoreError::Checksum { sequence: 4 })
     ));
-    assert!(store.get(5).unwrap().is_some());
+    assert!(store.get(5).await.unwrap().is_some());
     store.close().await.unwrap();
     drop(store);
     let report = retried(|| EventStore::verify(dir.path())).unwrap();
@@ -169,10 +170,10 @@ async fn an_export_imports_into_an_equal_log() {
     let a = retried(|| EventStore::open(&db)).unwrap();
     let b = retried(|| EventStore::open(&restored)).unwrap();
     assert_eq!(
-        a.read_range(1, u64::MAX, 100).unwrap(),
-        b.read_range(1, u64::MAX, 100).unwrap()
+        a.read_range(1, u64::MAX, 100).await.unwrap(),
+        b.read_range(1, u64::MAX, 100).await.unwrap()
     );
-    assert_eq!(b.read_stream("s3", 1, 100).unwrap().len(), 6);
+    assert_eq!(b.read_stream("s3", 1, 100).await.unwrap().len(), 6);
     a.close().await.unwrap();
     b.close().await.unwrap();
     drop((a, b));
@@ -195,22 +196,4 @@ async fn an_export_imports_into_an_equal_log() {
     // Import only fills an empty log.
     let err = retried(|| EventStore::import(&restored, &file)).unwrap_err();
     assert!(err.to_string().contains("not empty"), "{err}");
-}
-
-#[tokio::test]
-async fn an_event_over_the_size_limit_is_refused_and_nothing_is_stored() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = EventStore::open(dir.path()).unwrap();
-    let big = Payload::TicketNoteAdded(TicketNoteAdded {
-        note: Some(tinycode_shared::proto::TicketNote {
-            text: "x".repeat(MAX_EVENT_BYTES),
-            at: String::new(),
-        }),
-    });
-    let err = store
-        .append("ticket-T-1", ExpectedVersion::Any, vec![big])
-        .await
-        .unwrap_err();
-    assert!(matches!(err, StoreError::TooLarge { .. }), "{err}");
-    assert_eq!(store.last_sequence(), 0);
 }

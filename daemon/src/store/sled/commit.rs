@@ -36,9 +36,6 @@ pub(crate) struct Committer {
     durable: AtomicU64,
     live: broadcast::Sender<Arc<Event>>,
     fsyncs: AtomicU64,
-    /// Tests: fail one append to a stream with this prefix, after letting
-    /// this many through.
-    fail: Mutex<Option<(String, u64)>>,
 }
 
 #[derive(Default)]
@@ -83,32 +80,7 @@ impl Committer {
             durable: AtomicU64::new(last_sequence),
             live,
             fsyncs: AtomicU64::new(0),
-            fail: Mutex::new(None),
         }
-    }
-
-    /// Tests: let `appends` more appends to streams starting with `prefix`
-    /// through, then refuse one (a transient failure: the store goes on).
-    #[cfg(test)]
-    pub(crate) fn inject_failure(&self, prefix: &str, appends: u64) {
-        *crate::sync::lock(&self.fail) = Some((prefix.to_string(), appends));
-    }
-
-    /// Is this append the one to fail?
-    fn injected_failure(&self, stream: &str) -> bool {
-        let mut fail = crate::sync::lock(&self.fail);
-        let Some((prefix, left)) = fail.as_mut() else {
-            return false;
-        };
-        if !stream.starts_with(prefix.as_str()) {
-            return false;
-        }
-        if *left == 0 {
-            *fail = None;
-            return true;
-        }
-        *left -= 1;
-        false
     }
 
     fn lock(&self) -> MutexGuard<'_, Queue> {
@@ -190,10 +162,6 @@ impl Committer {
             reply,
         } in batch
         {
-            if self.injected_failure(&stream) {
-                let _ = reply.send(Err(StoreError::Io("injected failure (test)".into())));
-                continue;
-            }
             let current = match touched
                 .get(&stream)
                 .or_else(|| writer.versions.get(&stream))

@@ -29,11 +29,6 @@ pub(crate) fn decode_sequence(bytes: &[u8]) -> u64 {
     u64::from_be_bytes(buf)
 }
 
-/// The largest stored value: sled writes values near its blob threshold
-/// (a quarter of its 512 KiB segment) to separate files it never fsyncs,
-/// so every value stays well below it.
-pub const MAX_EVENT_BYTES: usize = 100 * 1024;
-
 /// Marks a stored value as `0x01 ‖ crc32 (LE) ‖ encoded Event`. Values
 /// written before checksums start with the protobuf tag of `sequence`
 /// (0x08) and are read as they are.

@@ -9,7 +9,7 @@ use tinycode_shared::proto::event::Payload;
 use tinycode_shared::proto::{Event, LogRecovered};
 
 use super::head::{Head, HeadFile};
-use super::keys::{self, decode_checked, decode_sequence, encode_event, stream_key};
+use super::keys::{decode_checked, decode_sequence, encode_event, stream_key};
 use super::{StoreError, stream_version_in};
 
 /// The log as a start finds it.
@@ -323,7 +323,7 @@ pub(super) fn read_export(
         }
         let len = u32::from_le_bytes([frame[0], frame[1], frame[2], frame[3]]) as usize;
         let crc = u32::from_le_bytes([frame[4], frame[5], frame[6], frame[7]]);
-        if len > keys::MAX_EVENT_BYTES * 2 {
+        if len > super::super::MAX_EVENT_BYTES * 2 {
             return Err(bad(format!("record {} claims {len} bytes", n + 1)));
         }
         let mut body = vec![0u8; len];

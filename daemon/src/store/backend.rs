@@ -1,0 +1,79 @@
+//! What a log backend must provide. [`super::EventStore`] is the handle the
+//! daemon uses; it validates, injects test failures, runs catch-up
+//! subscriptions and hands out projection trees, and leaves the log itself
+//! to a `Backend`: sled (`super::sled`, the embedded default) or any other
+//! store that passes the conformance suite (`super::conformance`).
+//!
+//! The contract, which the suite checks:
+//! - `append` is atomic: all of `payloads` or none; a stale expected
+//!   version is [`StoreError::Conflict`] and stores nothing.
+//! - Sequences are global, start at 1, have no gap, and commit order equals
+//!   sequence order: once `last_sequence()` is N, events 1..=N are durable
+//!   and readable, and no event below N can still appear.
+//! - An append returns only once its events are durable, after they were
+//!   offered to `live()` receivers in sequence order.
+//! - Reads never return events above `last_sequence()`.
+//! - After `close`, appends fail with [`StoreError::Closed`] and `closing()`
+//!   reads `true`.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use tinycode_shared::proto::{Event, LogRecovered, event::Payload};
+use tokio::sync::{broadcast, watch};
+
+use super::{ExpectedVersion, StoreError, StoreStats};
+
+pub trait Backend: Send + Sync + 'static {
+    /// Short name for status and logs (`sled`, `postgres`).
+    fn name(&self) -> &'static str;
+
+    /// Append `payloads` (already validated: non-empty, each within the
+    /// size limit) to `stream` atomically.
+    fn append(
+        &self,
+        stream: String,
+        expected: ExpectedVersion,
+        payloads: Vec<Payload>,
+    ) -> BoxFuture<'_, Result<Vec<Arc<Event>>, StoreError>>;
+
+    /// Current durable version of `stream` (0 when it does not exist).
+    fn stream_version(&self, stream: String) -> BoxFuture<'_, Result<u64, StoreError>>;
+
+    /// Events of one stream with `stream_version >= from_version`, in
+    /// order, up to `max`.
+    fn read_stream(
+        &self,
+        stream: String,
+        from_version: u64,
+        max: usize,
+    ) -> BoxFuture<'_, Result<Vec<Event>, StoreError>>;
+
+    /// Durable events with `from <= sequence <= to`, in order, up to `max`.
+    fn read_range(
+        &self,
+        from: u64,
+        to: u64,
+        max: usize,
+    ) -> BoxFuture<'_, Result<Vec<Event>, StoreError>>;
+
+    /// Highest durable sequence this process knows of.
+    fn last_sequence(&self) -> u64;
+
+    /// Events as they become durable, in sequence order (a receiver that
+    /// lags reads the rest with `read_range`).
+    fn live(&self) -> broadcast::Receiver<Arc<Event>>;
+
+    /// Turns `true` on close.
+    fn closing(&self) -> watch::Receiver<bool>;
+
+    fn stats(&self) -> StoreStats;
+
+    /// Refuse new appends, finish queued ones, make everything durable.
+    fn close(&self) -> BoxFuture<'_, Result<(), StoreError>>;
+
+    /// What this open recovered from a damaged log, if anything.
+    fn recovered(&self) -> Option<&LogRecovered> {
+        None
+    }
+}

@@ -1,0 +1,299 @@
+//! The embedded log on sled, the default backend.
+//!
+//! - Tree `events`: global sequence (u64 BE) → encoded `tinycode.v1.Event`.
+//! - Tree `streams`: `stream-id ‖ 0x00 ‖ version (u64 BE)` → global sequence.
+//! - Beside sled's data file, `<db>/tinycode.head`: the durable head
+//!   (`head.rs`).
+//!
+//! Every stored event carries a CRC-32 of its encoding (`keys.rs`); a start
+//! checks the log against its durable head and refuses a log that lost
+//! acknowledged events, unless told to recover (`integrity.rs`).
+//!
+//! An append is one sled transaction over both trees; one committer thread
+//! assigns sequences, so the global sequence has no gap; an append returns
+//! only after a flush covers it, and concurrent appends share both the
+//! transaction and the flush (group commit, see [`commit`]).
+//!
+//! Projection trees live in the same sled database (one flush covers the
+//! log and the projections).
+
+mod commit;
+mod head;
+mod integrity;
+pub(crate) mod keys;
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use futures::future::{BoxFuture, FutureExt, ready};
+use tinycode_shared::proto::{Event, LogRecovered, event::Payload};
+use tokio::sync::{broadcast, oneshot, watch};
+
+use super::backend::Backend;
+use super::{ExpectedVersion, StoreError, StoreOptions, StoreStats};
+use commit::{Committer, Files, Request};
+pub use integrity::Report;
+use keys::{decode_sequence, stream_key, stream_prefix};
+
+pub(crate) struct SledLog {
+    db: sled::Db,
+    events: sled::Tree,
+    streams: sled::Tree,
+    committer: Arc<Committer>,
+    live: broadcast::Sender<Arc<Event>>,
+    stop: watch::Sender<bool>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    recovered: Option<LogRecovered>,
+}
+
+impl SledLog {
+    /// Open (or create) the log at `path`; also returns the database, where
+    /// the projections keep their trees.
+    pub(crate) fn open(path: &Path, options: StoreOptions) -> Result<(Self, sled::Db), StoreError> {
+        let db = sled::Config::new()
+            .path(path)
+            .cache_capacity(options.cache_bytes)
+            .flush_every_ms(None)
+            .open()
+            .map_err(|e| unreadable(path, e))?;
+        let events = db.open_tree("events")?;
+        let streams = db.open_tree("streams")?;
+        let (mut head_file, stored_head) = head::HeadFile::open(&head::path_of(path))?;
+        let opened = integrity::open(
+            &db,
+            &events,
+            &streams,
+            &mut head_file,
+            stored_head,
+            options.recover,
+        )?;
+        let (live, _) = broadcast::channel(options.live_buffer.max(1));
+        let committer = Arc::new(Committer::new(opened.last_sequence, live.clone()));
+        // sled 0.34 keeps its log in `<path>/db`.
+        let data_file = std::fs::File::open(path.join("db"))
+            .inspect_err(|e| tracing::warn!(error = %e, "cannot open sled's data file for fdatasync; relying on sled's flush alone"))
+            .ok();
+        let thread = {
+            let committer = Arc::clone(&committer);
+            let files = Files {
+                db: db.clone(),
+                events: events.clone(),
+                streams: streams.clone(),
+                data_file,
+                head: opened.head,
+                head_file,
+            };
+            std::thread::Builder::new()
+                .name("tinycoded-commit".into())
+                .spawn(move || committer.run(files))
+                .map_err(|e| StoreError::Io(format!("cannot start the committer thread: {e}")))?
+        };
+        let (stop, _) = watch::channel(false);
+        let log = Self {
+            db: db.clone(),
+            events,
+            streams,
+            committer,
+            live,
+            stop,
+            thread: Mutex::new(Some(thread)),
+            recovered: opened.recovered,
+        };
+        Ok((log, db))
+    }
+
+    /// Check the whole log (checksums, sequences, stream versions, the
+    /// running hash against the durable head). Call it on a log nobody
+    /// writes to.
+    pub(crate) fn verify(path: &Path) -> Result<Report, StoreError> {
+        let db = sled::Config::new()
+            .path(path)
+            .open()
+            .map_err(|e| unreadable(path, e))?;
+        let (_, head) = head::HeadFile::open(&head::path_of(path))?;
+        integrity::verify(&db.open_tree("events")?, &db.open_tree("streams")?, head)
+    }
+
+    /// Write the log to `file` (see `integrity::export` for the format);
+    /// returns the number of events.
+    pub(crate) fn export(path: &Path, file: &Path) -> Result<u64, StoreError> {
+        let db = sled::Config::new()
+            .path(path)
+            .open()
+            .map_err(|e| unreadable(path, e))?;
+        integrity::export(&db.open_tree("events")?, file)
+    }
+
+    /// Restore an export into an empty log at `path`; returns the number
+    /// of events.
+    pub(crate) fn import(path: &Path, file: &Path) -> Result<u64, StoreError> {
+        // A bulk load: sled's throughput mode (runtime only, not stored)
+        // measured steadier and faster than its default (docs/BENCHMARKS.md).
+        let db = sled::Config::new()
+            .path(path)
+            .flush_every_ms(None)
+            .mode(sled::Mode::HighThroughput)
+            .open()?;
+        let (events, streams) = (db.open_tree("events")?, db.open_tree("streams")?);
+        let (mut head_file, _) = head::HeadFile::open(&head::path_of(path))?;
+        let head = integrity::import(&db, &events, &streams, &mut head_file, file)?;
+        Ok(head.sequence)
+    }
+
+    fn read_stream_now(
+        &self,
+        stream: &str,
+        from_version: u64,
+        max: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        let durable = self.last_sequence();
+        let prefix = stream_prefix(stream);
+        let mut out = Vec::new();
+        for row in self
+            .streams
+            .range(stream_key(stream, from_version.max(1))..)
+            .take(max)
+        {
+            let (key, seq) = row?;
+            if !key.starts_with(&prefix) {
+                break;
+            }
+            let sequence = decode_sequence(&seq);
+            if sequence > durable {
+                break;
+            }
+            if let Some(value) = self.events.get(sequence.to_be_bytes())? {
+                out.push(keys::decode_event(sequence, &value)?);
+            }
+        }
+        Ok(out)
+    }
+
+    fn read_range_now(&self, from: u64, to: u64, max: usize) -> Result<Vec<Event>, StoreError> {
+        let to = to.min(self.last_sequence());
+        if from > to {
+            return Ok(Vec::new());
+        }
+        self.events
+            .range(from.to_be_bytes()..=to.to_be_bytes())
+            .take(max)
+            .map(|row| {
+                let (key, value) = row?;
+                keys::decode_event(decode_sequence(&key), &value)
+            })
+            .collect()
+    }
+}
+
+impl Backend for SledLog {
+    fn name(&self) -> &'static str {
+        "sled"
+    }
+
+    fn append(
+        &self,
+        stream: String,
+        expected: ExpectedVersion,
+        payloads: Vec<Payload>,
+    ) -> BoxFuture<'_, Result<Vec<Arc<Event>>, StoreError>> {
+        let (reply, answer) = oneshot::channel();
+        self.committer.submit(Request {
+            stream,
+            expected,
+            payloads,
+            reply,
+        });
+        async move { answer.await.map_err(|_| StoreError::Closed)? }.boxed()
+    }
+
+    fn stream_version(&self, stream: String) -> BoxFuture<'_, Result<u64, StoreError>> {
+        ready(stream_version_in(&self.streams, &stream)).boxed()
+    }
+
+    fn read_stream(
+        &self,
+        stream: String,
+        from_version: u64,
+        max: usize,
+    ) -> BoxFuture<'_, Result<Vec<Event>, StoreError>> {
+        ready(self.read_stream_now(&stream, from_version, max)).boxed()
+    }
+
+    fn read_range(
+        &self,
+        from: u64,
+        to: u64,
+        max: usize,
+    ) -> BoxFuture<'_, Result<Vec<Event>, StoreError>> {
+        ready(self.read_range_now(from, to, max)).boxed()
+    }
+
+    fn last_sequence(&self) -> u64 {
+        self.committer.durable_sequence()
+    }
+
+    fn live(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.live.subscribe()
+    }
+
+    fn closing(&self) -> watch::Receiver<bool> {
+        self.stop.subscribe()
+    }
+
+    fn stats(&self) -> StoreStats {
+        let last = self.last_sequence();
+        StoreStats {
+            last_sequence: last,
+            event_count: last,
+            store_bytes: self.db.size_on_disk().unwrap_or(0),
+            fsyncs: self.committer.fsyncs(),
+        }
+    }
+
+    fn close(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        async move {
+            self.stop.send_replace(true);
+            self.committer.stop();
+            let thread = self.thread.lock().ok().and_then(|mut t| t.take());
+            if let Some(thread) = thread {
+                let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+            }
+            self.db.flush_async().await?;
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn recovered(&self) -> Option<&LogRecovered> {
+        self.recovered.as_ref()
+    }
+}
+
+/// sled could not open the log: say how much it had acknowledged.
+fn unreadable(path: &Path, e: sled::Error) -> StoreError {
+    match head::HeadFile::peek(&head::path_of(path)) {
+        Some(h) if h.sequence > 0 && !matches!(e, sled::Error::Io(_)) => StoreError::Unreadable {
+            acknowledged: h.sequence,
+            reason: match e {
+                sled::Error::Corruption { .. } => "sled finds its data file corrupted".into(),
+                other => other.to_string(),
+            },
+        },
+        _ => e.into(),
+    }
+}
+
+/// Last version of `stream` in the index tree (0 when it has none).
+pub(crate) fn stream_version_in(streams: &sled::Tree, stream: &str) -> Result<u64, StoreError> {
+    let prefix = stream_prefix(stream);
+    Ok(match streams.scan_prefix(&prefix).next_back() {
+        Some(row) => {
+            let (key, _) = row?;
+            decode_sequence(&key[prefix.len()..])
+        }
+        None => 0,
+    })
+}
+
+#[cfg(test)]
+mod damage_tests;
