@@ -358,10 +358,7 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
             providers: config.providers.clone(),
             compaction: config.compaction,
             approval_timeout: config.approval_timeout,
-            approve: match config.permission_mode {
-                crate::config::PermissionMode::Ask => "ask".into(),
-                crate::config::PermissionMode::Auto => "auto".into(),
-            },
+            approve: config.permission_mode,
         },
     )
     .await?;

@@ -4,6 +4,7 @@
 
 mod sections;
 
+use crate::permissions::ApprovalMode;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
@@ -28,14 +29,6 @@ const KEYS: [&str; 11] = [
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PermissionMode {
-    /// Ask a human for tools whose rule says ask.
-    Ask,
-    /// Allow what would be asked (deny rules still deny).
-    Auto,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     /// Workspace-relative directory of `<id>.md` articles.
     pub knowledge_dir: PathBuf,
@@ -43,7 +36,7 @@ pub struct Config {
     pub tickets_dir: PathBuf,
     pub queues: Vec<String>,
     pub max_steps_per_turn: u32,
-    pub permission_mode: PermissionMode,
+    pub permission_mode: ApprovalMode,
     /// `provider/model`; empty means offline (unless $TINYCODE_MODEL).
     pub model: String,
     pub max_tool_result_chars: usize,
@@ -110,7 +103,7 @@ impl Default for Config {
             tickets_dir: PathBuf::from("tickets"),
             queues: Vec::new(),
             max_steps_per_turn: DEFAULT_MAX_STEPS,
-            permission_mode: PermissionMode::Ask,
+            permission_mode: ApprovalMode::Ask,
             model: String::new(),
             max_tool_result_chars: crate::context::DEFAULT_MAX_TOOL_RESULT_CHARS,
             providers: Vec::new(),
@@ -229,8 +222,8 @@ impl Config {
         }
         if let Some(mode) = string(&obj, "permissionMode").map_err(|p| bad("permissionMode", p))? {
             config.permission_mode = match mode.as_str() {
-                "ask" => PermissionMode::Ask,
-                "auto" => PermissionMode::Auto,
+                "ask" => ApprovalMode::Ask,
+                "auto" => ApprovalMode::Auto,
                 other => {
                     return Err(bad(
                         "permissionMode",

@@ -11,7 +11,7 @@ fn the_fixture_config_loads() {
     let c = Config::load(&ws).unwrap();
     assert_eq!(c.queues, ["售后组", "物流组", "技术支持"]);
     assert_eq!(c.max_steps_per_turn, 12);
-    assert_eq!(c.permission_mode, PermissionMode::Ask);
+    assert_eq!(c.permission_mode, crate::permissions::ApprovalMode::Ask);
     assert_eq!(c.tickets_dir, PathBuf::from("tickets"));
 }
 

@@ -4,7 +4,7 @@
 
 use futures::StreamExt;
 
-use crate::model::{Message, ModelError, ModelEvent, ModelProvider, ModelRequest};
+use crate::model::{Message, ModelError, ModelEvent, ModelProvider, ModelRequest, Purpose};
 
 /// The system prompt of a summary request. The offline model recognises
 /// it by this opening.
@@ -74,6 +74,7 @@ pub async fn summarize(
 ) -> Result<String, ModelError> {
     let request = ModelRequest {
         system: SUMMARY_SYSTEM.into(),
+        purpose: Purpose::Summary,
         messages: vec![Message::User {
             text: transcript(messages),
         }],
@@ -97,36 +98,6 @@ pub async fn summarize(
     Ok(text)
 }
 
-/// The offline model's summary: the user's requests and the assistant's
-/// answers, one line each, from the transcript [`summarize`] sends.
-pub fn offline_summary(transcript: &str) -> String {
-    let lines: Vec<String> = transcript
-        .split("\n\n")
-        .filter_map(|block| {
-            let (who, rest) = block.split_once(": ")?;
-            let who = match who {
-                "User" => "user asked",
-                "Assistant" => "assistant said",
-                _ if who.starts_with("Tool call") => return None,
-                _ => return None,
-            };
-            let first: String = rest.lines().next()?.chars().take(160).collect();
-            Some(format!("- {who}: {first}"))
-        })
-        .collect();
-    let skipped = lines.len().saturating_sub(40);
-    let mut out = format!(
-        "{} Earlier in this session ({} exchanges):\n",
-        crate::model::offline::MARK,
-        lines.len()
-    );
-    if skipped > 0 {
-        out.push_str(&format!("- … {skipped} older lines left out\n"));
-    }
-    out.push_str(&lines[skipped..].join("\n"));
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -144,27 +115,5 @@ mod tests {
         // Keep nothing: every held turn is summarised.
         assert_eq!(cut_point(&turns, 4, 0), Some(4));
         assert_eq!(cut_point(&[], 1, 0), None);
-    }
-
-    #[test]
-    fn the_offline_summary_keeps_requests_and_answers() {
-        let messages = vec![
-            Message::User {
-                text: "Triage T-1001".into(),
-            },
-            Message::Assistant {
-                text: "T-1001: 退款 · P1\nmore".into(),
-                thinking: Vec::new(),
-                tool_calls: Vec::new(),
-            },
-        ];
-        let summary = offline_summary(&transcript(&messages));
-        assert!(summary.contains("- user asked: Triage T-1001"), "{summary}");
-        assert!(
-            summary.contains("- assistant said: T-1001: 退款 · P1"),
-            "{summary}"
-        );
-        assert!(!summary.contains("more"));
-        assert!(wrap(&summary).starts_with("<conversation-summary>\n"));
     }
 }

@@ -112,10 +112,21 @@ pub struct ToolSpec {
     pub parameters: Value,
 }
 
+/// What a request is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Purpose {
+    /// A step of a turn: answer the conversation, calling tools.
+    #[default]
+    Turn,
+    /// Compaction: summarise the transcript in the one user message.
+    Summary,
+}
+
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ModelRequest {
     pub model: String,
     pub system: String,
+    pub purpose: Purpose,
     /// Earlier turns, shared by every step of a turn (not copied per step).
     pub history: std::sync::Arc<[Message]>,
     /// This turn's messages so far, its user message first.

@@ -54,6 +54,70 @@ pub fn rule_for(tool: &str, args: &Value) -> Rule {
     }
 }
 
+/// How a session settles a call whose rule says ask: stored as `ask`,
+/// `auto` or `deny` on `SessionCreated` and accepted in that spelling from
+/// clients and config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(from = "String", into = "&'static str")]
+pub enum ApprovalMode {
+    /// A durable approval: a human decides.
+    #[default]
+    Ask,
+    /// Allow what would be asked (deny rules still deny).
+    Auto,
+    /// Refuse what would be asked, with the reason returned to the model.
+    Deny,
+}
+
+impl ApprovalMode {
+    pub const NAMES: [&str; 3] = ["ask", "auto", "deny"];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ask => "ask",
+            Self::Auto => "auto",
+            Self::Deny => "deny",
+        }
+    }
+
+    /// `Ok(None)` for an empty value (the default applies).
+    pub fn parse(value: &str) -> Result<Option<Self>, String> {
+        Ok(Some(match value.trim() {
+            "" => return Ok(None),
+            "ask" => Self::Ask,
+            "auto" => Self::Auto,
+            "deny" => Self::Deny,
+            other => return Err(format!("must be ask, auto or deny, got {other:?}")),
+        }))
+    }
+
+    /// A stored mode; a value this version does not know asks.
+    pub fn of_stored(value: &str) -> Self {
+        Self::parse(value).ok().flatten().unwrap_or_default()
+    }
+
+    /// How a turn settles `ask` where no approval can be taken (sub-steps
+    /// without a human): only `auto` allows.
+    pub fn run_policy(self) -> RunPolicy {
+        match self {
+            Self::Auto => RunPolicy::Auto,
+            Self::Ask | Self::Deny => RunPolicy::Deny,
+        }
+    }
+}
+
+impl From<String> for ApprovalMode {
+    fn from(value: String) -> Self {
+        Self::of_stored(&value)
+    }
+}
+
+impl From<ApprovalMode> for &'static str {
+    fn from(mode: ApprovalMode) -> Self {
+        mode.as_str()
+    }
+}
+
 /// How a run settles `ask` while no human is wired in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RunPolicy {

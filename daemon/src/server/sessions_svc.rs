@@ -8,7 +8,6 @@ use tinycode_shared::proto::{
     RenameSessionRequest, SendMessageRequest, SendMessageResponse, SessionInfo, SessionUpdate,
     session_update::Update,
 };
-use tokio::sync::broadcast::error::RecvError;
 use tonic::{Request, Response, Status};
 
 use super::validate::{self, MAX_TEXT};
@@ -35,7 +34,7 @@ impl SessionsService {
             id: s.id.clone(),
             title: s.title.clone(),
             model: s.model.clone(),
-            approve: s.approve.clone(),
+            approve: s.approve.as_str().into(),
             created_sequence: s.created_sequence,
             last_sequence: s.last_sequence,
             messages: s.message_count(),
@@ -221,99 +220,40 @@ impl SessionsApi for SessionsService {
 
     type AttachStream = ResponseStream<SessionUpdate>;
 
-    /// Stored events from `from_sequence` up to the head (replayed first),
-    /// then the text of the running step so far, then every live update in
-    /// the one order the session produced them. Events go out in stream
-    /// order with no gap and no duplicate: two writers of one session (the
-    /// turn and a decision copied in) may publish out of order, so an event
-    /// ahead of the next version is preceded by what it skipped, read from
-    /// the store, and the late one is dropped as a repeat.
+    /// What `Sessions::follow` sends: stored events, the text so far, then
+    /// live updates, in one order with no gap and no duplicate.
     async fn attach(
         &self,
         request: Request<AttachRequest>,
     ) -> Result<Response<Self::AttachStream>, Status> {
         let req = request.into_inner();
-        let sessions = Arc::clone(self.sessions());
-        let session = sessions
-            .get(&req.session_id)
-            .map_err(IntoStatus::into_status)?;
-        let (mut live, so_far, head) = sessions
-            .attach(&session.id)
-            .map_err(IntoStatus::into_status)?;
-        let replayed = sessions
-            .stored(&session.id, 1, head)
+        let mut updates = Arc::clone(self.sessions())
+            .follow(
+                &req.session_id,
+                req.from_sequence,
+                self.shared.stopping.clone(),
+            )
             .await
             .map_err(IntoStatus::into_status)?;
-        let mut stopping = self.shared.stopping.clone();
-        let from = req.from_sequence.max(1);
         Ok(Response::new(stream_from(move |tx| async move {
-            let send_event = |e: tinycode_shared::proto::Event| SessionUpdate {
-                update: Some(Update::Event(e)),
-            };
-            // The last stream version sent (or skipped as older than asked).
-            let mut sent = 0u64;
-            for e in replayed {
-                sent = e.stream_version;
-                if e.sequence >= from && tx.send(Ok(send_event(e))).await.is_err() {
-                    return;
-                }
-            }
-            let text_so_far = so_far.map(|d| SessionUpdate {
-                update: Some(Update::Delta(d)),
-            });
-            if let Some(update) = text_so_far
-                && tx.send(Ok(update)).await.is_err()
-            {
-                return;
-            }
-            // Stored events after `sent` and before version `to` (exclusive).
-            let catch_up = async |sent: u64, to: u64| {
-                sessions
-                    .stored_versions(&session.id, sent + 1, (to - sent - 1) as usize)
-                    .await
-            };
             loop {
-                let received = tokio::select! {
-                    u = live.recv() => u,
-                    () = async { let _ = stopping.wait_for(|s| *s).await; } => return,
+                let update = tokio::select! {
+                    u = updates.recv() => u,
                     // A client that left is let go at once: it no longer
                     // counts as attached, and the actor may retire.
                     () = tx.closed() => return,
                 };
-                let missed = match &received {
-                    Ok(LiveUpdate::Event(e)) if e.stream_version <= sent => continue,
-                    Ok(LiveUpdate::Event(e)) if e.stream_version == sent + 1 => Ok(Vec::new()),
-                    Ok(LiveUpdate::Event(e)) => catch_up(sent, e.stream_version).await,
-                    // A slow client: what it missed comes from the store.
-                    Err(RecvError::Lagged(_)) => catch_up(sent, u64::MAX).await,
-                    _ => Ok(Vec::new()),
-                };
-                let missed = match missed {
-                    Ok(events) => events,
-                    Err(e) => {
-                        let _ = tx.send(Err(e.into_status())).await;
-                        return;
-                    }
-                };
-                for e in missed {
-                    sent = e.stream_version;
-                    if tx.send(Ok(send_event(e))).await.is_err() {
-                        return;
-                    }
-                }
-                let update = match received {
-                    Ok(LiveUpdate::Event(e)) => {
-                        sent = e.stream_version;
-                        send_event(Event::clone(&e))
-                    }
-                    Ok(LiveUpdate::Delta(d)) => SessionUpdate {
-                        update: Some(Update::Delta(d)),
-                    },
-                    Err(RecvError::Lagged(_)) => continue,
-                    Err(RecvError::Closed) => return,
-                };
-                if tx.send(Ok(update)).await.is_err() {
-                    return; // the client left; the turn goes on
+                let Some(update) = update else { return };
+                let update = update
+                    .map(|u| SessionUpdate {
+                        update: Some(match u {
+                            LiveUpdate::Event(e) => Update::Event(Event::clone(&e)),
+                            LiveUpdate::Delta(d) => Update::Delta(d),
+                        }),
+                    })
+                    .map_err(IntoStatus::into_status);
+                if tx.send(update).await.is_err() {
+                    return;
                 }
             }
         })))

@@ -13,7 +13,7 @@ use super::validate::{
 use super::{IntoStatus, ResponseStream, Shared, stream_from};
 use crate::domain::desk::{NewTicket, TicketFilter, ticket_id, ticket_stream};
 use crate::domain::search::Kind;
-use crate::domain::ticket::{CHANNELS, PRIORITIES, STATUSES, apply};
+use crate::domain::ticket::{Channel, Priority, Status as TicketStatus, apply};
 use crate::store::SubscriptionOptions;
 
 pub struct TicketsService {
@@ -72,8 +72,8 @@ impl Tickets for TicketsService {
         request: Request<ListTicketsRequest>,
     ) -> Result<Response<ListTicketsResponse>, Status> {
         let req = request.into_inner();
-        validate::one_of_or_empty("status", &req.status, &STATUSES)?;
-        validate::one_of_or_empty("priority", &req.priority, &PRIORITIES)?;
+        validate::one_of_or_empty("status", &req.status, &TicketStatus::NAMES)?;
+        validate::one_of_or_empty("priority", &req.priority, &Priority::NAMES)?;
         validate::max_len("queue", &req.queue, MAX_NAME)?;
         validate::max_len("category", &req.category, MAX_NAME)?;
         let limit = validate::limit("limit", req.limit, 100, MAX_LIST)?;
@@ -129,7 +129,7 @@ impl Tickets for TicketsService {
         if req.channel.is_empty() {
             return Err(Status::invalid_argument(format!(
                 "`channel` is required: one of {}",
-                CHANNELS.join(", ")
+                Channel::NAMES.join(", ")
             )));
         }
         if req.sla_minutes > MAX_SLA_MINUTES {

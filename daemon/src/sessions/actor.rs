@@ -13,12 +13,13 @@ use tinycode_shared::proto::{
 use tokio::sync::{mpsc, oneshot};
 
 use super::approver::SessionApprover;
+use super::live::DeltaKind;
 use super::{Live, SessionError, Sessions, session_stream};
 use crate::agent::{Turn, TurnConfig, TurnEvent, TurnOutcome, prompt};
 use crate::context::compact;
 use crate::model::catalog::resolve;
 use crate::model::{Message, ModelProvider, RetryPolicy, ToolCall, Usage};
-use crate::permissions::RunPolicy;
+use crate::permissions::ApprovalMode;
 use crate::store::ExpectedVersion;
 use crate::tools::ToolContext;
 
@@ -190,7 +191,7 @@ fn payload(turn: u64, step: u32, message: &Message) -> Option<Payload> {
 /// What a turn reads from its session before it runs.
 struct TurnSetup {
     model: String,
-    approve: String,
+    approve: ApprovalMode,
     context_tokens: u64,
     /// This turn's user message and (resumed) what it added so far.
     record: super::state::TurnMessages,
@@ -205,7 +206,7 @@ impl TurnSetup {
         let history = sessions.history(&state).await?;
         Ok(Self {
             model: state.model.clone(),
-            approve: state.approve.clone(),
+            approve: state.approve,
             context_tokens: state.context_tokens(),
             record: history.turn(turn),
             history: history.before(turn),
@@ -230,7 +231,7 @@ pub(super) enum Write {
     /// Store, then say whether it is durable (an approval wait starts only
     /// after its request is stored).
     StoreAck(Box<Payload>, oneshot::Sender<Result<(), String>>),
-    Delta(&'static str, String),
+    Delta(DeltaKind, String),
 }
 
 /// Store one event of the session and publish it; returns its sequence.
@@ -320,11 +321,7 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
             .artifact_root
             .as_ref()
             .map(|root| root.join(id)),
-        policy: if state.approve == "auto" {
-            RunPolicy::Auto
-        } else {
-            RunPolicy::Deny
-        },
+        policy: state.approve.run_policy(),
     };
     let ctx = ToolContext {
         desk: Arc::clone(&sessions.desk),
@@ -379,7 +376,7 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
         sessions: Arc::clone(sessions),
         session: id.to_string(),
         turn,
-        mode: state.approve.clone(),
+        mode: state.approve,
         writer: tx.clone(),
         timeout: sessions.defaults.approval_timeout,
     };
@@ -396,10 +393,10 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
         .resume(&system, history, so_far, &mut |event| match event {
             TurnEvent::StepStarted { step: s } => step = s,
             TurnEvent::TextDelta(t) => {
-                let _ = tx.send(Write::Delta("text", t));
+                let _ = tx.send(Write::Delta(DeltaKind::Text, t));
             }
             TurnEvent::ThinkingDelta(t) => {
-                let _ = tx.send(Write::Delta("thinking", t));
+                let _ = tx.send(Write::Delta(DeltaKind::Thinking, t));
             }
             TurnEvent::AssistantMessage(m, usage) => {
                 stored += 1;

@@ -19,14 +19,13 @@ use super::actor::Write;
 use crate::agent::Approver;
 use crate::approvals::Verdict;
 use crate::model::ToolCall;
-use crate::permissions::{Decision, RunPolicy};
+use crate::permissions::{ApprovalMode, Decision, RunPolicy};
 
 pub(super) struct SessionApprover {
     pub sessions: Arc<Sessions>,
     pub session: String,
     pub turn: u64,
-    /// `ask`, `auto` or `deny`.
-    pub mode: String,
+    pub mode: ApprovalMode,
     pub writer: mpsc::UnboundedSender<Write>,
     pub timeout: Option<Duration>,
 }
@@ -169,10 +168,10 @@ impl Approver for SessionApprover {
                 Ok(false) => {}
                 Err(e) => return Decision::Deny(format!("the approvals cannot be read: {e}")),
             }
-            match self.mode.as_str() {
-                "auto" => RunPolicy::Auto.settle(reason),
-                "deny" => RunPolicy::Deny.settle(reason),
-                _ => self.ask(call, reason).await,
+            match self.mode {
+                ApprovalMode::Auto => RunPolicy::Auto.settle(reason),
+                ApprovalMode::Deny => RunPolicy::Deny.settle(reason),
+                ApprovalMode::Ask => self.ask(call, reason).await,
             }
         })
     }

@@ -18,6 +18,24 @@ use super::actor::Job;
 use super::{SessionError, Sessions, actor};
 use crate::sync::lock;
 
+/// What an ephemeral delta carries (`Delta.kind` on the wire).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeltaKind {
+    /// Answer text of the running step.
+    Text,
+    /// The model's thinking.
+    Thinking,
+}
+
+impl DeltaKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Text => "text",
+            Self::Thinking => "thinking",
+        }
+    }
+}
+
 /// What attached clients receive live, in the one order every client sees.
 #[derive(Debug, Clone)]
 pub enum LiveUpdate {
@@ -43,9 +61,9 @@ pub(crate) struct Live {
 }
 
 impl Live {
-    pub(crate) fn emit(&self, turn: u64, kind: &str, text: &str) {
+    pub(crate) fn emit(&self, turn: u64, kind: DeltaKind, text: &str) {
         let mut partial = lock(&self.partial);
-        if kind == "text" {
+        if kind == DeltaKind::Text {
             if partial.0 != turn {
                 *partial = (turn, String::new());
             }
@@ -53,7 +71,7 @@ impl Live {
         }
         let delta = Delta {
             turn,
-            kind: kind.into(),
+            kind: kind.as_str().into(),
             text: text.into(),
         };
         let _ = self.updates.send(LiveUpdate::Delta(delta));

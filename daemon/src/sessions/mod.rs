@@ -7,6 +7,7 @@
 
 mod actor;
 mod approver;
+mod attach;
 mod decisions;
 mod live;
 pub mod model;
@@ -32,6 +33,7 @@ use tokio::sync::broadcast;
 use crate::approvals::Approvals;
 use crate::domain::desk::Desk;
 use crate::domain::ids::sanitize_id;
+use crate::permissions::ApprovalMode;
 use crate::projection::{ProjectionError, Projector, ProjectorHandle};
 use crate::skills::SkillRegistry;
 use crate::store::{EventStore, ExpectedVersion, StoreError};
@@ -83,7 +85,7 @@ pub struct TurnDefaults {
     pub approval_timeout: Option<Duration>,
     /// How sessions created without a mode settle `ask`: config
     /// `permissionMode` (`ask`, or `auto`).
-    pub approve: String,
+    pub approve: ApprovalMode,
 }
 
 /// A session's live side right now (all zero when it has none).
@@ -210,18 +212,12 @@ impl Sessions {
         approve: &str,
         by: ClientRef,
     ) -> Result<SessionState, SessionError> {
-        let approve = match approve {
-            "" => self.defaults.approve.as_str(),
-            "ask" => "ask",
-            "deny" => "deny",
-            "auto" => "auto",
-            other => {
-                return Err(SessionError::Invalid {
-                    field: "approve",
-                    problem: format!("must be ask, auto or deny, got {other:?}"),
-                });
-            }
-        };
+        let approve = ApprovalMode::parse(approve)
+            .map_err(|problem| SessionError::Invalid {
+                field: "approve",
+                problem,
+            })?
+            .unwrap_or(self.defaults.approve);
         let model = if model.trim().is_empty() {
             self.defaults.model.clone()
         } else {
@@ -253,7 +249,7 @@ impl Sessions {
                     title,
                     model,
                     created_by: Some(by),
-                    approve: approve.into(),
+                    approve: approve.as_str().into(),
                     ..SessionCreated::default()
                 })],
             )
@@ -367,7 +363,7 @@ impl Sessions {
             title,
             model: source.model.clone(),
             created_by: Some(by),
-            approve: source.approve.clone(),
+            approve: source.approve.as_str().into(),
             forked_from: source.id.clone(),
             forked_at,
         })];
@@ -529,7 +525,7 @@ impl Sessions {
             let so_far =
                 (running != 0 && partial.0 == running && !partial.1.is_empty()).then(|| Delta {
                     turn: partial.0,
-                    kind: "text".into(),
+                    kind: live::DeltaKind::Text.as_str().into(),
                     text: partial.1.clone(),
                 });
             (rx, so_far, head)

@@ -40,7 +40,7 @@ pub struct SessionState {
     pub id: String,
     pub title: String,
     pub model: String,
-    pub approve: String,
+    pub approve: crate::permissions::ApprovalMode,
     pub created_sequence: u64,
     pub last_sequence: u64,
     pub turns: BTreeMap<u64, TurnBrief>,
@@ -243,7 +243,7 @@ impl SessionState {
                 self.id = event.stream_id.trim_start_matches("session-").to_string();
                 self.title = e.title.clone();
                 self.model = e.model.clone();
-                self.approve = e.approve.clone();
+                self.approve = crate::permissions::ApprovalMode::of_stored(&e.approve);
                 self.created_sequence = event.sequence;
                 self.forked_from = e.forked_from.clone();
                 self.history_from = 1;

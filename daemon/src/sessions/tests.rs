@@ -28,7 +28,7 @@ pub(crate) fn defaults() -> TurnDefaults {
         providers: Vec::new(),
         compaction: crate::config::Compaction::default(),
         approval_timeout: None,
-        approve: "ask".into(),
+        approve: crate::permissions::ApprovalMode::Ask,
     }
 }
 

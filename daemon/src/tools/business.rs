@@ -14,7 +14,7 @@ use tinycode_shared::proto::{
 use super::{Tool, ToolContext, ToolError, ToolOutput};
 use crate::domain::desk::TicketFilter;
 use crate::domain::search::{Hit, Kind};
-use crate::domain::ticket::{PRIORITIES, STATUSES, render_ticket_file, ticket_document};
+use crate::domain::ticket::{Priority, Status, render_ticket_file, ticket_document};
 
 type Run = for<'a> fn(&'a Value, &'a ToolContext) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
 
@@ -108,9 +108,9 @@ pub fn business_tools() -> Vec<Arc<dyn Tool>> {
             description: "List tickets with their status, priority, category and queue; optional filters.",
             parameters: schema(
                 json!({
-                    "status": { "type": "string", "enum": STATUSES },
+                    "status": { "type": "string", "enum": Status::NAMES },
                     "queue": { "type": "string" },
-                    "priority": { "type": "string", "enum": PRIORITIES },
+                    "priority": { "type": "string", "enum": Priority::NAMES },
                     "category": { "type": "string" },
                     "limit": { "type": "integer", "minimum": 1, "maximum": 200 },
                 }),
@@ -196,7 +196,7 @@ pub fn business_tools() -> Vec<Arc<dyn Tool>> {
                 json!({
                     "ticket_id": id(),
                     "category": text("One main category"),
-                    "priority": { "type": "string", "enum": PRIORITIES },
+                    "priority": { "type": "string", "enum": Priority::NAMES },
                     "intent": text("What the customer wants"),
                     "summary": { "type": "string", "maxLength": 2000 },
                 }),

@@ -8,6 +8,7 @@ use tinycode_shared::proto::Event;
 use tinycode_shared::proto::event::Payload;
 
 use super::{Triage, worker_client};
+use crate::domain::ticket::Status;
 use crate::store::{ExpectedVersion, SubscriptionOptions};
 
 /// Why a ticket event may have made a ticket open.
@@ -76,7 +77,7 @@ impl Triage {
             return false;
         }
         self.desk
-            .with_ticket(id, |t| t.status == "open")
+            .with_ticket(id, |t| Status::of(t) == Some(Status::Open))
             .unwrap_or(false)
     }
 }

@@ -27,6 +27,7 @@ use tokio::sync::{Notify, Semaphore, watch};
 
 use crate::config::AutoTriage;
 use crate::domain::desk::{Desk, DomainError, ticket_id};
+use crate::permissions::ApprovalMode;
 use crate::projection::{ProjectionError, Projector, ProjectorHandle};
 use crate::sessions::{SessionError, Sessions};
 use crate::store::{EventStore, ExpectedVersion, StoreError};
@@ -292,12 +293,12 @@ impl Triage {
         model: &str,
         by: ClientRef,
     ) -> Result<(Vec<String>, Vec<String>), TriageError> {
-        let approve = match approve.trim() {
-            a @ ("" | "ask" | "auto" | "deny") => a,
-            other => {
+        let approve = match ApprovalMode::parse(approve) {
+            Ok(mode) => mode.map_or("", ApprovalMode::as_str),
+            Err(problem) => {
                 return Err(TriageError::Invalid {
                     field: "approve",
-                    problem: format!("must be ask, auto or deny, got {other:?}"),
+                    problem,
                 });
             }
         };

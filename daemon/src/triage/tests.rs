@@ -33,7 +33,7 @@ async fn start(approve: &str, concurrency: usize) -> Bench {
     let (tmp, ws) = fixture_copy();
     let store = EventStore::open(&tmp.path().join("db")).unwrap();
     let mut d = defaults();
-    d.approve = approve.into();
+    d.approve = crate::permissions::ApprovalMode::of_stored(approve);
     let sessions = open_with(&ws, &store, d).await;
     let desk = Arc::clone(&sessions.desk);
     let triage = Triage::open(

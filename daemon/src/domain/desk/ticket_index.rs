@@ -23,6 +23,7 @@ use tinycode_shared::proto::Ticket;
 
 use super::models::ticket_number;
 use crate::domain::search::{self, Document, Kind};
+use crate::domain::ticket::Status;
 use crate::projection::{ProjectionError, Writes, decode_u64};
 
 const POSTING: &[u8] = b"p/";
@@ -103,7 +104,10 @@ fn stats(writes: &Writes<'_>) -> Result<(u64, f64), ProjectionError> {
 pub(super) fn index(writes: &mut Writes<'_>, ticket: &Ticket) -> Result<(), ProjectionError> {
     let id = &ticket.id;
     let open_key = [OPEN, id.as_bytes()].concat();
-    match (ticket.status == "open", writes.get(&open_key)?.is_some()) {
+    match (
+        Status::of(ticket) == Some(Status::Open),
+        writes.get(&open_key)?.is_some(),
+    ) {
         (true, false) => writes.put(open_key, Vec::new()),
         (false, true) => writes.remove(open_key),
         _ => {}

@@ -17,7 +17,7 @@ use tinycode_shared::render::rfc3339;
 
 use super::models::{decode_ticket, ticket_key};
 use super::{Desk, DomainError, ticket_id, ticket_stream};
-use crate::domain::ticket::CHANNELS;
+use crate::domain::ticket::{Channel, Status};
 use crate::store::{ExpectedVersion, StoreError};
 
 /// Attempts before a contended change gives up with `Busy`.
@@ -179,12 +179,12 @@ impl Desk {
                 "is empty; give the customer's first message",
             ));
         }
-        if !CHANNELS.contains(&new.channel.as_str()) {
+        if Channel::parse(&new.channel).is_none() {
             return Err(DomainError::Invalid {
                 field: "channel",
                 problem: format!(
                     "must be one of {}, got {:?}",
-                    CHANNELS.join(", "),
+                    Channel::NAMES.join(", "),
                     new.channel
                 ),
             });
@@ -203,7 +203,7 @@ impl Desk {
                 } else {
                     new.sla_minutes
                 },
-                status: "open".into(),
+                status: Status::Open.as_str().into(),
                 messages: vec![TicketMessage {
                     from: "customer".into(),
                     text: new.body.clone(),

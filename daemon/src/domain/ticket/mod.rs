@@ -5,9 +5,10 @@ use serde_json::{Map, Value};
 use tinycode_shared::proto::event::Payload;
 use tinycode_shared::proto::{Event, Ticket, TicketMessage, TicketNote, ToolOrigin};
 
-pub const CHANNELS: [&str; 4] = ["email", "chat", "phone", "web"];
-pub const STATUSES: [&str; 5] = ["open", "triaged", "routed", "escalated", "resolved"];
-pub const PRIORITIES: [&str; 4] = ["P0", "P1", "P2", "P3"];
+mod kinds;
+
+pub use kinds::{Channel, Priority, Status};
+
 const FROM: [&str; 2] = ["customer", "agent"];
 const KEYS: [&str; 14] = [
     "id",
@@ -94,7 +95,7 @@ pub fn parse_ticket_file(text: &str) -> Result<Ticket, TicketFileError> {
         id: req_str(obj, "id", "")?,
         subject: req_str(obj, "subject", "")?,
         customer: req_str(obj, "customer", "")?,
-        channel: one_of(obj, "channel", &CHANNELS, true)?,
+        channel: one_of(obj, "channel", &Channel::NAMES, true)?,
         created_at: req_str(obj, "createdAt", "")?,
         sla_minutes: match obj.get("slaMinutes") {
             Some(v) => v
@@ -108,9 +109,9 @@ pub fn parse_ticket_file(text: &str) -> Result<Ticket, TicketFileError> {
                 })?,
             None => return Err(TicketFileError::Missing("slaMinutes".into())),
         },
-        status: one_of(obj, "status", &STATUSES, true)?,
+        status: one_of(obj, "status", &Status::NAMES, true)?,
         category: opt_str(obj, "category")?,
-        priority: one_of(obj, "priority", &PRIORITIES, false)?,
+        priority: one_of(obj, "priority", &Priority::NAMES, false)?,
         intent: opt_str(obj, "intent")?,
         queue: opt_str(obj, "queue")?,
         escalate_level,
@@ -272,8 +273,8 @@ pub fn apply(ticket: &mut Ticket, event: &Event) {
         Payload::TicketUpdatedFromFile(e) => replace(ticket, e.ticket.as_ref()),
         Payload::CustomerMessageAdded(e) => {
             ticket.messages.extend(e.message.clone());
-            if ticket.status == "resolved" {
-                ticket.status = "open".into();
+            if Status::of(ticket) == Some(Status::Resolved) {
+                Status::Open.set(ticket);
             }
         }
         Payload::AgentReplyAdded(e) => ticket.messages.extend(e.message.clone()),
@@ -281,19 +282,19 @@ pub fn apply(ticket: &mut Ticket, event: &Event) {
             ticket.category = e.category.clone();
             ticket.priority = e.priority.clone();
             ticket.intent = e.intent.clone();
-            if ticket.status == "open" {
-                ticket.status = "triaged".into();
+            if Status::of(ticket) == Some(Status::Open) {
+                Status::Triaged.set(ticket);
             }
         }
         Payload::TicketRouted(e) => {
             ticket.queue = e.queue.clone();
-            if ticket.status != "escalated" {
-                ticket.status = "routed".into();
+            if Status::of(ticket) != Some(Status::Escalated) {
+                Status::Routed.set(ticket);
             }
         }
         Payload::TicketEscalated(e) => {
             ticket.escalate_level = e.level;
-            ticket.status = "escalated".into();
+            Status::Escalated.set(ticket);
         }
         Payload::TicketNoteAdded(e) => ticket.notes.extend(e.note.clone()),
         Payload::TicketStatusChanged(e) => ticket.status = e.status.clone(),

@@ -15,9 +15,12 @@
 use serde_json::{Value, json};
 
 use super::{
-    Message, ModelEvent, ModelProvider, ModelRequest, ModelStream, StopReason, ToolCall, Usage,
+    Message, ModelEvent, ModelProvider, ModelRequest, ModelStream, Purpose, StopReason, ToolCall,
+    Usage,
 };
-use crate::context::{compact, estimate_tokens, parse_rfc3339};
+use crate::context::{estimate_tokens, parse_rfc3339};
+
+mod summary;
 
 /// Everything the offline model says starts with this.
 pub const MARK: &str = "[offline model]";
@@ -146,8 +149,8 @@ impl<'a> State<'a> {
 
 fn respond(req: &ModelRequest) -> Vec<ModelEvent> {
     let state = State::of(&req.messages);
-    let (text, call) = if req.system == compact::SUMMARY_SYSTEM {
-        (Some(compact::offline_summary(state.user)), None)
+    let (text, call) = if req.purpose == Purpose::Summary {
+        (Some(summary::of_transcript(state.user)), None)
     } else {
         match ticket_id(state.user) {
             Some(id) => triage_step(req, &state, &id),
