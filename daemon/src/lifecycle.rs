@@ -151,6 +151,15 @@ pub fn bind_socket(layout: &Layout) -> Result<UnixListener, DaemonError> {
     Ok(listener)
 }
 
+/// Where the log is: `$TINYCODE_STORE_URL`, else config `store.url`, else
+/// the embedded sled log (`None`).
+fn store_url(config: &Config) -> Option<String> {
+    std::env::var("TINYCODE_STORE_URL")
+        .ok()
+        .filter(|u| !u.trim().is_empty())
+        .or_else(|| config.store_url.clone())
+}
+
 /// Did the previous run end without `DaemonStopped`?
 async fn previous_run_unclean(store: &EventStore) -> Result<bool, StoreError> {
     let version = store.stream_version(DAEMON_STREAM).await?;
@@ -224,6 +233,14 @@ pub fn maintain(layout: &Layout, command: &Maintenance) -> Result<String, Daemon
         }
         other => other?,
     };
+    if let Some(workspace) = &layout.workspace
+        && let Ok(config) = Config::load(workspace)
+        && store_url(&config).is_some()
+    {
+        return Err(DaemonError::Maintenance(
+            "verify, export and import work on the embedded log; this desk's log is in PostgreSQL: back it up with pg_dump".into(),
+        ));
+    }
     let db = layout.db_path();
     match command {
         Maintenance::Verify => {
@@ -288,13 +305,24 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
     let config = Config::load(&workspace)?;
     let _lock = lock_state_dir(&layout)?;
     let mut stages = Stages::new();
-    let store = EventStore::open_with(
-        &layout.db_path(),
-        crate::store::StoreOptions {
-            recover: options.recover,
-            ..Default::default()
-        },
-    )?;
+    let store_options = crate::store::StoreOptions {
+        recover: options.recover,
+        ..Default::default()
+    };
+    let store = match store_url(&config) {
+        Some(url) if options.recover => {
+            return Err(DaemonError::Maintenance(format!(
+                "--recover works on the embedded log; this desk's log is in PostgreSQL ({}), which recovers itself",
+                url.split('@').next_back().unwrap_or("")
+            )));
+        }
+        Some(url) => {
+            EventStore::open_postgres(&url, &layout.state_dir.join("projections"), store_options)
+                .await?
+        }
+        None => EventStore::open_with(&layout.db_path(), store_options)?,
+    };
+    tracing::info!(backend = store.backend(), "the event log is open");
     if let Some(lost) = store.recovered() {
         tracing::warn!(
             lost_from = lost.lost_from,

@@ -14,7 +14,7 @@ use crate::model::catalog::ProviderSpec;
 
 pub const CONFIG_FILE: &str = ".tinycode/config.json";
 pub const DEFAULT_MAX_STEPS: u32 = 12;
-const KEYS: [&str; 11] = [
+const KEYS: [&str; 12] = [
     "knowledgeDir",
     "ticketsDir",
     "queues",
@@ -26,6 +26,7 @@ const KEYS: [&str; 11] = [
     "context",
     "approvalTimeoutSeconds",
     "autoTriage",
+    "store",
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +49,9 @@ pub struct Config {
     /// `None` (the default) waits forever.
     pub approval_timeout: Option<Duration>,
     pub auto_triage: AutoTriage,
+    /// `store.url`: the log in PostgreSQL (`postgres://…`); `None`: the
+    /// embedded sled log. `$TINYCODE_STORE_URL` overrides it.
+    pub store_url: Option<String>,
 }
 
 /// When and how much of a session's history is summarised.
@@ -110,6 +114,7 @@ impl Default for Config {
             compaction: Compaction::default(),
             approval_timeout: None,
             auto_triage: AutoTriage::default(),
+            store_url: None,
         }
     }
 }
@@ -253,6 +258,9 @@ impl Config {
         }
         if let Some(v) = obj.get("autoTriage") {
             config.auto_triage = sections::auto_triage(v).map_err(|p| bad("autoTriage", p))?;
+        }
+        if let Some(v) = obj.get("store") {
+            config.store_url = sections::store_url(v).map_err(|p| bad("store", p))?;
         }
         Ok(config)
     }

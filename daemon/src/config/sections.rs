@@ -158,3 +158,26 @@ pub fn auto_triage(v: &Value) -> Result<AutoTriage, String> {
     }
     Ok(t)
 }
+
+/// `store`: `{"url": "postgres://user@host:port/db"}`; an empty or absent
+/// url means the embedded log.
+pub fn store_url(v: &Value) -> Result<Option<String>, String> {
+    let obj = object(v, "the section")?;
+    known_keys(obj, &["url"], "")?;
+    match obj.get("url") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(url)) if url.trim().is_empty() => Ok(None),
+        Some(Value::String(url)) => {
+            let url = url.trim();
+            if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+                Ok(Some(url.to_string()))
+            } else {
+                Err(
+                    "`url` must start with postgres:// (the only store besides the embedded one)"
+                        .into(),
+                )
+            }
+        }
+        Some(other) => Err(format!("`url` must be a string, got {other}")),
+    }
+}

@@ -47,7 +47,9 @@ impl IntoStatus for StoreError {
             | StoreError::Checksum { .. }
             | StoreError::Damaged { .. }
             | StoreError::Unreadable { .. } => Status::data_loss(message),
-            StoreError::Io(_) => Status::internal(message),
+            StoreError::Io(_) | StoreError::Database(_) => Status::internal(message),
+            StoreError::Unreachable(_) => Status::unavailable(message),
+            StoreError::SchemaNewer { .. } => Status::failed_precondition(message),
         }
     }
 }

@@ -42,7 +42,8 @@ pub(crate) async fn drain(mut sub: Subscription) -> Vec<Arc<Event>> {
 }
 
 pub(crate) async fn appends_get_gap_free_sequences_and_stream_versions<B: Backing>() {
-    let store = B::fresh().await.open(StoreOptions::default()).await;
+    let backing = B::fresh().await;
+    let store = backing.open(StoreOptions::default()).await;
     let a = store
         .append("a", ExpectedVersion::NoStream, vec![payload(1), payload(2)])
         .await
@@ -75,7 +76,8 @@ pub(crate) async fn appends_get_gap_free_sequences_and_stream_versions<B: Backin
 }
 
 pub(crate) async fn stream_ids_that_prefix_each_other_stay_separate<B: Backing>() {
-    let store = B::fresh().await.open(StoreOptions::default()).await;
+    let backing = B::fresh().await;
+    let store = backing.open(StoreOptions::default()).await;
     store
         .append("ticket-1", ExpectedVersion::NoStream, vec![payload(1)])
         .await
@@ -94,7 +96,8 @@ pub(crate) async fn stream_ids_that_prefix_each_other_stay_separate<B: Backing>(
 }
 
 pub(crate) async fn stale_expected_version_is_a_conflict_and_writes_nothing<B: Backing>() {
-    let store = B::fresh().await.open(StoreOptions::default()).await;
+    let backing = B::fresh().await;
+    let store = backing.open(StoreOptions::default()).await;
     store
         .append("t", ExpectedVersion::NoStream, vec![payload(1)])
         .await
@@ -122,7 +125,8 @@ pub(crate) async fn stale_expected_version_is_a_conflict_and_writes_nothing<B: B
 }
 
 pub(crate) async fn concurrent_appends_with_one_expected_version_admit_exactly_one<B: Backing>() {
-    let store = B::fresh().await.open(StoreOptions::default()).await;
+    let backing = B::fresh().await;
+    let store = backing.open(StoreOptions::default()).await;
     let tasks: Vec<_> = (0..16)
         .map(|i| {
             let store = store.clone();
@@ -146,7 +150,8 @@ pub(crate) async fn concurrent_appends_with_one_expected_version_admit_exactly_o
 }
 
 pub(crate) async fn bad_stream_ids_and_empty_appends_are_rejected<B: Backing>() {
-    let store = B::fresh().await.open(StoreOptions::default()).await;
+    let backing = B::fresh().await;
+    let store = backing.open(StoreOptions::default()).await;
     for bad in ["", "a\0b", "line\nbreak", &"x".repeat(201)] {
         let err = store
             .append(bad, ExpectedVersion::Any, vec![payload(1)])
@@ -163,7 +168,8 @@ pub(crate) async fn bad_stream_ids_and_empty_appends_are_rejected<B: Backing>() 
 }
 
 pub(crate) async fn multi_event_appends_are_atomic_and_contiguous_under_concurrency<B: Backing>() {
-    let store = B::fresh().await.open(StoreOptions::default()).await;
+    let backing = B::fresh().await;
+    let store = backing.open(StoreOptions::default()).await;
     let tasks: Vec<_> = (0..8u32)
         .map(|w| {
             let store = store.clone();
@@ -217,7 +223,8 @@ pub(crate) async fn the_log_survives_a_restart_and_continues_without_gaps<B: Bac
 }
 
 pub(crate) async fn subscribe_without_follow_ends_at_the_head_and_filters_by_prefix<B: Backing>() {
-    let store = B::fresh().await.open(StoreOptions::default()).await;
+    let backing = B::fresh().await;
+    let store = backing.open(StoreOptions::default()).await;
     for (i, s) in ["ticket-1", "session-1", "ticket-2"].iter().enumerate() {
         store
             .append(s, ExpectedVersion::Any, vec![payload(i as u32)])
@@ -240,7 +247,8 @@ pub(crate) async fn subscribe_without_follow_ends_at_the_head_and_filters_by_pre
 }
 
 pub(crate) async fn a_lagging_subscriber_reads_the_store_instead_of_skipping<B: Backing>() {
-    let store = B::fresh().await.open(StoreOptions::default()).await;
+    let backing = B::fresh().await;
+    let store = backing.open(StoreOptions::default()).await;
     let mut sub = store.subscribe(SubscriptionOptions {
         follow: true,
         ..Default::default()
@@ -260,7 +268,8 @@ pub(crate) async fn a_lagging_subscriber_reads_the_store_instead_of_skipping<B: 
 }
 
 pub(crate) async fn subscriptions_end_when_the_store_closes<B: Backing>() {
-    let store = B::fresh().await.open(StoreOptions::default()).await;
+    let backing = B::fresh().await;
+    let store = backing.open(StoreOptions::default()).await;
     store
         .append("x", ExpectedVersion::Any, vec![payload(1)])
         .await
@@ -277,7 +286,8 @@ pub(crate) async fn subscriptions_end_when_the_store_closes<B: Backing>() {
 }
 
 pub(crate) async fn lifecycle_payloads_round_trip<B: Backing>() {
-    let store = B::fresh().await.open(StoreOptions::default()).await;
+    let backing = B::fresh().await;
+    let store = backing.open(StoreOptions::default()).await;
     let started = Payload::DaemonStarted(DaemonStarted {
         version: "1".into(),
         pid: 7,
@@ -326,7 +336,8 @@ pub(crate) fn concurrent_writers_and_catch_up_subscribers_agree<B: Backing>(
             subscriber_queue: 2,
             ..StoreOptions::default()
         };
-        let store = B::fresh().await.open(options).await;
+        let backing = B::fresh().await;
+        let store = backing.open(options).await;
         let total = (writers * per_writer * batch) as u64;
         let mut subs = Vec::new();
         let mut tasks = Vec::new();
@@ -407,7 +418,8 @@ pub(crate) async fn projection_trees_survive_a_reopen<B: Backing>() {
 }
 
 pub(crate) async fn reads_respect_bounds_and_the_head<B: Backing>() {
-    let store = B::fresh().await.open(StoreOptions::default()).await;
+    let backing = B::fresh().await;
+    let store = backing.open(StoreOptions::default()).await;
     let batch = (0..10).map(payload).collect();
     store
         .append("s", ExpectedVersion::NoStream, batch)
@@ -437,7 +449,8 @@ pub(crate) async fn reads_respect_bounds_and_the_head<B: Backing>() {
 }
 
 pub(crate) async fn an_event_over_the_size_limit_is_refused<B: Backing>() {
-    let store = B::fresh().await.open(StoreOptions::default()).await;
+    let backing = B::fresh().await;
+    let store = backing.open(StoreOptions::default()).await;
     let big = Payload::DaemonStopped(DaemonStopped {
         pid: 1,
         uptime_ms: 0,

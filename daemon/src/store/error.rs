@@ -50,6 +50,16 @@ pub enum StoreError {
     },
     #[error("the event store failed to write to disk: {0}")]
     Io(String),
+    /// The store's database cannot be reached (PostgreSQL).
+    #[error("{0}")]
+    Unreachable(String),
+    /// The store's database answered with an error (PostgreSQL).
+    #[error("the event store's database failed: {0}")]
+    Database(String),
+    #[error(
+        "the event store's schema is at version {found}, newer than this tinycoded knows ({known}); upgrade tinycoded on this machine"
+    )]
+    SchemaNewer { found: i32, known: i32 },
 }
 
 impl From<sled::Error> for StoreError {

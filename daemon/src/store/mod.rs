@@ -12,6 +12,7 @@ pub mod backend;
 #[cfg(test)]
 pub(crate) mod conformance;
 mod error;
+pub(crate) mod postgres;
 pub(crate) mod sled;
 mod subscribe;
 
@@ -117,6 +118,21 @@ impl EventStore {
     pub fn open_with(path: &std::path::Path, options: StoreOptions) -> Result<Self, StoreError> {
         let (log, db) = SledLog::open(path, options)?;
         Ok(Self::with_backend(Box::new(log), db, options))
+    }
+
+    /// The log in PostgreSQL at `url`; projections keep their trees in a
+    /// sled database at `local` (per daemon).
+    pub async fn open_postgres(
+        url: &str,
+        local: &std::path::Path,
+        options: StoreOptions,
+    ) -> Result<Self, StoreError> {
+        let log = postgres::PgLog::open(url, options).await?;
+        let local = ::sled::Config::new()
+            .path(local)
+            .cache_capacity(options.cache_bytes)
+            .open()?;
+        Ok(Self::with_backend(Box::new(log), local, options))
     }
 
     /// A handle on any backend; projections keep their trees in `local`.

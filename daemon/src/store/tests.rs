@@ -31,7 +31,8 @@ super::conformance::conformance_suite!(crate::store::tests::SledDir);
 
 #[tokio::test]
 async fn concurrent_appends_share_flushes() {
-    let store = SledDir::fresh().await.open(StoreOptions::default()).await;
+    let backing = SledDir::fresh().await;
+    let store = backing.open(StoreOptions::default()).await;
     let tasks: Vec<_> = (0..8u32)
         .map(|w| {
             let store = store.clone();

@@ -1,0 +1,273 @@
+//! Group commit on PostgreSQL: the committer task takes every queued
+//! append, and in one transaction takes the append lock, reads the head
+//! and the touched streams' versions, checks expected versions, inserts
+//! the accepted events after the head, notifies and commits. Requests
+//! arriving meanwhile form the next batch.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
+
+use prost::Message;
+use tinycode_shared::proto::{Event, event::Payload};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_postgres::Client;
+
+use super::{CHANNEL, ExpectedVersion, StoreError, cause, connect, from_i64, to_i64};
+
+/// Serializes appends across every daemon on the database.
+const APPEND_LOCK: i64 = 0x7469_6e79_0002;
+
+/// A batch stops growing at this many requests or bytes.
+const MAX_BATCH: usize = 1024;
+const MAX_BATCH_BYTES: usize = 4 << 20;
+
+pub(crate) type Reply = oneshot::Sender<Result<Vec<Arc<Event>>, StoreError>>;
+
+pub(crate) struct Request {
+    pub stream: String,
+    pub expected: ExpectedVersion,
+    pub payloads: Vec<Payload>,
+    pub reply: Reply,
+}
+
+pub(super) struct Committer {
+    pub config: tokio_postgres::Config,
+    pub target: String,
+    pub client: Option<Client>,
+    pub queue: mpsc::UnboundedReceiver<Request>,
+    pub stopping: watch::Receiver<bool>,
+    /// What was committed, for the follower to publish.
+    pub committed: mpsc::UnboundedSender<Vec<Arc<Event>>>,
+    pub published: watch::Receiver<u64>,
+    pub transactions: Arc<AtomicU64>,
+}
+
+pub(super) async fn run(mut c: Committer) {
+    let mut stopping = c.stopping.clone();
+    loop {
+        let first = tokio::select! {
+            r = c.queue.recv() => r,
+            _ = stopping.wait_for(|s| *s) => None,
+        };
+        let Some(first) = first else { break };
+        let batch = c.gather(first);
+        c.commit(batch).await;
+    }
+    // Stopping: what is already queued still commits.
+    while let Ok(first) = c.queue.try_recv() {
+        let batch = c.gather(first);
+        c.commit(batch).await;
+    }
+}
+
+/// One accepted request: its reply and its events.
+type Accepted = (Reply, Vec<Arc<Event>>);
+
+impl Committer {
+    fn gather(&mut self, first: Request) -> Vec<Request> {
+        let mut bytes = size(&first);
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH && bytes < MAX_BATCH_BYTES {
+            match self.queue.try_recv() {
+                Ok(r) => {
+                    bytes += size(&r);
+                    batch.push(r);
+                }
+                Err(_) => break,
+            }
+        }
+        batch
+    }
+
+    async fn commit(&mut self, batch: Vec<Request>) {
+        let client = match self.client.take() {
+            Some(c) if !c.is_closed() => c,
+            _ => match connect(&self.config, &self.target).await {
+                Ok(c) => c,
+                Err(e) => {
+                    let message = e.to_string();
+                    for r in batch {
+                        let _ = r.reply.send(Err(StoreError::Unreachable(message.clone())));
+                    }
+                    return;
+                }
+            },
+        };
+        let mut client = client;
+        let result = transact(&mut client, batch).await;
+        self.transactions.fetch_add(1, Ordering::Relaxed);
+        if !client.is_closed() {
+            self.client = Some(client);
+        }
+        let accepted = match result {
+            Ok(accepted) => accepted,
+            Err((accepted, e)) => {
+                let message = cause(&e);
+                tracing::error!(error = %message, "appending to the PostgreSQL store failed");
+                for (reply, _) in accepted {
+                    let _ = reply.send(Err(super::failed(&self.target, &e)));
+                }
+                return;
+            }
+        };
+        let events: Vec<Arc<Event>> = accepted
+            .iter()
+            .flat_map(|(_, events)| events.iter().cloned())
+            .collect();
+        let Some(last) = events.last().map(|e| e.sequence) else {
+            return;
+        };
+        let _ = self.committed.send(events);
+        // Answer once the follower has published the batch: a read after
+        // the append then sees it. The next batch does not wait for this.
+        let mut published = self.published.clone();
+        tokio::spawn(async move {
+            let done = published.wait_for(|p| *p >= last).await.is_ok();
+            for (reply, events) in accepted {
+                let _ = reply.send(if done {
+                    Ok(events)
+                } else {
+                    Err(StoreError::Closed)
+                });
+            }
+        });
+    }
+}
+
+/// The transaction of one batch. Requests that conflict are answered here
+/// (they store nothing); the accepted ones are returned, with the error if
+/// the transaction failed.
+async fn transact(
+    client: &mut Client,
+    batch: Vec<Request>,
+) -> Result<Vec<Accepted>, (Vec<Accepted>, tokio_postgres::Error)> {
+    let tx = match client.transaction().await {
+        Ok(tx) => tx,
+        Err(e) => return Err((refuse_all(batch), e)),
+    };
+    let head = async {
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&APPEND_LOCK])
+            .await?;
+        let head: i64 = tx
+            .query_one(
+                "SELECT coalesce(max(sequence), 0) FROM tinycode_events",
+                &[],
+            )
+            .await?
+            .get(0);
+        let mut streams: Vec<&str> = batch.iter().map(|r| r.stream.as_str()).collect();
+        streams.sort_unstable();
+        streams.dedup();
+        let versions: HashMap<String, u64> = tx
+            .query(
+                "SELECT stream_id, max(stream_version) FROM tinycode_events \
+                 WHERE stream_id = ANY($1) GROUP BY stream_id",
+                &[&streams],
+            )
+            .await?
+            .iter()
+            .map(|row| (row.get::<_, String>(0), from_i64(row.get(1))))
+            .collect();
+        Ok::<_, tokio_postgres::Error>((from_i64(head), versions))
+    }
+    .await;
+    let (head, versions) = match head {
+        Ok(found) => found,
+        Err(e) => return Err((refuse_all(batch), e)),
+    };
+    let accepted = sequence(batch, head + 1, versions);
+    if accepted.is_empty() {
+        let _ = tx.rollback().await;
+        return Ok(accepted);
+    }
+    let written = async {
+        let events = accepted.iter().flat_map(|(_, events)| events.iter());
+        let mut sequences = Vec::new();
+        let mut streams = Vec::new();
+        let mut versions = Vec::new();
+        let mut bodies = Vec::new();
+        for e in events {
+            sequences.push(to_i64(e.sequence));
+            streams.push(e.stream_id.as_str());
+            versions.push(to_i64(e.stream_version));
+            bodies.push(e.encode_to_vec());
+        }
+        let last = sequences.last().copied().unwrap_or_default();
+        tx.execute(
+            "INSERT INTO tinycode_events (sequence, stream_id, stream_version, body) \
+             SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bytea[])",
+            &[&sequences, &streams, &versions, &bodies],
+        )
+        .await?;
+        tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &last.to_string()])
+            .await?;
+        tx.commit().await
+    }
+    .await;
+    match written {
+        Ok(()) => Ok(accepted),
+        Err(e) => Err((accepted, e)),
+    }
+}
+
+/// Check expected versions and number the accepted requests' events from
+/// `next`; conflicts are answered at once.
+fn sequence(
+    batch: Vec<Request>,
+    mut next: u64,
+    mut versions: HashMap<String, u64>,
+) -> Vec<Accepted> {
+    let recorded_at = Some(prost_types::Timestamp::from(SystemTime::now()));
+    let mut accepted = Vec::with_capacity(batch.len());
+    for Request {
+        stream,
+        expected,
+        payloads,
+        reply,
+    } in batch
+    {
+        let current = versions.get(&stream).copied().unwrap_or(0);
+        let ok = match expected {
+            ExpectedVersion::Any => true,
+            ExpectedVersion::NoStream => current == 0,
+            ExpectedVersion::Exact(v) => current == v,
+        };
+        if !ok {
+            let _ = reply.send(Err(StoreError::Conflict {
+                stream,
+                expected,
+                actual: current,
+            }));
+            continue;
+        }
+        let events: Vec<Arc<Event>> = payloads
+            .into_iter()
+            .enumerate()
+            .map(|(i, payload)| {
+                Arc::new(Event {
+                    sequence: next + i as u64,
+                    stream_id: stream.clone(),
+                    stream_version: current + 1 + i as u64,
+                    recorded_at,
+                    payload: Some(payload),
+                })
+            })
+            .collect();
+        next += events.len() as u64;
+        versions.insert(stream, current + events.len() as u64);
+        accepted.push((reply, events));
+    }
+    accepted
+}
+
+/// A batch that never got to sequencing: every request is "accepted" for
+/// the purpose of answering it with the error.
+fn refuse_all(batch: Vec<Request>) -> Vec<Accepted> {
+    batch.into_iter().map(|r| (r.reply, Vec::new())).collect()
+}
+
+fn size(r: &Request) -> usize {
+    r.payloads.iter().map(|p| p.encoded_len() + 64).sum()
+}

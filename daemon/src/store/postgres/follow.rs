@@ -1,0 +1,201 @@
+//! The follower: the one task that publishes committed events to live
+//! subscribers, in sequence order, with no gap. It learns of new events
+//! three ways: the committer hands over this daemon's own batches; `LISTEN`
+//! wakes it for any daemon's commit; and a poll of the head each second
+//! covers a notification lost with a broken connection. Whatever it has not
+//! been handed it reads from the table.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use tinycode_shared::proto::Event;
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio_postgres::{AsyncMessage, Client, NoTls};
+
+use super::{CHANNEL, READ_BATCH, connect, last_committed, read_range};
+
+/// How often the head is read when no notification came.
+const POLL: Duration = Duration::from_secs(1);
+
+/// Wait before listening again after the listening connection failed.
+const RELISTEN: Duration = Duration::from_secs(1);
+
+pub(super) struct Follower {
+    pub config: tokio_postgres::Config,
+    pub target: String,
+    pub reader: Arc<Client>,
+    pub committed: mpsc::UnboundedReceiver<Vec<Arc<Event>>>,
+    pub published: watch::Sender<u64>,
+    pub live: broadcast::Sender<Arc<Event>>,
+    pub stopping: watch::Receiver<bool>,
+}
+
+pub(super) async fn run(mut f: Follower) {
+    let (hints_tx, mut hints) = mpsc::unbounded_channel();
+    tokio::spawn(listen(
+        f.config.clone(),
+        f.target.clone(),
+        hints_tx,
+        f.stopping.clone(),
+    ));
+    let mut poll = tokio::time::interval(POLL);
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            biased;
+            events = f.committed.recv() => match events {
+                Some(events) => f.own(events).await,
+                // The committer is gone (closed): nothing more to publish.
+                None => return,
+            },
+            Some(hint) = hints.recv() => f.catch_up(hint).await,
+            _ = poll.tick() => {
+                match f.client().await {
+                    Ok(client) => match last_committed(&client).await {
+                        Ok(head) => f.catch_up(head).await,
+                        Err(e) => tracing::warn!(error = %e, "reading the PostgreSQL store's head failed"),
+                    },
+                    Err(e) => tracing::warn!(error = %e, "the PostgreSQL store is unreachable"),
+                }
+            }
+        }
+    }
+}
+
+impl Follower {
+    fn head(&self) -> u64 {
+        *self.published.borrow()
+    }
+
+    async fn client(&mut self) -> Result<Arc<Client>, super::StoreError> {
+        if self.reader.is_closed() {
+            self.reader = Arc::new(connect(&self.config, &self.target).await?);
+        }
+        Ok(Arc::clone(&self.reader))
+    }
+
+    /// This daemon's own batch: publish it, after anything before it.
+    async fn own(&mut self, events: Vec<Arc<Event>>) {
+        let Some(first) = events.first().map(|e| e.sequence) else {
+            return;
+        };
+        if first > self.head() + 1 {
+            self.catch_up(first - 1).await;
+        }
+        if first > self.head() + 1 {
+            // Could not read what came before; the next poll retries, and
+            // these events are read back then.
+            return;
+        }
+        for event in events {
+            if event.sequence == self.head() + 1 {
+                self.publish(event);
+            }
+        }
+    }
+
+    /// Publish everything up to `to` from the table.
+    async fn catch_up(&mut self, to: u64) {
+        while self.head() < to {
+            let client = match self.client().await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "the PostgreSQL store is unreachable");
+                    return;
+                }
+            };
+            let from = self.head() + 1;
+            let batch = match read_range(&client, &self.target, from, to, READ_BATCH as usize).await
+            {
+                Ok(batch) => batch,
+                Err(e) => {
+                    tracing::warn!(error = %e, from, to, "reading committed events failed");
+                    return;
+                }
+            };
+            if batch.first().map(|e| e.sequence) != Some(from) {
+                tracing::warn!(from, to, "committed events are not readable yet");
+                return;
+            }
+            for event in batch {
+                if event.sequence != self.head() + 1 {
+                    break;
+                }
+                self.publish(Arc::new(event));
+            }
+        }
+    }
+
+    /// The head moves first: a subscriber that reads the head after this
+    /// replays the event from the table and skips the live copy.
+    fn publish(&self, event: Arc<Event>) {
+        self.published.send_replace(event.sequence);
+        let _ = self.live.send(event);
+    }
+}
+
+/// Keep a connection listening on [`CHANNEL`]; each notification's payload
+/// (a sequence) goes to `hints`. Reconnects until `stopping`.
+async fn listen(
+    config: tokio_postgres::Config,
+    target: String,
+    hints: mpsc::UnboundedSender<u64>,
+    mut stopping: watch::Receiver<bool>,
+) {
+    while !*stopping.borrow() {
+        match config.connect(NoTls).await {
+            Ok((client, mut connection)) => {
+                let (tx, mut notes) = mpsc::unbounded_channel();
+                let driver = tokio::spawn(async move {
+                    let mut messages =
+                        futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+                    while let Some(message) = messages.next().await {
+                        match message {
+                            Ok(AsyncMessage::Notification(n)) => {
+                                if let Ok(sequence) = n.payload().parse::<u64>() {
+                                    let _ = tx.send(sequence);
+                                }
+                            }
+                            Ok(_) => {}
+                            Err(e) => {
+                                tracing::warn!(error = %e, "the PostgreSQL listening connection failed");
+                                break;
+                            }
+                        }
+                    }
+                });
+                match client.batch_execute(&format!("LISTEN {CHANNEL}")).await {
+                    Ok(()) => loop {
+                        tokio::select! {
+                            note = notes.recv() => match note {
+                                Some(sequence) => {
+                                    if hints.send(sequence).is_err() {
+                                        driver.abort();
+                                        return;
+                                    }
+                                }
+                                None => break,
+                            },
+                            _ = stopping.wait_for(|s| *s) => {
+                                driver.abort();
+                                return;
+                            }
+                        }
+                    },
+                    Err(e) => {
+                        tracing::warn!(error = %e, %target, "LISTEN on the PostgreSQL store failed")
+                    }
+                }
+                driver.abort();
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, %target, "cannot reach PostgreSQL to listen for new events")
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(RELISTEN) => {}
+            _ = stopping.wait_for(|s| *s) => return,
+        }
+    }
+}

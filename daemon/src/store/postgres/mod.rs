@@ -1,0 +1,373 @@
+//! The log in PostgreSQL, for several daemons sharing one desk.
+//!
+//! One table, `tinycode_events (sequence, stream_id, stream_version,
+//! body)`, the body an encoded `tinycode.v1.Event`. Sequences come from
+//! the table itself, never from a PostgreSQL `SEQUENCE` (which leaves gaps
+//! on rollback, and lets a later number commit first): every append
+//! transaction takes one transaction-scoped advisory lock, reads the
+//! highest sequence, inserts after it, notifies, and commits; the lock is
+//! released only once the commit is visible, so sequences have no gap and
+//! commit in order, across every daemon on the database.
+//!
+//! Per daemon: one committer task groups queued appends into one
+//! transaction (`commit.rs`); one follower task publishes what is committed
+//! — its own appends and, woken by `LISTEN`, other daemons' — to live
+//! subscribers in sequence order (`follow.rs`). An append returns once the
+//! follower has published it, so a read after a write sees it.
+//!
+//! Connections: one for the committer, one shared by readers (queries
+//! pipeline on it), one that listens. Each reconnects on its next use
+//! after a failure. TLS is not supported yet: use a local socket, a
+//! private network or a tunnel.
+
+mod commit;
+mod follow;
+mod schema;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use prost::Message;
+use tinycode_shared::proto::{Event, event::Payload};
+use tokio::sync::{Mutex, broadcast, mpsc, oneshot, watch};
+use tokio_postgres::{Client, NoTls};
+
+use super::backend::Backend;
+use super::{ExpectedVersion, StoreError, StoreOptions, StoreStats};
+use commit::Request;
+
+/// The channel `NOTIFY` uses; its payload is the last committed sequence.
+const CHANNEL: &str = "tinycode_events";
+
+/// Events read per query while catching up.
+const READ_BATCH: i64 = 512;
+
+pub(crate) struct PgLog {
+    target: String,
+    config: tokio_postgres::Config,
+    reader: Mutex<Option<Arc<Client>>>,
+    appends: mpsc::UnboundedSender<Request>,
+    /// Highest sequence published to live subscribers; reads stop there.
+    published: watch::Receiver<u64>,
+    live: broadcast::Sender<Arc<Event>>,
+    stop: watch::Sender<bool>,
+    transactions: Arc<AtomicU64>,
+    committer: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl PgLog {
+    /// Connect to `url` (`postgres://user@host:port/db`), apply the schema's
+    /// migrations, and start following the log.
+    pub(crate) async fn open(url: &str, options: StoreOptions) -> Result<Self, StoreError> {
+        let config: tokio_postgres::Config = url.parse().map_err(|e| {
+            StoreError::Unreachable(format!("the store URL {} is not valid: {e}", redact(url)))
+        })?;
+        let target = describe(&config);
+        let client = connect(&config, &target).await?;
+        schema::migrate(&client, &target).await?;
+        let head = last_committed(&client).await?;
+        let reader = Arc::new(client);
+        let (published_tx, published) = watch::channel(head);
+        let (live, _) = broadcast::channel(options.live_buffer.max(1));
+        let (stop, stopping) = watch::channel(false);
+        let (appends, queue) = mpsc::unbounded_channel();
+        let (committed_tx, committed_rx) = mpsc::unbounded_channel();
+        let transactions = Arc::new(AtomicU64::new(0));
+        let committer = tokio::spawn(commit::run(commit::Committer {
+            config: config.clone(),
+            target: target.clone(),
+            client: None,
+            queue,
+            stopping: stopping.clone(),
+            committed: committed_tx,
+            published: published.clone(),
+            transactions: Arc::clone(&transactions),
+        }));
+        tokio::spawn(follow::run(follow::Follower {
+            config: config.clone(),
+            target: target.clone(),
+            reader: Arc::clone(&reader),
+            committed: committed_rx,
+            published: published_tx,
+            live: live.clone(),
+            stopping,
+        }));
+        Ok(Self {
+            target,
+            config,
+            reader: Mutex::new(Some(reader)),
+            appends,
+            published,
+            live,
+            stop,
+            transactions,
+            committer: std::sync::Mutex::new(Some(committer)),
+        })
+    }
+
+    /// The reading connection, reconnected when it broke.
+    async fn reader(&self) -> Result<Arc<Client>, StoreError> {
+        let mut slot = self.reader.lock().await;
+        if let Some(client) = slot.as_ref()
+            && !client.is_closed()
+        {
+            return Ok(Arc::clone(client));
+        }
+        let client = Arc::new(connect(&self.config, &self.target).await?);
+        *slot = Some(Arc::clone(&client));
+        Ok(client)
+    }
+
+    async fn read_stream_now(
+        &self,
+        stream: &str,
+        from_version: u64,
+        max: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        let rows = self
+            .reader()
+            .await?
+            .query(
+                "SELECT sequence, body FROM tinycode_events \
+                 WHERE stream_id = $1 AND stream_version >= $2 AND sequence <= $3 \
+                 ORDER BY stream_version LIMIT $4",
+                &[
+                    &stream,
+                    &to_i64(from_version.max(1)),
+                    &to_i64(self.last_sequence()),
+                    &to_i64(max as u64),
+                ],
+            )
+            .await
+            .map_err(|e| failed(&self.target, &e))?;
+        rows.iter().map(decode_row).collect()
+    }
+}
+
+impl Backend for PgLog {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn append(
+        &self,
+        stream: String,
+        expected: ExpectedVersion,
+        payloads: Vec<Payload>,
+    ) -> BoxFuture<'_, Result<Vec<Arc<Event>>, StoreError>> {
+        let (reply, answer) = oneshot::channel();
+        if *self.stop.borrow() {
+            return futures::future::ready(Err(StoreError::Closed)).boxed();
+        }
+        let sent = self.appends.send(Request {
+            stream,
+            expected,
+            payloads,
+            reply,
+        });
+        async move {
+            if sent.is_err() {
+                return Err(StoreError::Closed);
+            }
+            answer.await.map_err(|_| StoreError::Closed)?
+        }
+        .boxed()
+    }
+
+    fn stream_version(&self, stream: String) -> BoxFuture<'_, Result<u64, StoreError>> {
+        async move {
+            let row = self
+                .reader()
+                .await?
+                .query_one(
+                    "SELECT coalesce(max(stream_version), 0) FROM tinycode_events \
+                     WHERE stream_id = $1 AND sequence <= $2",
+                    &[&stream, &to_i64(self.last_sequence())],
+                )
+                .await
+                .map_err(|e| failed(&self.target, &e))?;
+            Ok(from_i64(row.get(0)))
+        }
+        .boxed()
+    }
+
+    fn read_stream(
+        &self,
+        stream: String,
+        from_version: u64,
+        max: usize,
+    ) -> BoxFuture<'_, Result<Vec<Event>, StoreError>> {
+        async move { self.read_stream_now(&stream, from_version, max).await }.boxed()
+    }
+
+    fn read_range(
+        &self,
+        from: u64,
+        to: u64,
+        max: usize,
+    ) -> BoxFuture<'_, Result<Vec<Event>, StoreError>> {
+        async move {
+            let to = to.min(self.last_sequence());
+            if from > to || max == 0 {
+                return Ok(Vec::new());
+            }
+            read_range(&*self.reader().await?, &self.target, from, to, max).await
+        }
+        .boxed()
+    }
+
+    fn last_sequence(&self) -> u64 {
+        *self.published.borrow()
+    }
+
+    fn live(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.live.subscribe()
+    }
+
+    fn closing(&self) -> watch::Receiver<bool> {
+        self.stop.subscribe()
+    }
+
+    fn stats(&self) -> StoreStats {
+        let last = self.last_sequence();
+        StoreStats {
+            last_sequence: last,
+            event_count: last,
+            store_bytes: 0,
+            fsyncs: self.transactions.load(Ordering::Relaxed),
+        }
+    }
+
+    fn close(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        async move {
+            self.stop.send_replace(true);
+            // The committer commits what is queued and ends; appends after
+            // that are refused.
+            let committer = self.committer.lock().ok().and_then(|mut c| c.take());
+            if let Some(committer) = committer {
+                let _ = committer.await;
+            }
+            Ok(())
+        }
+        .boxed()
+    }
+}
+
+/// Connect, and drive the connection on its own task.
+async fn connect(config: &tokio_postgres::Config, target: &str) -> Result<Client, StoreError> {
+    let (client, connection) = config.connect(NoTls).await.map_err(|e| {
+        StoreError::Unreachable(format!(
+            "cannot reach PostgreSQL at {target}: {}",
+            cause(&e)
+        ))
+    })?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::warn!(error = %e, "a PostgreSQL connection of the store closed");
+        }
+    });
+    Ok(client)
+}
+
+async fn last_committed(client: &Client) -> Result<u64, StoreError> {
+    let row = client
+        .query_one(
+            "SELECT coalesce(max(sequence), 0) FROM tinycode_events",
+            &[],
+        )
+        .await
+        .map_err(|e| StoreError::Database(format!("cannot read the log's head: {}", cause(&e))))?;
+    Ok(from_i64(row.get(0)))
+}
+
+/// Events `from..=to`, at most `max`, in order.
+async fn read_range(
+    client: &Client,
+    target: &str,
+    from: u64,
+    to: u64,
+    max: usize,
+) -> Result<Vec<Event>, StoreError> {
+    let rows = client
+        .query(
+            "SELECT sequence, body FROM tinycode_events \
+             WHERE sequence BETWEEN $1 AND $2 ORDER BY sequence LIMIT $3",
+            &[&to_i64(from), &to_i64(to), &to_i64(max as u64)],
+        )
+        .await
+        .map_err(|e| failed(target, &e))?;
+    rows.iter().map(decode_row).collect()
+}
+
+fn decode_row(row: &tokio_postgres::Row) -> Result<Event, StoreError> {
+    let sequence = from_i64(row.get(0));
+    let body: &[u8] = row.get(1);
+    Event::decode(body).map_err(|source| StoreError::Corrupt { sequence, source })
+}
+
+/// `host:port/db` for messages (never the password).
+fn describe(config: &tokio_postgres::Config) -> String {
+    let host = config
+        .get_hosts()
+        .first()
+        .map(|h| match h {
+            tokio_postgres::config::Host::Tcp(name) => name.clone(),
+            tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
+        })
+        .unwrap_or_else(|| "localhost".into());
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let db = config.get_dbname().unwrap_or("postgres");
+    format!("{host}:{port}/{db}")
+}
+
+/// The URL without its password.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            let user = userinfo.split(':').next().unwrap_or("");
+            format!("{}{user}:***{}", &url[..scheme + 3], &url[at..])
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// The database's own message, not tokio-postgres' "db error" wrapper.
+fn cause(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => db.message().to_string(),
+        None => {
+            let mut text = e.to_string();
+            let mut source = std::error::Error::source(e);
+            while let Some(s) = source {
+                text = format!("{text}: {s}");
+                source = s.source();
+            }
+            text
+        }
+    }
+}
+
+fn failed(target: &str, e: &tokio_postgres::Error) -> StoreError {
+    if e.is_closed() {
+        StoreError::Unreachable(format!(
+            "lost the connection to PostgreSQL at {target}: {}",
+            cause(e)
+        ))
+    } else {
+        StoreError::Database(format!("PostgreSQL at {target}: {}", cause(e)))
+    }
+}
+
+fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn from_i64(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests;
