@@ -4,7 +4,10 @@
 //!   (events/s and fsyncs per event: group commit shares flushes);
 //! - catch-up replay of a 100k-event log to one subscriber;
 //! - `verify`, `export` and `import` of a 1,000,000-event log
-//!   (`TINYCODE_BENCH_EVENTS` changes the size).
+//!   (`TINYCODE_BENCH_EVENTS` changes the size);
+//! - durable appends on PostgreSQL, 1 and 64 writers, each run in a schema
+//!   of its own (`TINYCODE_BENCH_PG`, default the CI database; `off`
+//!   skips it).
 //!
 //! The store lives under `$TINYCODE_BENCH_DIR` or Cargo's target tmp dir
 //! (a real disk, so fsync costs what it costs). Figures go to
@@ -46,11 +49,49 @@ impl Throughput {
     }
 }
 
+/// Where a benchmark's log lives.
+#[derive(Clone)]
+enum Backend {
+    Sled,
+    /// The server's URL.
+    Postgres(String),
+}
+
+/// A schema of its own on the server, dropped after the run.
+async fn pg_schema(url: &str) -> (String, tokio_postgres::Client) {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("PostgreSQL for the benchmark (TINYCODE_BENCH_PG=off skips it)");
+    tokio::spawn(connection);
+    let schema = format!(
+        "tc_bench_{}_{}",
+        std::process::id(),
+        Instant::now().elapsed().subsec_nanos()
+    );
+    client
+        .batch_execute(&format!("CREATE SCHEMA {schema}"))
+        .await
+        .expect("create schema");
+    (schema, client)
+}
+
 /// `writers` tasks, each appending `per_writer` single-event appends to its
 /// own stream with an exact expected version, each awaited (durable).
-async fn appends(writers: u64, per_writer: u64) -> Throughput {
+async fn appends(backend: Backend, writers: u64, per_writer: u64) -> Throughput {
     let dir = bench_dir();
-    let store = EventStore::open(dir.path()).expect("open");
+    let mut cleanup = None;
+    let store = match &backend {
+        Backend::Sled => EventStore::open(dir.path()).expect("open"),
+        Backend::Postgres(url) => {
+            let (schema, client) = pg_schema(url).await;
+            let sep = if url.contains('?') { '&' } else { '?' };
+            let url = format!("{url}{sep}options=-csearch_path%3D{schema}");
+            cleanup = Some((schema, client));
+            EventStore::open_postgres(&url, &dir.path().join("projections"), Default::default())
+                .await
+                .expect("open on PostgreSQL")
+        }
+    };
     let fsyncs_before = store.stats().fsyncs;
     let start = Instant::now();
     let tasks: Vec<_> = (0..writers)
@@ -79,6 +120,12 @@ async fn appends(writers: u64, per_writer: u64) -> Throughput {
         fsyncs: store.stats().fsyncs - fsyncs_before,
     };
     store.close().await.expect("close");
+    if let Some((schema, client)) = cleanup {
+        client
+            .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+            .await
+            .expect("drop schema");
+    }
     result
 }
 
@@ -163,8 +210,20 @@ fn main() {
         .build()
         .expect("runtime");
     runtime.block_on(async {
-        let one = appends(1, 2_000).await;
-        let many = appends(64, 500).await;
+        let one = appends(Backend::Sled, 1, 2_000).await;
+        let many = appends(Backend::Sled, 64, 500).await;
+        let pg = match std::env::var("TINYCODE_BENCH_PG").as_deref() {
+            Ok("off") => None,
+            Ok(url) => Some(url.to_string()),
+            Err(_) => Some("postgres://postgres@127.0.0.1:5432/test".to_string()),
+        };
+        let pg = match pg {
+            Some(url) => Some((
+                appends(Backend::Postgres(url.clone()), 1, 2_000).await,
+                appends(Backend::Postgres(url), 64, 500).await,
+            )),
+            None => None,
+        };
         let (replay_time, replayed) = replay(100_000).await;
         let total: u64 = std::env::var("TINYCODE_BENCH_EVENTS")
             .ok()
@@ -189,6 +248,19 @@ fn main() {
             "  speed-up    {:.1}x (target >= 20x and >= 30k events/s)",
             many.rate() / one.rate()
         );
+        if let Some((one, many)) = &pg {
+            println!("durable appends on PostgreSQL (commit before ack)");
+            for (name, t) in [("1 writer", one), ("64 writers", many)] {
+                println!(
+                    "  {name:<11} {:>7} events in {:>8.2?}  {:>9.0} events/s  {:.3} transactions/event",
+                    t.events,
+                    t.elapsed,
+                    t.rate(),
+                    t.fsyncs as f64 / t.events as f64
+                );
+            }
+            println!("  64 writers target >= 10,000 events/s");
+        }
         println!(
             "catch-up replay: {replayed} events in {replay_time:.2?} ({:.0} events/s; target <= 0.5 s)",
             replayed as f64 / replay_time.as_secs_f64()

@@ -12,7 +12,7 @@ use std::time::SystemTime;
 use prost::Message;
 use tinycode_shared::proto::{Event, event::Payload};
 use tokio::sync::{mpsc, oneshot, watch};
-use tokio_postgres::Client;
+use tokio_postgres::{Client, Statement};
 
 use super::{CHANNEL, ExpectedVersion, StoreError, cause, connect, from_i64, to_i64};
 
@@ -35,7 +35,7 @@ pub(crate) struct Request {
 pub(super) struct Committer {
     pub config: tokio_postgres::Config,
     pub target: String,
-    pub client: Option<Client>,
+    pub client: Option<Prepared>,
     pub queue: mpsc::UnboundedReceiver<Request>,
     pub stopping: watch::Receiver<bool>,
     /// What was committed, for the follower to publish.
@@ -66,6 +66,13 @@ pub(super) async fn run(mut c: Committer) {
 type Accepted = (Reply, Vec<Arc<Event>>);
 
 impl Committer {
+    async fn connect(&self) -> Result<Prepared, StoreError> {
+        let client = connect(&self.config, &self.target).await?;
+        Prepared::new(client)
+            .await
+            .map_err(|e| super::failed(&self.target, &e))
+    }
+
     fn gather(&mut self, first: Request) -> Vec<Request> {
         let mut bytes = size(&first);
         let mut batch = vec![first];
@@ -84,7 +91,7 @@ impl Committer {
     async fn commit(&mut self, batch: Vec<Request>) {
         let client = match self.client.take() {
             Some(c) if !c.is_closed() => c,
-            _ => match connect(&self.config, &self.target).await {
+            _ => match self.connect().await {
                 Ok(c) => c,
                 Err(e) => {
                     let message = e.to_string();
@@ -95,8 +102,7 @@ impl Committer {
                 }
             },
         };
-        let mut client = client;
-        let result = transact(&mut client, batch).await;
+        let result = transact(&client, batch).await;
         self.transactions.fetch_add(1, Ordering::Relaxed);
         if !client.is_closed() {
             self.client = Some(client);
@@ -136,50 +142,80 @@ impl Committer {
     }
 }
 
-/// The transaction of one batch. Requests that conflict are answered here
-/// (they store nothing); the accepted ones are returned, with the error if
-/// the transaction failed.
+/// The committer's statements, prepared once per connection.
+pub(super) struct Prepared {
+    client: Client,
+    /// The head, and each named stream's version (one row per stream).
+    versions: Statement,
+    /// Insert the batch and notify, in one statement.
+    insert: Statement,
+}
+
+impl Prepared {
+    pub(super) async fn new(client: Client) -> Result<Self, tokio_postgres::Error> {
+        let versions = client
+            .prepare(
+                "SELECT (SELECT coalesce(max(sequence), 0) FROM tinycode_events), s.id, \
+                 (SELECT coalesce(max(stream_version), 0) FROM tinycode_events e WHERE e.stream_id = s.id) \
+                 FROM unnest($1::text[]) AS s(id)",
+            )
+            .await?;
+        let insert = client
+            .prepare(
+                "WITH written AS (\
+                     INSERT INTO tinycode_events (sequence, stream_id, stream_version, body) \
+                     SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bytea[])) \
+                 SELECT pg_notify($5, $6)",
+            )
+            .await?;
+        Ok(Self {
+            client,
+            versions,
+            insert,
+        })
+    }
+
+    pub(super) fn is_closed(&self) -> bool {
+        self.client.is_closed()
+    }
+}
+
+/// The transaction of one batch, four round trips: begin and lock, read
+/// the head and versions, insert and notify, commit. Requests that
+/// conflict are answered here (they store nothing); the accepted ones are
+/// returned, with the error if the transaction failed.
 async fn transact(
-    client: &mut Client,
+    db: &Prepared,
     batch: Vec<Request>,
 ) -> Result<Vec<Accepted>, (Vec<Accepted>, tokio_postgres::Error)> {
-    let tx = match client.transaction().await {
-        Ok(tx) => tx,
-        Err(e) => return Err((refuse_all(batch), e)),
-    };
-    let head = async {
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&APPEND_LOCK])
-            .await?;
-        let head: i64 = tx
-            .query_one(
-                "SELECT coalesce(max(sequence), 0) FROM tinycode_events",
-                &[],
-            )
-            .await?
-            .get(0);
-        let mut streams: Vec<&str> = batch.iter().map(|r| r.stream.as_str()).collect();
-        streams.sort_unstable();
-        streams.dedup();
-        let versions: HashMap<String, u64> = tx
-            .query(
-                "SELECT stream_id, max(stream_version) FROM tinycode_events \
-                 WHERE stream_id = ANY($1) GROUP BY stream_id",
-                &[&streams],
-            )
-            .await?
-            .iter()
-            .map(|row| (row.get::<_, String>(0), from_i64(row.get(1))))
-            .collect();
-        Ok::<_, tokio_postgres::Error>((from_i64(head), versions))
+    let client = &db.client;
+    if let Err(e) = client
+        .batch_execute(&format!(
+            "BEGIN; SELECT pg_advisory_xact_lock({APPEND_LOCK})"
+        ))
+        .await
+    {
+        let _ = client.batch_execute("ROLLBACK").await;
+        return Err((refuse_all(batch), e));
     }
-    .await;
-    let (head, versions) = match head {
-        Ok(found) => found,
-        Err(e) => return Err((refuse_all(batch), e)),
+    let mut streams: Vec<&str> = batch.iter().map(|r| r.stream.as_str()).collect();
+    streams.sort_unstable();
+    streams.dedup();
+    let rows = match client.query(&db.versions, &[&streams]).await {
+        Ok(rows) => rows,
+        Err(e) => {
+            let _ = client.batch_execute("ROLLBACK").await;
+            return Err((refuse_all(batch), e));
+        }
     };
+    let head = rows.first().map_or(0, |r| from_i64(r.get(0)));
+    let versions: HashMap<String, u64> = rows
+        .iter()
+        .map(|row| (row.get::<_, String>(1), from_i64(row.get(2))))
+        .collect();
     let accepted = sequence(batch, head + 1, versions);
     if accepted.is_empty() {
-        let _ = tx.rollback().await;
+        let _ = client.batch_execute("ROLLBACK").await;
         return Ok(accepted);
     }
     let written = async {
@@ -194,21 +230,22 @@ async fn transact(
             versions.push(to_i64(e.stream_version));
             bodies.push(e.encode_to_vec());
         }
-        let last = sequences.last().copied().unwrap_or_default();
-        tx.execute(
-            "INSERT INTO tinycode_events (sequence, stream_id, stream_version, body) \
-             SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bytea[])",
-            &[&sequences, &streams, &versions, &bodies],
-        )
-        .await?;
-        tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &last.to_string()])
+        let last = sequences.last().copied().unwrap_or_default().to_string();
+        client
+            .query(
+                &db.insert,
+                &[&sequences, &streams, &versions, &bodies, &CHANNEL, &last],
+            )
             .await?;
-        tx.commit().await
+        client.batch_execute("COMMIT").await
     }
     .await;
     match written {
         Ok(()) => Ok(accepted),
-        Err(e) => Err((accepted, e)),
+        Err(e) => {
+            let _ = client.batch_execute("ROLLBACK").await;
+            Err((accepted, e))
+        }
     }
 }
 

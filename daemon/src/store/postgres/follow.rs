@@ -11,9 +11,9 @@ use std::time::Duration;
 use futures::StreamExt;
 use tinycode_shared::proto::Event;
 use tokio::sync::{broadcast, mpsc, watch};
-use tokio_postgres::{AsyncMessage, Client, NoTls};
+use tokio_postgres::{AsyncMessage, NoTls};
 
-use super::{CHANNEL, READ_BATCH, connect, last_committed, read_range};
+use super::{CHANNEL, READ_BATCH, Reader, connect};
 
 /// How often the head is read when no notification came.
 const POLL: Duration = Duration::from_secs(1);
@@ -24,7 +24,7 @@ const RELISTEN: Duration = Duration::from_secs(1);
 pub(super) struct Follower {
     pub config: tokio_postgres::Config,
     pub target: String,
-    pub reader: Arc<Client>,
+    pub reader: Arc<Reader>,
     pub committed: mpsc::UnboundedReceiver<Vec<Arc<Event>>>,
     pub published: watch::Sender<u64>,
     pub live: broadcast::Sender<Arc<Event>>,
@@ -52,7 +52,7 @@ pub(super) async fn run(mut f: Follower) {
             Some(hint) = hints.recv() => f.catch_up(hint).await,
             _ = poll.tick() => {
                 match f.client().await {
-                    Ok(client) => match last_committed(&client).await {
+                    Ok(reader) => match reader.head().await {
                         Ok(head) => f.catch_up(head).await,
                         Err(e) => tracing::warn!(error = %e, "reading the PostgreSQL store's head failed"),
                     },
@@ -68,9 +68,10 @@ impl Follower {
         *self.published.borrow()
     }
 
-    async fn client(&mut self) -> Result<Arc<Client>, super::StoreError> {
+    async fn client(&mut self) -> Result<Arc<Reader>, super::StoreError> {
         if self.reader.is_closed() {
-            self.reader = Arc::new(connect(&self.config, &self.target).await?);
+            let client = connect(&self.config, &self.target).await?;
+            self.reader = Arc::new(Reader::new(client, &self.target).await?);
         }
         Ok(Arc::clone(&self.reader))
     }
@@ -106,8 +107,7 @@ impl Follower {
                 }
             };
             let from = self.head() + 1;
-            let batch = match read_range(&client, &self.target, from, to, READ_BATCH as usize).await
-            {
+            let batch = match client.range(from, to, READ_BATCH as usize).await {
                 Ok(batch) => batch,
                 Err(e) => {
                     tracing::warn!(error = %e, from, to, "reading committed events failed");

@@ -32,7 +32,7 @@ use futures::future::BoxFuture;
 use prost::Message;
 use tinycode_shared::proto::{Event, event::Payload};
 use tokio::sync::{Mutex, broadcast, mpsc, oneshot, watch};
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::{Client, NoTls, Statement};
 
 use super::backend::Backend;
 use super::{ExpectedVersion, StoreError, StoreOptions, StoreStats};
@@ -47,7 +47,7 @@ const READ_BATCH: i64 = 512;
 pub(crate) struct PgLog {
     target: String,
     config: tokio_postgres::Config,
-    reader: Mutex<Option<Arc<Client>>>,
+    reader: Mutex<Option<Arc<Reader>>>,
     appends: mpsc::UnboundedSender<Request>,
     /// Highest sequence published to live subscribers; reads stop there.
     published: watch::Receiver<u64>,
@@ -67,8 +67,8 @@ impl PgLog {
         let target = describe(&config);
         let client = connect(&config, &target).await?;
         schema::migrate(&client, &target).await?;
-        let head = last_committed(&client).await?;
-        let reader = Arc::new(client);
+        let reader = Arc::new(Reader::new(client, &target).await?);
+        let head = reader.head().await?;
         let (published_tx, published) = watch::channel(head);
         let (live, _) = broadcast::channel(options.live_buffer.max(1));
         let (stop, stopping) = watch::channel(false);
@@ -108,16 +108,17 @@ impl PgLog {
     }
 
     /// The reading connection, reconnected when it broke.
-    async fn reader(&self) -> Result<Arc<Client>, StoreError> {
+    async fn reader(&self) -> Result<Arc<Reader>, StoreError> {
         let mut slot = self.reader.lock().await;
-        if let Some(client) = slot.as_ref()
-            && !client.is_closed()
+        if let Some(reader) = slot.as_ref()
+            && !reader.client.is_closed()
         {
-            return Ok(Arc::clone(client));
+            return Ok(Arc::clone(reader));
         }
-        let client = Arc::new(connect(&self.config, &self.target).await?);
-        *slot = Some(Arc::clone(&client));
-        Ok(client)
+        let client = connect(&self.config, &self.target).await?;
+        let reader = Arc::new(Reader::new(client, &self.target).await?);
+        *slot = Some(Arc::clone(&reader));
+        Ok(reader)
     }
 
     async fn read_stream_now(
@@ -126,13 +127,11 @@ impl PgLog {
         from_version: u64,
         max: usize,
     ) -> Result<Vec<Event>, StoreError> {
-        let rows = self
-            .reader()
-            .await?
+        let reader = self.reader().await?;
+        let rows = reader
+            .client
             .query(
-                "SELECT sequence, body FROM tinycode_events \
-                 WHERE stream_id = $1 AND stream_version >= $2 AND sequence <= $3 \
-                 ORDER BY stream_version LIMIT $4",
+                &reader.stream,
                 &[
                     &stream,
                     &to_i64(from_version.max(1)),
@@ -178,14 +177,10 @@ impl Backend for PgLog {
 
     fn stream_version(&self, stream: String) -> BoxFuture<'_, Result<u64, StoreError>> {
         async move {
-            let row = self
-                .reader()
-                .await?
-                .query_one(
-                    "SELECT coalesce(max(stream_version), 0) FROM tinycode_events \
-                     WHERE stream_id = $1 AND sequence <= $2",
-                    &[&stream, &to_i64(self.last_sequence())],
-                )
+            let reader = self.reader().await?;
+            let row = reader
+                .client
+                .query_one(&reader.version, &[&stream, &to_i64(self.last_sequence())])
                 .await
                 .map_err(|e| failed(&self.target, &e))?;
             Ok(from_i64(row.get(0)))
@@ -213,7 +208,7 @@ impl Backend for PgLog {
             if from > to || max == 0 {
                 return Ok(Vec::new());
             }
-            read_range(&*self.reader().await?, &self.target, from, to, max).await
+            self.reader().await?.range(from, to, max).await
         }
         .boxed()
     }
@@ -271,34 +266,77 @@ async fn connect(config: &tokio_postgres::Config, target: &str) -> Result<Client
     Ok(client)
 }
 
-async fn last_committed(client: &Client) -> Result<u64, StoreError> {
-    let row = client
-        .query_one(
-            "SELECT coalesce(max(sequence), 0) FROM tinycode_events",
-            &[],
-        )
-        .await
-        .map_err(|e| StoreError::Database(format!("cannot read the log's head: {}", cause(&e))))?;
-    Ok(from_i64(row.get(0)))
+/// A reading connection and its statements, prepared once.
+pub(super) struct Reader {
+    client: Client,
+    target: String,
+    head: Statement,
+    range: Statement,
+    stream: Statement,
+    version: Statement,
 }
 
-/// Events `from..=to`, at most `max`, in order.
-async fn read_range(
-    client: &Client,
-    target: &str,
-    from: u64,
-    to: u64,
-    max: usize,
-) -> Result<Vec<Event>, StoreError> {
-    let rows = client
-        .query(
+impl Reader {
+    pub(super) async fn new(client: Client, target: &str) -> Result<Self, StoreError> {
+        let prepare = async |sql: &str| client.prepare(sql).await.map_err(|e| failed(target, &e));
+        let head = prepare("SELECT coalesce(max(sequence), 0) FROM tinycode_events").await?;
+        let range = prepare(
             "SELECT sequence, body FROM tinycode_events \
              WHERE sequence BETWEEN $1 AND $2 ORDER BY sequence LIMIT $3",
-            &[&to_i64(from), &to_i64(to), &to_i64(max as u64)],
         )
-        .await
-        .map_err(|e| failed(target, &e))?;
-    rows.iter().map(decode_row).collect()
+        .await?;
+        let stream = prepare(
+            "SELECT sequence, body FROM tinycode_events \
+             WHERE stream_id = $1 AND stream_version >= $2 AND sequence <= $3 \
+             ORDER BY stream_version LIMIT $4",
+        )
+        .await?;
+        let version = prepare(
+            "SELECT coalesce(max(stream_version), 0) FROM tinycode_events \
+             WHERE stream_id = $1 AND sequence <= $2",
+        )
+        .await?;
+        Ok(Self {
+            client,
+            target: target.to_string(),
+            head,
+            range,
+            stream,
+            version,
+        })
+    }
+
+    pub(super) fn is_closed(&self) -> bool {
+        self.client.is_closed()
+    }
+
+    /// The highest committed sequence.
+    pub(super) async fn head(&self) -> Result<u64, StoreError> {
+        let row = self
+            .client
+            .query_one(&self.head, &[])
+            .await
+            .map_err(|e| failed(&self.target, &e))?;
+        Ok(from_i64(row.get(0)))
+    }
+
+    /// Events `from..=to`, at most `max`, in order.
+    pub(super) async fn range(
+        &self,
+        from: u64,
+        to: u64,
+        max: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        let rows = self
+            .client
+            .query(
+                &self.range,
+                &[&to_i64(from), &to_i64(to), &to_i64(max as u64)],
+            )
+            .await
+            .map_err(|e| failed(&self.target, &e))?;
+        rows.iter().map(decode_row).collect()
+    }
 }
 
 fn decode_row(row: &tokio_postgres::Row) -> Result<Event, StoreError> {
