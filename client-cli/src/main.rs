@@ -28,6 +28,7 @@ use tinycode_shared::paths::Layout;
     name = "tinycode",
     version,
     about = "Customer-support triage agent — command-line client of tinycoded",
+    long_about = "Customer-support triage agent — command-line client of tinycoded.\n\nWith no command, opens the terminal UI on a new session (as TinyCode does); `--continue` or `--session ID` attach to one instead.",
     propagate_version = true
 )]
 struct Cli {
@@ -40,8 +41,35 @@ struct Cli {
     /// Fail instead of starting tinycoded when it is not running.
     #[arg(long, global = true)]
     no_autostart: bool,
+    /// With no command: open the terminal UI on the most recent session.
+    #[arg(long = "continue", short = 'c', conflicts_with = "session")]
+    continue_: bool,
+    /// With no command: open the terminal UI on this session.
+    #[arg(long, value_name = "ID")]
+    session: Option<String>,
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+}
+
+impl Cli {
+    /// `--continue` and `--session` belong to the bare command.
+    fn check(&self) -> anyhow::Result<()> {
+        if self.command.is_some() && (self.continue_ || self.session.is_some()) {
+            anyhow::bail!(
+                "--continue and --session open the terminal UI and take no command; for one turn use `tinycode run -c TEXT` or `tinycode run --session ID TEXT`"
+            );
+        }
+        Ok(())
+    }
+
+    /// What to pass `tinycode-tui` when no command was given.
+    fn tui_args(&self) -> Vec<String> {
+        match (&self.session, self.continue_) {
+            (Some(id), _) => vec!["--session".into(), id.clone()],
+            (None, true) => vec!["--continue".into()],
+            (None, false) => Vec::new(),
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -184,8 +212,14 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let client = ClientName::new(&format!("tinycode-cli/{}", env!("CARGO_PKG_VERSION")))?;
+    cli.check()?;
     // Commands that need no existing workspace.
-    let command = match cli.command {
+    let Some(command) = cli.command else {
+        // As TinyCode: no command opens the terminal UI.
+        let args = cli.tui_args();
+        return tui(cli.workspace, cli.no_autostart, args);
+    };
+    let command = match command {
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
             clap_complete::generate(shell, &mut cmd, "tinycode", &mut std::io::stdout());
@@ -215,5 +249,33 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Completions { .. } | Command::Init(_) | Command::Demo(_) | Command::Tui { .. } => {
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("tinycode").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn no_command_opens_the_tui_as_tinycode_does() {
+        let cli = parse(&[]).unwrap();
+        assert!(cli.command.is_none());
+        assert!(cli.tui_args().is_empty(), "a new session");
+        assert_eq!(parse(&["--continue"]).unwrap().tui_args(), ["--continue"]);
+        assert_eq!(parse(&["-c"]).unwrap().tui_args(), ["--continue"]);
+        assert_eq!(
+            parse(&["--session", "S-3"]).unwrap().tui_args(),
+            ["--session", "S-3"]
+        );
+        assert!(parse(&["--continue", "--session", "S-3"]).is_err());
+        // A command still runs as before; `run -c` keeps its own meaning.
+        let cli = parse(&["run", "-c", "hello"]).unwrap();
+        assert!(matches!(cli.command, Some(Command::Run(ref a)) if a.continue_));
+        assert!(parse(&["--continue", "ticket", "list"]).unwrap().check().is_err());
+        assert!(parse(&["--json", "ticket", "list"]).unwrap().check().is_ok());
     }
 }

@@ -36,6 +36,32 @@ pub struct RunArgs {
     /// (a script never waits).
     #[arg(long, value_parser = ["ask", "auto", "deny"])]
     pub approve: Option<String>,
+    /// End the turn as `timed_out` (exit 124) after this long: `90`, `90s`,
+    /// `5m`, `1h` (default: the daemon's `turnTimeoutSeconds`, else none).
+    #[arg(long, value_parser = parse_timeout)]
+    pub timeout: Option<u32>,
+}
+
+/// `90`, `90s`, `5m`, `1h` → seconds (1 s to 24 h).
+fn parse_timeout(text: &str) -> Result<u32, String> {
+    let text = text.trim();
+    let (number, unit) = match text.char_indices().last() {
+        Some((i, 's')) => (&text[..i], 1),
+        Some((i, 'm')) => (&text[..i], 60),
+        Some((i, 'h')) => (&text[..i], 3600),
+        _ => (text, 1),
+    };
+    let seconds = number
+        .trim()
+        .parse::<u32>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .ok_or_else(|| format!("{text:?} is not a duration like 90, 90s, 5m or 1h"))?;
+    if (1..=86_400).contains(&seconds) {
+        Ok(seconds)
+    } else {
+        Err(format!("{text:?} must be from 1 second to 24 hours"))
+    }
 }
 
 /// `--approve` when not given: a person at a terminal is asked; a script
@@ -103,6 +129,8 @@ fn exit_for(outcome: i32) -> ExitCode {
     match TurnOutcome::try_from(outcome) {
         Ok(TurnOutcome::Completed) => ExitCode::SUCCESS,
         Ok(TurnOutcome::Cancelled) => ExitCode::from(130),
+        // As timeout(1) does.
+        Ok(TurnOutcome::TimedOut) => ExitCode::from(124),
         _ => ExitCode::from(2),
     }
 }
@@ -174,6 +202,7 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<ExitCode> {
         .send_message(SendMessageRequest {
             session_id: session.id.clone(),
             text: args.text,
+            timeout_seconds: args.timeout.unwrap_or(0),
         })
         .await?
         .into_inner();
@@ -339,6 +368,7 @@ pub async fn session(ctx: &Ctx, action: SessionAction) -> anyhow::Result<ExitCod
                 .send_message(SendMessageRequest {
                     session_id: id,
                     text,
+                    ..Default::default()
                 })
                 .await?
                 .into_inner();

@@ -260,6 +260,7 @@ impl App {
         self.outbox.push(Rpc::Send(SendMessageRequest {
             session_id: id,
             text,
+            ..Default::default()
         }));
     }
 

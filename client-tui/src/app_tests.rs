@@ -72,7 +72,8 @@ fn enter_sends_the_message_to_the_attached_session() {
         app.take_rpcs(),
         [Rpc::Send(SendMessageRequest {
             session_id: SESSION.into(),
-            text: "triage T-1001".into()
+            text: "triage T-1001".into(),
+            ..Default::default()
         })]
     );
     // Nothing is shown until the daemon stores it.
@@ -250,7 +251,8 @@ fn slash_commands_send_their_requests() {
         app.take_rpcs(),
         [Rpc::Send(SendMessageRequest {
             session_id: "s7".into(),
-            text: "Use the skill triage-sop (load_skill) for: T-1002".into()
+            text: "Use the skill triage-sop (load_skill) for: T-1002".into(),
+            ..Default::default()
         })]
     );
     type_line(&mut app, "/mcp");

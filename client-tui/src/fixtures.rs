@@ -54,6 +54,7 @@ pub fn user(text: &str, turn: u64) -> Payload {
         text: text.into(),
         from: Some(tui_client()),
         turn,
+        ..Default::default()
     })
 }
 

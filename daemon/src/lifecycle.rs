@@ -381,7 +381,7 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
             model,
             max_steps: config.max_steps_per_turn,
             max_tool_result_chars: config.max_tool_result_chars,
-            timeout: None,
+            timeout: config.turn_timeout,
             artifact_root: Some(layout.state_dir.join("artifacts")),
             providers: config.providers.clone(),
             compaction: config.compaction,

@@ -80,6 +80,7 @@ fn main() {
                 .send_message(SendMessageRequest {
                     session_id: s.id.clone(),
                     text: format!("prompt {i}: look at T-1001"),
+                    ..Default::default()
                 })
                 .await
                 .unwrap()

@@ -223,6 +223,44 @@ fn a_failing_model_is_retried_with_backoff_then_the_ticket_is_left_open_with_a_n
     desk.stop();
 }
 
+#[test]
+fn a_turn_that_decides_nothing_is_incomplete_retried_then_left_open_with_a_note() {
+    // A model that says it is done and calls no tool.
+    let mock = MockLlm::respond(|_| text("All done, the ticket is triaged."));
+    let desk = auto_desk(
+        Desk::fixture()
+            .with_env("OPENAI_BASE_URL", &mock.base_url)
+            .with_env("OPENAI_API_KEY", "sk-test")
+            .with_env("TINYCODE_MODEL", "openai/gpt-test"),
+        json!({"maxAttempts": 2, "retryDelayMs": 50}),
+    );
+    let s = until_status(&desk, "every triage gave up", |s| s["failed"] == 3);
+    assert_eq!(s["done"], 0, "nothing is done when nothing was decided: {s:#}");
+    assert_eq!(s["incomplete"], 3, "{s:#}");
+    let t1002 = item(&s, "T-1002");
+    assert_eq!(t1002["outcome"], "incomplete");
+    assert_eq!(t1002["attempts"], 2);
+    assert!(
+        t1002["error"]
+            .as_str()
+            .unwrap()
+            .contains("without classifying, routing or escalating"),
+        "{t1002}"
+    );
+    let ticket = desk.json(&["ticket", "show", "T-1002"]);
+    assert_eq!(ticket["status"], "open");
+    assert!(
+        ticket["notes"].to_string().contains("Auto-triage gave up"),
+        "{ticket}"
+    );
+    assert_eq!(
+        count_by_ticket(&desk, "triage-", "triageAttemptFailed").get("T-1002"),
+        Some(&1),
+        "retried once, like a failure"
+    );
+    desk.stop();
+}
+
 /// The reply of a mock that routes whatever ticket its session triages:
 /// `route_ticket` first, then a final text.
 fn route_reply(request: &Value) -> Reply {

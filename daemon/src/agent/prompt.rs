@@ -13,21 +13,16 @@ category, priority and intent (classify_ticket), escalate when the escalation ru
 the article). Never promise refunds or deadlines the policy does not give. Changes to the \
 knowledge base go through propose_knowledge_edit and are reviewed by a human.";
 
-/// Files whose content becomes business rules, in order.
-const RULE_FILES: [&str; 3] = ["TINY.md", "AGENTS.md", "CLAUDE.md"];
-
 pub fn system_prompt(workspace: &Path, skills: &SkillRegistry, queues: &[String]) -> String {
     let mut prompt = String::from(ROLE);
     if !queues.is_empty() {
         prompt.push_str(&format!("\n\nQueues: {}", queues.join(", ")));
     }
-    for file in RULE_FILES {
-        if let Ok(text) = std::fs::read_to_string(workspace.join(file)) {
-            prompt.push_str(&format!(
-                "\n\n<business-rules file=\"{file}\">\n{}\n</business-rules>",
-                text.trim()
-            ));
-        }
+    for (file, text) in crate::domain::rules::read(workspace) {
+        prompt.push_str(&format!(
+            "\n\n<business-rules file=\"{file}\">\n{}\n</business-rules>",
+            text.trim()
+        ));
     }
     let summary = skills.summary();
     if !summary.is_empty() {

@@ -2,7 +2,10 @@
 //! an unknown key or a bad value stops the daemon with a message naming it.
 //! A missing file means the defaults.
 
+mod mcp;
 mod sections;
+
+pub use mcp::{McpServerSpec, McpTransport};
 
 use crate::permissions::ApprovalMode;
 use std::path::{Component, Path, PathBuf};
@@ -14,10 +17,11 @@ use crate::model::catalog::ProviderSpec;
 
 pub const CONFIG_FILE: &str = ".tinycode/config.json";
 pub const DEFAULT_MAX_STEPS: u32 = 12;
-const KEYS: [&str; 12] = [
+const KEYS: [&str; 17] = [
     "knowledgeDir",
     "ticketsDir",
     "queues",
+    "categories",
     "maxStepsPerTurn",
     "permissionMode",
     "model",
@@ -27,6 +31,10 @@ const KEYS: [&str; 12] = [
     "approvalTimeoutSeconds",
     "autoTriage",
     "store",
+    "mcpServers",
+    "compactAboveTokens",
+    "keepRecentMessages",
+    "turnTimeoutSeconds",
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +44,9 @@ pub struct Config {
     /// Workspace-relative directory of `<id>.json` tickets.
     pub tickets_dir: PathBuf,
     pub queues: Vec<String>,
+    /// Categories a classification may name (`"退款 (refund)"` gives an
+    /// alias); empty: the ones TINY.md names.
+    pub categories: Vec<String>,
     pub max_steps_per_turn: u32,
     pub permission_mode: ApprovalMode,
     /// `provider/model`; empty means offline (unless $TINYCODE_MODEL).
@@ -49,6 +60,11 @@ pub struct Config {
     /// `None` (the default) waits forever.
     pub approval_timeout: Option<Duration>,
     pub auto_triage: AutoTriage,
+    /// `mcpServers`: MCP servers whose tools join the registry.
+    pub mcp_servers: Vec<McpServerSpec>,
+    /// `turnTimeoutSeconds`: a turn running longer ends `timed_out`;
+    /// `None` (the default): no limit.
+    pub turn_timeout: Option<Duration>,
     /// `store.url`: the log in PostgreSQL (`postgres://…`); `None`: the
     /// embedded sled log. `$TINYCODE_STORE_URL` overrides it.
     pub store_url: Option<String>,
@@ -106,6 +122,7 @@ impl Default for Config {
             knowledge_dir: PathBuf::from("knowledge"),
             tickets_dir: PathBuf::from("tickets"),
             queues: Vec::new(),
+            categories: Vec::new(),
             max_steps_per_turn: DEFAULT_MAX_STEPS,
             permission_mode: ApprovalMode::Ask,
             model: String::new(),
@@ -115,6 +132,8 @@ impl Default for Config {
             approval_timeout: None,
             auto_triage: AutoTriage::default(),
             store_url: None,
+            mcp_servers: Vec::new(),
+            turn_timeout: None,
         }
     }
 }
@@ -181,22 +200,10 @@ impl Config {
             config.tickets_dir = inside_workspace(&dir).map_err(|p| bad("ticketsDir", p))?;
         }
         if let Some(v) = obj.get("queues") {
-            let items = v
-                .as_array()
-                .ok_or_else(|| bad("queues", format!("must be a list of queue names, got {v}")))?;
-            for item in items {
-                let name = item
-                    .as_str()
-                    .map(str::trim)
-                    .filter(|s| !s.is_empty())
-                    .ok_or_else(|| {
-                        bad("queues", format!("must hold non-empty names, got {item}"))
-                    })?;
-                if config.queues.iter().any(|q| q == name) {
-                    return Err(bad("queues", format!("lists {name:?} twice")));
-                }
-                config.queues.push(name.to_string());
-            }
+            config.queues = names(v).map_err(|p| bad("queues", p))?;
+        }
+        if let Some(v) = obj.get("categories") {
+            config.categories = names(v).map_err(|p| bad("categories", p))?;
         }
         if let Some(v) = obj.get("maxStepsPerTurn") {
             config.max_steps_per_turn = v
@@ -243,6 +250,42 @@ impl Config {
         if let Some(v) = obj.get("context") {
             config.compaction = sections::compaction(v).map_err(|p| bad("context", p))?;
         }
+        // TinyCode writes these two at the top level; `context` wins when
+        // both name one.
+        let in_context = |key: &str| {
+            obj.get("context")
+                .and_then(Value::as_object)
+                .is_some_and(|c| c.contains_key(key))
+        };
+        for key in ["compactAboveTokens", "keepRecentMessages"] {
+            let Some(v) = obj.get(key).filter(|_| !in_context(key)) else {
+                continue;
+            };
+            let mut one = Map::new();
+            one.insert(key.to_string(), v.clone());
+            let parsed = sections::compaction(&Value::Object(one)).map_err(|p| bad(key, p))?;
+            if key == "compactAboveTokens" {
+                config.compaction.above_tokens = parsed.above_tokens;
+            } else {
+                config.compaction.keep_recent_messages = parsed.keep_recent_messages;
+            }
+        }
+        if let Some(v) = obj.get("mcpServers") {
+            config.mcp_servers = mcp::servers(v).map_err(|p| bad("mcpServers", p))?;
+        }
+        if let Some(v) = obj.get("turnTimeoutSeconds") {
+            config.turn_timeout = Some(
+                v.as_u64()
+                    .filter(|n| (1..=24 * 3600).contains(n))
+                    .map(Duration::from_secs)
+                    .ok_or_else(|| {
+                        bad(
+                            "turnTimeoutSeconds",
+                            format!("must be a whole number of seconds from 1 to 86400, got {v}"),
+                        )
+                    })?,
+            );
+        }
         if let Some(v) = obj.get("approvalTimeoutSeconds") {
             config.approval_timeout = Some(
                 v.as_u64()
@@ -264,6 +307,26 @@ impl Config {
         }
         Ok(config)
     }
+}
+
+/// A list of distinct, non-empty names (`queues`, `categories`).
+fn names(v: &Value) -> Result<Vec<String>, String> {
+    let items = v
+        .as_array()
+        .ok_or_else(|| format!("must be a list of names, got {v}"))?;
+    let mut out: Vec<String> = Vec::new();
+    for item in items {
+        let name = item
+            .as_str()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| format!("must hold non-empty names, got {item}"))?;
+        if out.iter().any(|q| q == name) {
+            return Err(format!("lists {name:?} twice"));
+        }
+        out.push(name.to_string());
+    }
+    Ok(out)
 }
 
 fn string(obj: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {

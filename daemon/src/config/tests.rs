@@ -127,3 +127,45 @@ fn nested_sections_parse_and_name_their_bad_keys() {
         assert!(err.contains(expected), "{text}: {err}");
     }
 }
+
+#[test]
+fn a_tinycode_config_with_every_key_loads() {
+    let c = parse(
+        r#"{
+          "model": "offline",
+          "permissionMode": "ask",
+          "maxStepsPerTurn": 12,
+          "maxToolResultChars": 8000,
+          "compactAboveTokens": 50000,
+          "keepRecentMessages": 6,
+          "knowledgeDir": "knowledge",
+          "ticketsDir": "tickets",
+          "queues": ["售后组", "物流组"],
+          "mcpServers": { "everything": { "command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"] } },
+          "turnTimeoutSeconds": 600,
+          "categories": ["退款 (refund)", "物流"]
+        }"#,
+    )
+    .unwrap();
+    assert_eq!(c.compaction.above_tokens, 50_000);
+    assert_eq!(c.compaction.keep_recent_messages, 6);
+    assert_eq!(c.mcp_servers.len(), 1);
+    assert_eq!(c.mcp_servers[0].name, "everything");
+    assert_eq!(c.turn_timeout, Some(Duration::from_secs(600)));
+    assert_eq!(c.categories, ["退款 (refund)", "物流"]);
+    // `context` wins over the top-level spelling.
+    let c = parse(r#"{"keepRecentMessages": 3, "context": {"keepRecentMessages": 5}}"#).unwrap();
+    assert_eq!(c.compaction.keep_recent_messages, 5);
+    for (text, expected) in [
+        (r#"{"keepRecentMessages": -1}"#, "`keepRecentMessages`"),
+        (
+            r#"{"turnTimeoutSeconds": 0}"#,
+            "`turnTimeoutSeconds` must be a whole number",
+        ),
+        (r#"{"mcpServers": []}"#, "`mcpServers` must be an object"),
+        (r#"{"mcpServer": {}}"#, "unknown key `mcpServer`"),
+    ] {
+        let err = parse(text).unwrap_err().to_string();
+        assert!(err.contains(expected), "{text}: {err}");
+    }
+}

@@ -6,5 +6,7 @@ pub mod desk;
 pub mod ids;
 pub mod knowledge;
 pub mod limits;
+pub mod rules;
 pub mod search;
+pub mod taxonomy;
 pub mod ticket;

@@ -133,7 +133,7 @@ impl SessionsApi for SessionsService {
         validate::max_len("text", &req.text, MAX_TEXT)?;
         let (sequence, turn, queued) = self
             .sessions()
-            .send(&req.session_id, &req.text, from)
+            .send_timed(&req.session_id, &req.text, from, req.timeout_seconds)
             .await
             .map_err(IntoStatus::into_status)?;
         Ok(Response::new(SendMessageResponse {

@@ -285,6 +285,7 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
         }
     }
     let record = std::mem::take(&mut state.record);
+    let timeout = record.timeout.or(sessions.defaults.timeout);
     let so_far: Vec<Message> = std::iter::once(Message::User {
         text: record.user.clone(),
     })
@@ -314,13 +315,16 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
     );
     let config = TurnConfig {
         max_steps: sessions.defaults.max_steps,
-        timeout: sessions.defaults.timeout,
+        timeout,
         max_tool_result_chars: sessions.defaults.max_tool_result_chars,
+        // Per session and turn: call ids repeat across turns (the offline
+        // model's, some providers'), so a later turn never overwrites an
+        // earlier turn's artifact.
         artifact_dir: sessions
             .defaults
             .artifact_root
             .as_ref()
-            .map(|root| root.join(id)),
+            .map(|root| root.join(id).join(format!("turn-{turn}"))),
         policy: state.approve.run_policy(),
     };
     let ctx = ToolContext {

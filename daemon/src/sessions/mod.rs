@@ -334,6 +334,15 @@ impl Sessions {
         let deleted = tinycode_shared::proto::SessionDeleted { by: Some(by) };
         self.record(&id, vec![Payload::SessionDeleted(deleted)])
             .await?;
+        // Its artifacts (full tool results) go with it; the events stay.
+        if let Some(root) = &self.defaults.artifact_root {
+            let dir = root.join(&id);
+            if let Err(e) = tokio::fs::remove_dir_all(&dir).await
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::warn!(session = %id, error = %e, "could not remove the session's artifacts");
+            }
+        }
         Ok(cancelled)
     }
 
@@ -444,7 +453,25 @@ impl Sessions {
         text: &str,
         from: ClientRef,
     ) -> Result<(u64, u64, bool), SessionError> {
+        self.send_timed(raw, text, from, 0).await
+    }
+
+    /// [`Self::send`], with the turn's own time limit in seconds (0: the
+    /// daemon's `turnTimeoutSeconds`).
+    pub async fn send_timed(
+        self: &Arc<Self>,
+        raw: &str,
+        text: &str,
+        from: ClientRef,
+        timeout_seconds: u32,
+    ) -> Result<(u64, u64, bool), SessionError> {
         let id = Self::checked_id(raw)?;
+        if timeout_seconds > 86_400 {
+            return Err(SessionError::Invalid {
+                field: "timeout_seconds",
+                problem: format!("must be at most 86400 (a day), got {timeout_seconds}"),
+            });
+        }
         if text.trim().is_empty() {
             return Err(SessionError::Invalid {
                 field: "text",
@@ -464,6 +491,7 @@ impl Sessions {
                     text: text.into(),
                     from: Some(from),
                     turn,
+                    timeout_seconds,
                 })],
             )
             .await?;

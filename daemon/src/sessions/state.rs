@@ -63,14 +63,17 @@ pub struct SessionState {
 
 /// What one event adds to a session's history.
 pub enum Entry {
-    User(String),
+    /// The user's text and the turn's own time limit (seconds, 0: none).
+    User(String, u32),
     Message(Message),
 }
 
 /// The history entry an event carries, with its turn.
 pub fn entry(payload: &Payload) -> Option<(u64, Entry)> {
     match payload {
-        Payload::UserMessageAdded(e) => Some((e.turn, Entry::User(e.text.clone()))),
+        Payload::UserMessageAdded(e) => {
+            Some((e.turn, Entry::User(e.text.clone(), e.timeout_seconds)))
+        }
         Payload::AssistantMessageAdded(e) => {
             let thinking = e
                 .thinking
@@ -119,6 +122,8 @@ pub fn entry(payload: &Payload) -> Option<(u64, Entry)> {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TurnMessages {
     pub user: String,
+    /// The time limit the message asked for (else the daemon's).
+    pub timeout: Option<std::time::Duration>,
     /// Assistant messages and tool results of this turn, in order.
     pub messages: Vec<Message>,
 }
@@ -141,7 +146,11 @@ impl History {
             }
             let record = turns.entry(turn).or_default();
             match entry {
-                Entry::User(text) => record.user = text,
+                Entry::User(text, seconds) => {
+                    record.user = text;
+                    record.timeout =
+                        (seconds > 0).then(|| std::time::Duration::from_secs(u64::from(seconds)));
+                }
                 Entry::Message(m) => record.messages.push(m),
             }
         }
@@ -300,7 +309,7 @@ impl SessionState {
     fn add(&mut self, turn: u64, entry: Entry, event: &Event) {
         let brief = self.turns.entry(turn).or_default();
         match entry {
-            Entry::User(text) => {
+            Entry::User(text, _) => {
                 let chars = text.chars().count() as u64;
                 brief.user_sequence = event.sequence;
                 brief.user_version = event.stream_version;

@@ -204,6 +204,7 @@ async fn a_turn_left_running_by_a_crash_is_marked_interrupted_on_open() {
                     text: "triage T-1001".into(),
                     from: Some(me()),
                     turn: 1,
+                    ..Default::default()
                 }),
                 Payload::TurnStarted(TurnStarted { turn: 1 }),
             ],
@@ -416,6 +417,7 @@ async fn context_tokens_use_reported_usage_then_estimate_what_came_after() {
         text: "x".repeat(400),
         from: None,
         turn: 1,
+        ..Default::default()
     })));
     assert_eq!(state.context_tokens(), 100, "chars/4 before any usage");
     state.apply(&event(Payload::AssistantMessageAdded(
@@ -595,4 +597,53 @@ async fn the_sessions_model_equals_a_fold_and_a_rebuild_of_the_log() {
     );
     assert_model_follows_the_log(&sessions).await;
     drop(tmp);
+}
+
+#[tokio::test]
+async fn artifacts_belong_to_their_turn_and_go_with_their_session() {
+    let (tmp, ws) = fixture_copy();
+    let store = EventStore::open(&tmp.path().join("db")).unwrap();
+    let root = tmp.path().join("artifacts");
+    let mut d = defaults();
+    d.max_tool_result_chars = 200;
+    d.artifact_root = Some(root.clone());
+    let sessions = open_with(&ws, &store, d).await;
+    let s = sessions
+        .create("artifacts", "", "auto", me())
+        .await
+        .unwrap();
+    for (n, ticket) in [(1u64, "T-1002"), (2, "T-1003")] {
+        let (_, turn, _) = sessions
+            .send(&s.id, &format!("triage {ticket}"), me())
+            .await
+            .unwrap();
+        assert_eq!(turn, n);
+        until_done(&sessions, &s.id, turn).await;
+    }
+    let files = |turn: u64| -> Vec<String> {
+        let dir = root.join(&s.id).join(format!("turn-{turn}"));
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+            .collect();
+        names.sort();
+        names
+    };
+    let (first, second) = (files(1), files(2));
+    assert!(!first.is_empty() && !second.is_empty());
+    assert!(
+        first.iter().any(|text| text.contains("T-1002")),
+        "turn 1 keeps T-1002's full results"
+    );
+    assert!(
+        first
+            .iter()
+            .all(|text| !text.contains("\"id\": \"T-1003\"")),
+        "turn 2 overwrote nothing of turn 1"
+    );
+    sessions.delete(&s.id, me()).await.unwrap();
+    assert!(
+        !root.join(&s.id).exists(),
+        "deleting the session removes its artifacts"
+    );
 }

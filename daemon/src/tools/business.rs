@@ -204,17 +204,28 @@ pub fn business_tools() -> Vec<Arc<dyn Tool>> {
             ),
             run: |args, ctx| {
                 Box::pin(async move {
-                    let payload = Payload::TicketClassified(TicketClassified {
-                        category: arg(args, "category").into(),
-                        priority: arg(args, "priority").into(),
+                    let category = ctx
+                        .desk
+                        .taxonomy()
+                        .category(arg(args, "category"))
+                        .map_err(|e| ToolError::Invalid(format!("classify_ticket: {e}")))?;
+                    let priority = arg(args, "priority");
+                    let summary = arg(args, "summary").trim();
+                    let mut payloads = vec![Payload::TicketClassified(TicketClassified {
+                        category: category.clone(),
+                        priority: priority.into(),
                         intent: arg(args, "intent").into(),
-                        summary: arg(args, "summary").into(),
+                        summary: summary.into(),
                         origin: ctx.origin.clone(),
-                    });
+                    })];
+                    // The decision leaves a note on the ticket, as in TinyCode.
+                    if !summary.is_empty() {
+                        payloads.push(note(format!("分类 {category} · {priority}: {summary}")));
+                    }
                     let t = ctx
                         .desk
                         .change_ticket_once(arg(args, "ticket_id"), ctx.origin.as_ref(), |_| {
-                            Ok(vec![payload.clone()])
+                            Ok(payloads.clone())
                         })
                         .await?;
                     Ok(ToolOutput::ok(
@@ -236,23 +247,24 @@ pub fn business_tools() -> Vec<Arc<dyn Tool>> {
             ),
             run: |args, ctx| {
                 Box::pin(async move {
-                    let queue = arg(args, "queue");
-                    let queues = ctx.desk.queues();
-                    if !queues.is_empty() && !queues.iter().any(|q| q == queue) {
-                        return Err(ToolError::Invalid(format!(
-                            "route_ticket: there is no queue {queue:?}; the queues are {}",
-                            queues.join(", ")
-                        )));
-                    }
-                    let payload = Payload::TicketRouted(TicketRouted {
-                        queue: queue.into(),
-                        reason: arg(args, "reason").into(),
-                        origin: ctx.origin.clone(),
-                    });
+                    let queue = ctx
+                        .desk
+                        .taxonomy()
+                        .queue(arg(args, "queue"))
+                        .map_err(|e| ToolError::Invalid(format!("route_ticket: {e}")))?;
+                    let reason = arg(args, "reason").trim();
+                    let payloads = vec![
+                        Payload::TicketRouted(TicketRouted {
+                            queue: queue.clone(),
+                            reason: reason.into(),
+                            origin: ctx.origin.clone(),
+                        }),
+                        note(format!("路由 → {queue}: {reason}")),
+                    ];
                     let t = ctx
                         .desk
                         .change_ticket_once(arg(args, "ticket_id"), ctx.origin.as_ref(), |_| {
-                            Ok(vec![payload.clone()])
+                            Ok(payloads.clone())
                         })
                         .await?;
                     Ok(ToolOutput::ok(
@@ -273,10 +285,7 @@ pub fn business_tools() -> Vec<Arc<dyn Tool>> {
                 Box::pin(async move {
                     let level = args.get("level").and_then(Value::as_u64).unwrap_or(1) as u32;
                     let reason = arg(args, "reason").to_string();
-                    let note = TicketNote {
-                        text: format!("升级 L{level}: {reason}"),
-                        at: crate::domain::desk::now(),
-                    };
+                    let note = note(format!("升级 L{level}: {reason}"));
                     let t = ctx
                     .desk
                     .change_ticket_once(arg(args, "ticket_id"), ctx.origin.as_ref(), |t| {
@@ -288,7 +297,7 @@ pub fn business_tools() -> Vec<Arc<dyn Tool>> {
                         }
                         Ok(vec![
                             Payload::TicketEscalated(TicketEscalated { level, reason: reason.clone(), origin: ctx.origin.clone() }),
-                            Payload::TicketNoteAdded(TicketNoteAdded { note: Some(note.clone()) }),
+                            note.clone(),
                         ])
                     })
                     .await?;
@@ -399,4 +408,14 @@ pub fn business_tools() -> Vec<Arc<dyn Tool>> {
         .into_iter()
         .map(|t| Arc::new(t) as Arc<dyn Tool>)
         .collect()
+}
+
+/// A note on the ticket, stamped now.
+fn note(text: String) -> Payload {
+    Payload::TicketNoteAdded(TicketNoteAdded {
+        note: Some(TicketNote {
+            text,
+            at: crate::domain::desk::now(),
+        }),
+    })
 }

@@ -89,7 +89,7 @@ async fn the_refund_ticket_path_reads_searches_classifies_and_routes() {
     assert_eq!(first[0]["id"], "refund-policy");
     let article = call("read_article", json!({"article_id": "refund-policy"})).await;
     assert!(article.content.contains("owner: 售后组") && article.content.contains("7 个工作日"));
-    let classified = call("classify_ticket", json!({"ticket_id": "T-1001", "category": "退款", "priority": "P1", "intent": "未收到货要求全额退款"})).await;
+    let classified = call("classify_ticket", json!({"ticket_id": "T-1001", "category": "退款", "priority": "P1", "intent": "未收到货要求全额退款", "summary": "未收到货，要求全额退款"})).await;
     assert_eq!(
         classified.content,
         "T-1001 classified: 退款 · P1 · 未收到货要求全额退款 → triaged"
@@ -119,6 +119,14 @@ async fn the_refund_ticket_path_reads_searches_classifies_and_routes() {
         file.contains("\"queue\": \"售后组\"") && file.contains("\"status\": \"routed\""),
         "{file}"
     );
+    // As TinyCode's T-1001 scenario asserts: the two decisions left two
+    // notes, one citing the policy article.
+    let doc: serde_json::Value = serde_json::from_str(&file).unwrap();
+    let notes = doc["notes"].as_array().unwrap();
+    assert_eq!(notes.len(), 2, "{file}");
+    assert_eq!(notes[0]["text"], "分类 退款 · P1: 未收到货，要求全额退款");
+    assert_eq!(notes[1]["text"], "路由 → 售后组: refund-policy");
+    assert!(notes.iter().all(|n| !n["at"].as_str().unwrap().is_empty()));
 }
 
 #[tokio::test]
@@ -149,7 +157,12 @@ async fn failures_become_actionable_error_results_and_store_nothing() {
         (
             "route_ticket",
             json!({"ticket_id": "T-1002", "queue": "VIP组", "reason": "r"}),
-            "there is no queue \"VIP组\"; the queues are 售后组, 物流组, 技术支持",
+            "there is no queue \"VIP组\" on this desk; the queues are 售后组, 物流组, 技术支持",
+        ),
+        (
+            "classify_ticket",
+            json!({"ticket_id": "T-1002", "category": "billing", "priority": "P2", "intent": "i"}),
+            "there is no category \"billing\" on this desk; the categories are 退款, 物流, 账户, 技术",
         ),
         (
             "escalate_ticket",

@@ -97,7 +97,8 @@ pub struct Desk {
     workspace: PathBuf,
     tickets_dir: PathBuf,
     knowledge_dir: PathBuf,
-    queues: Vec<String>,
+    /// Categories and queues a decision may name.
+    taxonomy: crate::domain::taxonomy::Taxonomy,
     /// The tickets projection (tree `proj-tickets`).
     tickets: ProjectorHandle,
     /// The knowledge projection (tree `proj-kb`).
@@ -129,7 +130,11 @@ impl Desk {
     }
 
     pub fn queues(&self) -> &[String] {
-        &self.queues
+        &self.taxonomy.queues
+    }
+
+    pub fn taxonomy(&self) -> &crate::domain::taxonomy::Taxonomy {
+        &self.taxonomy
     }
 
     /// Workspace-relative form of `path`, for messages and events.

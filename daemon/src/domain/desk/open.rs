@@ -73,7 +73,14 @@ impl Desk {
             workspace: workspace.to_path_buf(),
             tickets_dir: workspace.join(&config.tickets_dir),
             knowledge_dir: workspace.join(&config.knowledge_dir),
-            queues: config.queues.clone(),
+            taxonomy: {
+                let rules: String = crate::domain::rules::read(workspace)
+                    .into_iter()
+                    .map(|(_, text)| text)
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                crate::domain::taxonomy::Taxonomy::new(&config.categories, &rules, &config.queues)
+            },
             tickets,
             kb,
             mirror,

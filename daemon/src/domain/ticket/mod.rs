@@ -38,8 +38,6 @@ pub enum TicketFileError {
     Missing(String),
     #[error("field `{field}`: {problem}")]
     Invalid { field: String, problem: String },
-    #[error("unknown field `{0}` (TinyCode ticket files have: {keys})", keys = KEYS.join(", "))]
-    Unknown(String),
 }
 
 fn invalid(field: impl Into<String>, problem: impl Into<String>) -> TicketFileError {
@@ -49,14 +47,17 @@ fn invalid(field: impl Into<String>, problem: impl Into<String>) -> TicketFileEr
     }
 }
 
-/// Parse a ticket file (strict: every field checked, unknown keys refused).
+/// Parse a ticket file: every known field checked; fields tinycode does
+/// not know are kept as they are (`extra_json`) and written back.
 pub fn parse_ticket_file(text: &str) -> Result<Ticket, TicketFileError> {
     let value: Value =
         serde_json::from_str(text).map_err(|e| TicketFileError::Json(e.to_string()))?;
     let obj = value.as_object().ok_or(TicketFileError::NotAnObject)?;
-    if let Some(k) = obj.keys().find(|k| !KEYS.contains(&k.as_str())) {
-        return Err(TicketFileError::Unknown(k.clone()));
-    }
+    let extra: Map<String, Value> = obj
+        .iter()
+        .filter(|(k, _)| !KEYS.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     let messages = match obj.get("messages") {
         Some(Value::Array(items)) => items
             .iter()
@@ -118,6 +119,11 @@ pub fn parse_ticket_file(text: &str) -> Result<Ticket, TicketFileError> {
         messages,
         notes,
         version: 0,
+        extra_json: if extra.is_empty() {
+            String::new()
+        } else {
+            Value::Object(extra).to_string()
+        },
     })
 }
 
@@ -232,6 +238,13 @@ pub fn ticket_document(t: &Ticket) -> Map<String, Value> {
             .map(|n| serde_json::json!({ "text": n.text, "at": n.at }))
             .collect();
         o.insert("notes".into(), Value::Array(notes));
+    }
+    if let Ok(Value::Object(extra)) = serde_json::from_str::<Value>(&t.extra_json) {
+        for (key, value) in extra {
+            if !o.contains_key(&key) {
+                o.insert(key, value);
+            }
+        }
     }
     o
 }

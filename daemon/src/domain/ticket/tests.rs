@@ -49,7 +49,7 @@ fn malformed_files_name_the_field() {
             "\"from\": \"bot\"",
             "field `messages[0].from`",
         ),
-        ("\"subject\":", "\"topic\":", "unknown field `topic`"),
+        ("\"subject\":", "\"topic\":", "field `subject` is missing"),
         ("\"customer\": \"张伟\",", "", "field `customer` is missing"),
         ("{", "[", "not valid JSON"),
     ];
@@ -58,6 +58,45 @@ fn malformed_files_name_the_field() {
         let err = parse_ticket_file(&broken).unwrap_err().to_string();
         assert!(err.contains(expected), "{from} → {to}: {err}");
     }
+}
+
+#[test]
+fn fields_tinycode_does_not_know_survive_a_write_back() {
+    let good = std::fs::read_to_string(fixture_dir().join("tickets/T-1001.json")).unwrap();
+    let with_extra = good.replacen(
+        "\"subject\":",
+        "\"tags\": [\"vip\"],\n  \"assignee\": {\"name\": \"Lin\"},\n  \"subject\":",
+        1,
+    );
+    let mut t = parse_ticket_file(&with_extra).unwrap();
+    assert_eq!(
+        t.extra_json,
+        r#"{"tags":["vip"],"assignee":{"name":"Lin"}}"#
+    );
+    t.queue = "售后组".into();
+    let written = render_ticket_file(&t);
+    let doc: serde_json::Value = serde_json::from_str(&written).unwrap();
+    assert_eq!(doc["tags"][0], "vip");
+    assert_eq!(doc["assignee"]["name"], "Lin");
+    assert_eq!(doc["queue"], "售后组");
+    let keys: Vec<&str> = doc
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        &keys[keys.len() - 2..],
+        ["tags", "assignee"],
+        "after the known fields"
+    );
+    assert_eq!(
+        parse_ticket_file(&written).unwrap(),
+        t,
+        "it reads back the same"
+    );
+    // A file without extra fields is written back byte for byte.
+    assert_eq!(render_ticket_file(&parse_ticket_file(&good).unwrap()), good);
 }
 
 fn event(version: u64, payload: Payload) -> Event {

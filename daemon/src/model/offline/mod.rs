@@ -19,6 +19,7 @@ use super::{
     Usage,
 };
 use crate::context::{estimate_tokens, parse_rfc3339};
+use crate::domain::taxonomy::{Category, categories_in};
 
 mod summary;
 
@@ -152,10 +153,7 @@ fn respond(req: &ModelRequest) -> Vec<ModelEvent> {
     let (text, call) = if req.purpose == Purpose::Summary {
         (Some(summary::of_transcript(state.user)), None)
     } else {
-        match ticket_id(state.user) {
-            Some(id) => triage_step(req, &state, &id),
-            None => question_step(&state),
-        }
+        resolve_step(req, &state)
     };
     let mut events = Vec::new();
     let output_chars = text.as_ref().map(|t| t.len()).unwrap_or(0)
@@ -184,40 +182,93 @@ fn tool(name: &str, args: Value) -> ToolCall {
     ToolCall::new(String::new(), name.into(), args.to_string())
 }
 
-/// The first `T-<digits>` in the user's message.
-fn ticket_id(text: &str) -> Option<String> {
-    let bytes: Vec<char> = text.chars().collect();
-    (0..bytes.len()).find_map(|i| {
-        if !(bytes[i] == 'T' || bytes[i] == 't') || bytes.get(i + 1) != Some(&'-') {
-            return None;
+/// Ticket ids tried per message before the model gives up on finding one.
+const MAX_ID_TRIES: usize = 3;
+
+/// Words that say the message asks for a ticket's triage.
+const TRIAGE_WORDS: [&str; 5] = ["triage", "ticket", "工单", "分流", "分诊"];
+
+/// What might be a ticket id in the user's message, most likely first:
+/// runs of ASCII letters, digits, `-`, `_` and `.` holding a digit (`T-1001`,
+/// `ZD-4411`, `12345`, `INC0012345`, `t-9`), the one after "ticket" or
+/// "工单" first, each also in upper case when that differs. The desk says
+/// which is one: the model asks `get_ticket`.
+fn id_candidates(text: &str) -> Vec<String> {
+    let lower = text.to_lowercase();
+    let mut found: Vec<(usize, String)> = Vec::new();
+    let mut start = None;
+    for (i, c) in text.char_indices().chain(std::iter::once((text.len(), ' '))) {
+        let part_of_id = c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+        match (part_of_id, start) {
+            (true, None) => start = Some(i),
+            (false, Some(s)) => {
+                let token = text[s..i].trim_end_matches(['.', '-', '_']);
+                let valid = token.chars().any(|c| c.is_ascii_digit())
+                    && token.len() <= 64
+                    && !token.starts_with(['.', '-'])
+                    && !token.contains("..");
+                if valid {
+                    found.push((s, token.to_string()));
+                }
+                start = None;
+            }
+            _ => {}
         }
-        if i > 0 && bytes[i - 1].is_alphanumeric() {
-            return None;
+    }
+    // After a triage word: first.
+    let named = |at: usize| {
+        let before = lower[..at].trim_end_matches([' ', ':', '#', '：']);
+        TRIAGE_WORDS.iter().any(|w| before.ends_with(w))
+    };
+    found.sort_by_key(|(at, _)| !named(*at));
+    let mut out: Vec<String> = Vec::new();
+    for (_, token) in found {
+        for id in [token.clone(), token.to_uppercase()] {
+            if !out.contains(&id) {
+                out.push(id);
+            }
         }
-        let digits: String = bytes[i + 2..]
+    }
+    out
+}
+
+/// Find the ticket the message means (asking the desk), then triage it;
+/// a message naming no ticket is a question.
+fn resolve_step(req: &ModelRequest, s: &State<'_>) -> Step {
+    let tried = s.all("get_ticket");
+    if let Some((ticket_text, _)) = tried.iter().find(|(_, failed)| !failed) {
+        let ticket: Value = serde_json::from_str(ticket_text).unwrap_or(Value::Null);
+        let id = ticket["id"].as_str().unwrap_or_default().to_string();
+        return triage_step(req, s, &id, &ticket);
+    }
+    let candidates = id_candidates(s.user);
+    if let Some(next) = candidates.get(tried.len()).filter(|_| tried.len() < MAX_ID_TRIES) {
+        return (
+            Some(format!("{MARK} Looking up ticket {next}.")),
+            Some(tool("get_ticket", json!({ "ticket_id": next }))),
+        );
+    }
+    let lower = s.user.to_lowercase();
+    if !tried.is_empty() && TRIAGE_WORDS.iter().any(|w| lower.contains(w)) {
+        let names = candidates
             .iter()
-            .take_while(|c| c.is_ascii_digit())
-            .collect();
-        (!digits.is_empty()).then(|| format!("T-{digits}"))
-    })
+            .take(MAX_ID_TRIES)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ");
+        return (
+            Some(format!(
+                "{MARK} I found no ticket named {names} on this desk; nothing was changed. Check the id with `tinycode ticket list`."
+            )),
+            None,
+        );
+    }
+    question_step(s)
 }
 
 type Step = (Option<String>, Option<ToolCall>);
 
-fn triage_step(req: &ModelRequest, s: &State<'_>, id: &str) -> Step {
-    let Some((ticket_text, failed)) = s.first("get_ticket") else {
-        return (
-            Some(format!("{MARK} Triaging {id}: reading the ticket.")),
-            Some(tool("get_ticket", json!({ "ticket_id": id }))),
-        );
-    };
-    if failed {
-        return (
-            Some(format!("{MARK} I could not read {id}: {ticket_text}")),
-            None,
-        );
-    }
-    let ticket: Value = serde_json::from_str(ticket_text).unwrap_or(Value::Null);
+fn triage_step(req: &ModelRequest, s: &State<'_>, id: &str, ticket: &Value) -> Step {
     let escalation_skill = skill_named(&req.system, &["escalation", "升级"]);
     if let (Some(skill), None) = (&escalation_skill, s.first("load_skill")) {
         return (None, Some(tool("load_skill", json!({ "name": skill }))));
@@ -228,7 +279,7 @@ fn triage_step(req: &ModelRequest, s: &State<'_>, id: &str) -> Step {
             None,
             Some(tool(
                 "search_knowledge",
-                json!({ "query": ticket_query(&ticket), "limit": 3 }),
+                json!({ "query": ticket_query(ticket), "limit": 3 }),
             )),
         );
     };
@@ -247,16 +298,16 @@ fn triage_step(req: &ModelRequest, s: &State<'_>, id: &str) -> Step {
         .first("read_article")
         .map(|(t, _)| parse_article(t))
         .unwrap_or_default();
-    let text = ticket_text_of(&ticket);
+    let text = ticket_text_of(ticket);
     let rules = s
         .first("load_skill")
         .map(|(body, _)| escalation_rules(body))
         .unwrap_or_default();
     let (level, matched) = escalation_level(&rules, &text);
-    let category = category(&req.system, &ticket, &article);
-    let priority = priority(&req.system, &ticket, level);
+    let category = category(&req.system, ticket, &article);
+    let priority = priority(&req.system, ticket, level);
     if s.first("classify_ticket").is_none() {
-        let intent = intent(&ticket);
+        let intent = intent(ticket);
         return (
             None,
             Some(tool(
@@ -476,43 +527,54 @@ fn queues(system: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Categories named by the business rules: a line mentioning 分类 or
-/// "categor" with `/`-separated names after a colon.
-fn categories(system: &str) -> Vec<String> {
-    system
-        .lines()
-        .filter(|l| l.contains("分类") || l.to_lowercase().contains("categor"))
-        .find_map(|l| {
-            let after = l.split_once('：').or_else(|| l.split_once(':'))?.1;
-            let list = after.split("——").next().unwrap_or(after);
-            let names: Vec<String> = list
-                .split('/')
-                .map(|c| c.trim().trim_end_matches(['。', '.']).to_string())
-                .filter(|c| !c.is_empty() && c.chars().count() <= 12)
-                .collect();
-            (names.len() >= 2).then_some(names)
-        })
-        .unwrap_or_default()
-}
-
+/// The desk's category (its name, never an alias): the first named — by
+/// name or alias — in the subject, then the body; else the one the top
+/// article's tags name; else (no taxonomy) the article's first tag.
 fn category(system: &str, ticket: &Value, article: &Article) -> String {
-    let cats = categories(system);
+    let cats = categories_in(system);
     let subject = ticket["subject"].as_str().unwrap_or("").to_lowercase();
     let body = ticket_text_of(ticket).to_lowercase();
+    let words = |c: &Category| {
+        std::iter::once(c.name.to_lowercase())
+            .chain(c.aliases.iter().map(|a| a.to_lowercase()))
+            .collect::<Vec<_>>()
+    };
     for hay in [&subject, &body] {
-        if let Some(c) = cats.iter().find(|c| hay.contains(&c.to_lowercase())) {
-            return c.clone();
+        if let Some(c) = cats
+            .iter()
+            .find(|c| words(c).iter().any(|w| mentions(hay, w)))
+        {
+            return c.name.clone();
         }
     }
-    if let Some(tag) = article.tags.iter().find(|t| cats.contains(t)) {
-        return tag.clone();
+    let tags: Vec<String> = article.tags.iter().map(|t| t.to_lowercase()).collect();
+    if let Some(c) = cats
+        .iter()
+        .find(|c| words(c).iter().any(|w| tags.contains(w)))
+    {
+        return c.name.clone();
     }
-    article
-        .tags
-        .first()
-        .cloned()
-        .or_else(|| cats.first().cloned())
-        .unwrap_or_else(|| "general".into())
+    match cats.first() {
+        Some(first) => first.name.clone(),
+        None => article
+            .tags
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "general".into()),
+    }
+}
+
+/// Does `hay` mention `word`: as a whole word when it is ASCII (so `app`
+/// is not found in `happy`), anywhere for other scripts.
+fn mentions(hay: &str, word: &str) -> bool {
+    if word.is_empty() {
+        return false;
+    }
+    if word.is_ascii() {
+        hay.split(|c: char| !c.is_alphanumeric()).any(|w| w == word)
+    } else {
+        hay.contains(word)
+    }
 }
 
 /// P0 when a level-2 escalation rule matches (loss or public risk); at
@@ -779,9 +841,19 @@ mod tests {
     #[test]
     fn categories_and_ticket_ids_are_read_from_text() {
         let system = "x\n- 分类口径：退款 / 物流 / 账户 / 技术 —— 一条工单只归一个主分类。\n";
-        assert_eq!(categories(system), ["退款", "物流", "账户", "技术"]);
-        assert_eq!(ticket_id("please triage t-1003 now"), Some("T-1003".into()));
-        assert_eq!(ticket_id("ABT-1 is not an id"), None);
+        let names: Vec<String> = categories_in(system).into_iter().map(|c| c.name).collect();
+        assert_eq!(names, ["退款", "物流", "账户", "技术"]);
+        assert!(mentions("my app crashed", "app") && !mentions("happy", "app"));
+        assert_eq!(id_candidates("please triage t-1003 now"), ["t-1003", "T-1003"]);
+        assert_eq!(
+            id_candidates("Refund of 45 for ticket ZD-4411."),
+            ["ZD-4411", "45"],
+            "the one after `ticket` first"
+        );
+        assert_eq!(id_candidates("工单 INC0012345 的退款"), ["INC0012345"]);
+        assert_eq!(id_candidates("triage 12345"), ["12345"]);
+        assert!(id_candidates("退款 时效 是多久？").is_empty());
+        assert!(id_candidates("see ../etc and -5").is_empty());
         assert_eq!(amounts("$45 and ¥12.5, 3 days"), vec![45.0, 12.5]);
     }
 }
