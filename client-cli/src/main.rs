@@ -275,7 +275,17 @@ mod tests {
         // A command still runs as before; `run -c` keeps its own meaning.
         let cli = parse(&["run", "-c", "hello"]).unwrap();
         assert!(matches!(cli.command, Some(Command::Run(ref a)) if a.continue_));
-        assert!(parse(&["--continue", "ticket", "list"]).unwrap().check().is_err());
-        assert!(parse(&["--json", "ticket", "list"]).unwrap().check().is_ok());
+        assert!(
+            parse(&["--continue", "ticket", "list"])
+                .unwrap()
+                .check()
+                .is_err()
+        );
+        assert!(
+            parse(&["--json", "ticket", "list"])
+                .unwrap()
+                .check()
+                .is_ok()
+        );
     }
 }

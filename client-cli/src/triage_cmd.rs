@@ -228,6 +228,7 @@ pub fn status_json(s: &TriageStatus, levels: &HashMap<String, u64>) -> serde_jso
         "autoTriage": s.auto_triage, "concurrency": s.concurrency,
         "queued": s.queued, "running": s.running, "waitingForApproval": s.waiting_for_approval,
         "retrying": s.retrying, "done": s.done, "failed": s.failed, "skipped": s.skipped,
+        "incomplete": s.incomplete,
         "queues": s.queues.iter().map(|q| serde_json::json!({"queue": q.queue, "tickets": q.tickets})).collect::<Vec<_>>(),
         "items": results_json(&s.items, levels),
         "sequence": s.sequence,

@@ -368,6 +368,7 @@ pub fn triage_counts(s: &crate::proto::TriageStatus) -> String {
         (s.done, "done"),
         (s.failed, "failed"),
         (s.skipped, "skipped"),
+        (s.incomplete, "incomplete (no decision)"),
     ];
     let parts: Vec<String> = counts
         .iter()

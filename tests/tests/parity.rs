@@ -57,7 +57,11 @@ fn demo_desk(id_of: impl Fn(usize) -> String) -> Desk {
 }
 
 /// (category, priority, queue, escalateLevel, status) per ticket number.
-fn decisions(desk: &Desk, id_of: impl Fn(usize) -> String, n: usize) -> BTreeMap<usize, Vec<String>> {
+fn decisions(
+    desk: &Desk,
+    id_of: impl Fn(usize) -> String,
+    n: usize,
+) -> BTreeMap<usize, Vec<String>> {
     (0..n)
         .map(|i| {
             let t = desk.json(&["ticket", "show", &id_of(i)]);
@@ -102,10 +106,16 @@ fn any_ticket_id_is_triaged_like_a_t_id() {
             mixed_id(*n)
         );
     }
-    assert_eq!(got, want, "the same tickets get the same decisions whatever their ids");
+    assert_eq!(
+        got, want,
+        "the same tickets get the same decisions whatever their ids"
+    );
     // One taxonomy: every category is one TINY.md names.
     for d in got.values() {
-        assert!(["退款", "物流", "账户", "技术"].contains(&d[0].as_str()), "{d:?}");
+        assert!(
+            ["退款", "物流", "账户", "技术"].contains(&d[0].as_str()),
+            "{d:?}"
+        );
     }
     mixed.stop();
     plain.stop();

@@ -235,7 +235,10 @@ fn a_turn_that_decides_nothing_is_incomplete_retried_then_left_open_with_a_note(
         json!({"maxAttempts": 2, "retryDelayMs": 50}),
     );
     let s = until_status(&desk, "every triage gave up", |s| s["failed"] == 3);
-    assert_eq!(s["done"], 0, "nothing is done when nothing was decided: {s:#}");
+    assert_eq!(
+        s["done"], 0,
+        "nothing is done when nothing was decided: {s:#}"
+    );
     assert_eq!(s["incomplete"], 3, "{s:#}");
     let t1002 = item(&s, "T-1002");
     assert_eq!(t1002["outcome"], "incomplete");

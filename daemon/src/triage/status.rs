@@ -45,6 +45,11 @@ impl Triage {
                 TriageState::Skipped => status.skipped += 1,
                 TriageState::Unspecified => {}
             }
+            if r.outcome == super::worker::INCOMPLETE
+                && !matches!(r.phase, Phase::Done | Phase::Skipped)
+            {
+                status.incomplete += 1;
+            }
             if r.phase == Phase::Done && !item.queue.is_empty() {
                 *per_queue.entry(item.queue.clone()).or_default() += 1;
             }

@@ -20,6 +20,9 @@ use crate::sessions::LiveUpdate;
 use crate::store::ExpectedVersion;
 use crate::sync::lock;
 
+/// The outcome of a triage turn that completed without a decision.
+pub(crate) const INCOMPLETE: &str = "incomplete";
+
 /// How a turn ended, for the record.
 struct Ended {
     outcome: TurnOutcome,
@@ -256,10 +259,21 @@ impl Triage {
             if phase.finished() {
                 return; // skipped
             }
-            let outcome = outcome_name(ended.outcome);
+            let mut outcome = outcome_name(ended.outcome);
             if ended.outcome == TurnOutcome::Completed {
-                self.finish(&job.ticket, "done", &outcome, "").await;
-                return;
+                // A completed turn is done only when it decided something:
+                // an honest outcome, never "done" for nothing.
+                let (classified, placed) = self.decisions(&job.ticket, &session).await;
+                if placed {
+                    self.finish(&job.ticket, "done", &outcome, "").await;
+                    return;
+                }
+                outcome = INCOMPLETE.to_string();
+                ended.error = if classified {
+                    "the turn classified the ticket but neither routed nor escalated it".into()
+                } else {
+                    "the turn ended without classifying, routing or escalating the ticket".into()
+                };
             }
             let cancelled = ended.outcome == TurnOutcome::Cancelled;
             if cancelled || attempt >= self.config.max_attempts {
@@ -324,6 +338,32 @@ impl Triage {
             Ok(()) => tracing::info!(ticket, result, outcome, "triage finished"),
             Err(e) => tracing::error!(ticket, error = %e, "cannot record the end of a triage"),
         }
+    }
+
+    /// Whether the triage session's tool calls classified the ticket, and
+    /// whether they routed or escalated it (judged from the ticket's events
+    /// they made). A triage is done only once the ticket is placed.
+    async fn decisions(&self, ticket: &str, session: &str) -> (bool, bool) {
+        let stream = crate::domain::desk::ticket_stream(ticket);
+        let events = match self.store.read_stream(&stream, 1, usize::MAX).await {
+            Ok(events) => events,
+            Err(e) => {
+                tracing::warn!(ticket, error = %e, "cannot read the ticket to judge its triage");
+                return (true, true);
+            }
+        };
+        let (mut classified, mut placed) = (false, false);
+        for e in &events {
+            let ours = crate::domain::ticket::origin_of(e).is_some_and(|o| o.session_id == session);
+            match &e.payload {
+                Some(Payload::TicketClassified(_)) if ours => classified = true,
+                Some(Payload::TicketRouted(_) | Payload::TicketEscalated(_)) if ours => {
+                    placed = true
+                }
+                _ => {}
+            }
+        }
+        (classified, placed)
     }
 
     /// Leave the reason on the ticket for the humans.

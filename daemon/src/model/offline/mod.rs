@@ -197,7 +197,10 @@ fn id_candidates(text: &str) -> Vec<String> {
     let lower = text.to_lowercase();
     let mut found: Vec<(usize, String)> = Vec::new();
     let mut start = None;
-    for (i, c) in text.char_indices().chain(std::iter::once((text.len(), ' '))) {
+    for (i, c) in text
+        .char_indices()
+        .chain(std::iter::once((text.len(), ' ')))
+    {
         let part_of_id = c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
         match (part_of_id, start) {
             (true, None) => start = Some(i),
@@ -242,7 +245,10 @@ fn resolve_step(req: &ModelRequest, s: &State<'_>) -> Step {
         return triage_step(req, s, &id, &ticket);
     }
     let candidates = id_candidates(s.user);
-    if let Some(next) = candidates.get(tried.len()).filter(|_| tried.len() < MAX_ID_TRIES) {
+    if let Some(next) = candidates
+        .get(tried.len())
+        .filter(|_| tried.len() < MAX_ID_TRIES)
+    {
         return (
             Some(format!("{MARK} Looking up ticket {next}.")),
             Some(tool("get_ticket", json!({ "ticket_id": next }))),
@@ -844,7 +850,10 @@ mod tests {
         let names: Vec<String> = categories_in(system).into_iter().map(|c| c.name).collect();
         assert_eq!(names, ["退款", "物流", "账户", "技术"]);
         assert!(mentions("my app crashed", "app") && !mentions("happy", "app"));
-        assert_eq!(id_candidates("please triage t-1003 now"), ["t-1003", "T-1003"]);
+        assert_eq!(
+            id_candidates("please triage t-1003 now"),
+            ["t-1003", "T-1003"]
+        );
         assert_eq!(
             id_candidates("Refund of 45 for ticket ZD-4411."),
             ["ZD-4411", "45"],
