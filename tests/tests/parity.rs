@@ -120,3 +120,73 @@ fn any_ticket_id_is_triaged_like_a_t_id() {
     mixed.stop();
     plain.stop();
 }
+
+#[test]
+fn a_turn_timeout_ends_timed_out_distinct_from_a_cancel() {
+    use tinycode_tests::mock_llm::{MockLlm, Reply};
+    let mock = MockLlm::respond(|_| Reply::Hang);
+    let desk = Desk::fixture()
+        .with_env("OPENAI_BASE_URL", &mock.base_url)
+        .with_env("OPENAI_API_KEY", "sk-test")
+        .with_env("TINYCODE_MODEL", "openai/gpt-test");
+    // `run --timeout`: the turn ends `timed_out`, exit 124 (as timeout(1)).
+    let started = std::time::Instant::now();
+    let out = desk.run(&["run", "--timeout", "2s", "--approve", "deny", "hello"]);
+    assert_eq!(out.code, 124, "{out:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    let sessions = desk.json(&["session", "list"]);
+    let id = sessions["sessions"][0]["id"].as_str().unwrap().to_string();
+    let outcomes: Vec<String> = desk
+        .events(&["--stream", &format!("session-{id}")])
+        .iter()
+        .filter_map(|e| e["turnCompleted"]["outcome"].as_str().map(String::from))
+        .collect();
+    assert_eq!(outcomes, ["TURN_OUTCOME_TIMED_OUT"], "{outcomes:?}");
+    let bad = desk.run(&["run", "--timeout", "2 days", "hello"]);
+    assert_ne!(bad.code, 0);
+    assert!(bad.stderr.contains("not a duration"), "{bad:?}");
+    desk.stop();
+
+    // A cancel is a cancel, not a timeout: exit 130, outcome cancelled.
+    let mut child = desk
+        .cli()
+        .args(["run", "--timeout", "60", "--approve", "deny", "wait for me"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut running = String::new();
+    assert!(tinycode_tests::wait_until(
+        std::time::Duration::from_secs(20),
+        || {
+            let list = desk.json(&["session", "list"]);
+            match list["sessions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["running"] == true)
+            {
+                Some(s) => {
+                    running = s["id"].as_str().unwrap().to_string();
+                    true
+                }
+                None => false,
+            }
+        }
+    ));
+    desk.ok(&["session", "cancel", &running]);
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    let last = desk
+        .events(&["--stream", &format!("session-{running}")])
+        .iter()
+        .filter_map(|e| e["turnCompleted"]["outcome"].as_str().map(String::from))
+        .collect::<Vec<_>>();
+    assert_eq!(last, ["TURN_OUTCOME_CANCELLED"]);
+    desk.stop();
+
+    // Config `turnTimeoutSeconds` is the default for every turn.
+    desk.edit_config(|c| c["turnTimeoutSeconds"] = serde_json::json!(1));
+    let out = desk.run(&["run", "--approve", "deny", "hello again"]);
+    assert_eq!(out.code, 124, "{out:?}");
+    desk.stop();
+}
