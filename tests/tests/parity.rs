@@ -190,3 +190,52 @@ fn a_turn_timeout_ends_timed_out_distinct_from_a_cancel() {
     assert_eq!(out.code, 124, "{out:?}");
     desk.stop();
 }
+
+/// T-1001's decision and whether any tool call of the turn failed.
+fn triage_t1001(desk: &Desk) -> (Vec<String>, Vec<String>) {
+    let out = desk.run(&["run", "--approve", "auto", "triage T-1001"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let t = desk.json(&["ticket", "show", "T-1001"]);
+    let decision = ["category", "priority", "queue", "status"]
+        .iter()
+        .map(|k| t[k].as_str().unwrap_or("").to_string())
+        .collect();
+    let errors = desk
+        .events(&["--stream", "session-"])
+        .iter()
+        .filter(|e| e["toolCallFinished"]["isError"] == true)
+        .map(|e| e["toolCallFinished"]["content"].to_string())
+        .collect();
+    (decision, errors)
+}
+
+#[test]
+fn the_offline_model_decides_the_same_on_truncated_results_by_the_clock_it_is_given() {
+    // Past T-1001's SLA (created 2026-09-18 09:12 +08:00, 240 minutes).
+    let late = "2026-09-18T09:00:00Z";
+    // Within it.
+    let early = "2026-09-18T01:30:00Z";
+    let full = Desk::fixture().with_env("TINYCODE_NOW", late);
+    let (want, errors) = triage_t1001(&full);
+    assert_eq!(want, ["退款", "P1", "售后组", "routed"]);
+    assert!(errors.is_empty(), "{errors:?}");
+    full.stop();
+
+    let tight = Desk::fixture().with_env("TINYCODE_NOW", late);
+    tight.edit_config(|c| c["maxToolResultChars"] = serde_json::json!(200));
+    let (got, errors) = triage_t1001(&tight);
+    assert_eq!(
+        got, want,
+        "the same decision on results cut to 200 characters"
+    );
+    assert!(errors.is_empty(), "no invalid call: {errors:?}");
+    tight.stop();
+
+    let in_time = Desk::fixture().with_env("TINYCODE_NOW", early);
+    let (got, _) = triage_t1001(&in_time);
+    assert_eq!(
+        got[1], "P2",
+        "within its SLA the ticket is not raised to P1: {got:?}"
+    );
+    in_time.stop();
+}

@@ -15,6 +15,12 @@ knowledge base go through propose_knowledge_edit and are reviewed by a human.";
 
 pub fn system_prompt(workspace: &Path, skills: &SkillRegistry, queues: &[String]) -> String {
     let mut prompt = String::from(ROLE);
+    // To the minute: the steps of a turn share one prompt.
+    let now = crate::clock::now_unix();
+    prompt.push_str(&format!(
+        "\n\nCurrent time: {}",
+        tinycode_shared::render::rfc3339(now - now.rem_euclid(60), 0)
+    ));
     if !queues.is_empty() {
         prompt.push_str(&format!("\n\nQueues: {}", queues.join(", ")));
     }

@@ -8,11 +8,17 @@ pub mod compact;
 /// Default `maxToolResultChars`.
 pub const DEFAULT_MAX_TOOL_RESULT_CHARS: usize = 12_000;
 
-/// `text` cut to about `max` characters, or `None` when it fits.
+/// `text` cut to about `max` characters, or `None` when it fits. A JSON
+/// result stays valid JSON when it can: long strings and long lists are
+/// shortened in place (`…[+N chars]`, `"… N more"`), so a model still reads
+/// every field; other text keeps its head and tail.
 pub fn truncate(text: &str, max: usize) -> Option<String> {
     let total = text.chars().count();
     if total <= max {
         return None;
+    }
+    if let Some(short) = shorten_json(text, max) {
+        return Some(short);
     }
     let keep = max / 2;
     let head: String = text.chars().take(keep).collect();
@@ -21,6 +27,84 @@ pub fn truncate(text: &str, max: usize) -> Option<String> {
         "{head}\n[… {} characters truncated …]\n{tail}",
         total - 2 * keep
     ))
+}
+
+/// String caps tried as floors, longest first: 32 keeps timestamps, ids
+/// and short names whole; 8 is the last resort.
+const STRING_FLOORS: [usize; 2] = [32, 8];
+/// List lengths tried, longest first (0: only "… N more").
+const LIST_CAPS: [usize; 5] = [usize::MAX, 8, 3, 1, 0];
+
+/// A JSON object or list shortened to at most `max` characters (compact),
+/// or `None` when `text` is no such JSON or cannot be made to fit.
+fn shorten_json(text: &str, max: usize) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    if !(value.is_object() || value.is_array()) {
+        return None;
+    }
+    let fits = |strings: usize, items: usize| {
+        let s = capped(&value, strings, items).to_string();
+        (s.chars().count() <= max).then_some(s)
+    };
+    if let Some(s) = fits(usize::MAX, usize::MAX) {
+        return Some(s); // compact form alone fits
+    }
+    // Short values (times, ids, names) matter more than long lists: keep
+    // strings to at least a floor, shorten lists until that fits, then
+    // give the strings the longest cap that still fits.
+    let longest = text.chars().count();
+    for floor in STRING_FLOORS {
+        for items in LIST_CAPS {
+            if fits(floor, items).is_none() {
+                continue;
+            }
+            let (mut lo, mut hi) = (floor, longest);
+            while lo < hi {
+                let mid = lo + (hi - lo).div_ceil(2);
+                if fits(mid, items).is_some() {
+                    lo = mid;
+                } else {
+                    hi = mid - 1;
+                }
+            }
+            return fits(lo, items);
+        }
+    }
+    None
+}
+
+/// `value` with strings over `strings` chars and lists over `items`
+/// entries shortened, each saying how much it lost.
+fn capped(value: &serde_json::Value, strings: usize, items: usize) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => {
+            let n = s.chars().count();
+            if n <= strings {
+                value.clone()
+            } else {
+                let kept: String = s.chars().take(strings).collect();
+                Value::String(format!("{kept}…[+{} chars]", n - strings))
+            }
+        }
+        Value::Array(list) => {
+            let mut out: Vec<Value> = list
+                .iter()
+                .take(items)
+                .map(|v| capped(v, strings, items))
+                .collect();
+            if list.len() > items {
+                out.push(Value::String(format!("… {} more", list.len() - items)));
+            }
+            Value::Array(out)
+        }
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), capped(v, strings, items)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
 }
 
 /// Save a full tool result as `<dir>/<name>.txt` (name made file-safe).
@@ -68,6 +152,33 @@ mod tests {
                 .unwrap()
                 .contains("[… 20 characters truncated …]")
         );
+    }
+
+    #[test]
+    fn a_long_json_result_stays_json_with_every_field() {
+        let ticket = serde_json::json!({
+            "id": "T-1001", "subject": "未收到货，要求退款", "slaMinutes": 240,
+            "messages": (0..20).map(|i| serde_json::json!({"from": "customer", "text": "很长的消息 ".repeat(30), "n": i})).collect::<Vec<_>>(),
+        });
+        let text = serde_json::to_string_pretty(&ticket).unwrap();
+        for max in [200, 600, 2_000] {
+            let cut = truncate(&text, max).unwrap();
+            assert!(cut.chars().count() <= max, "{max}: {cut}");
+            let back: serde_json::Value = serde_json::from_str(&cut).unwrap();
+            assert_eq!(back["id"], "T-1001");
+            assert_eq!(back["slaMinutes"], 240);
+            assert!(back["subject"].as_str().unwrap().starts_with("未收到货"));
+            assert!(cut.contains("more") || cut.contains("chars]"), "{cut}");
+        }
+        // Too small for any JSON: head and tail, as for text.
+        assert!(
+            truncate(&text, 40)
+                .unwrap()
+                .contains("characters truncated")
+        );
+        // Compact form alone may be enough.
+        let small = serde_json::to_string_pretty(&serde_json::json!({"a": [1, 2, 3]})).unwrap();
+        assert_eq!(truncate(&small, 16).unwrap(), r#"{"a":[1,2,3]}"#);
     }
 
     #[test]

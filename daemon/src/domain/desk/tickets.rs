@@ -7,13 +7,11 @@
 
 use prost::Message;
 use std::sync::atomic::Ordering;
-use std::time::SystemTime;
 
 use tinycode_shared::proto::event::Payload;
 use tinycode_shared::proto::{
     CustomerMessageAdded, Ticket, TicketCreated, TicketMessage, ToolOrigin,
 };
-use tinycode_shared::render::rfc3339;
 
 use super::models::{decode_ticket, ticket_key};
 use super::{Desk, DomainError, ticket_id, ticket_stream};
@@ -55,8 +53,7 @@ pub struct Page {
 }
 
 pub fn now() -> String {
-    let now = prost_types::Timestamp::from(SystemTime::now());
-    rfc3339(now.seconds, now.nanos)
+    crate::clock::now_rfc3339()
 }
 
 impl Desk {

@@ -182,6 +182,42 @@ fn tool(name: &str, args: Value) -> ToolCall {
     ToolCall::new(String::new(), name.into(), args.to_string())
 }
 
+/// The JSON value a tool result starts with (a shortened result may be
+/// followed by a note on where the full text is); `Null` when none.
+fn first_json(text: &str) -> Value {
+    let value = serde_json::Deserializer::from_str(text)
+        .into_iter::<Value>()
+        .next()
+        .and_then(Result::ok)
+        .unwrap_or(Value::Null);
+    without_marks(value)
+}
+
+/// Strings of a shortened result without their `…[+N chars]` marks.
+fn without_marks(value: Value) -> Value {
+    match value {
+        Value::String(s) => match s.rfind("…[+") {
+            Some(at) if s.ends_with(" chars]") => Value::String(s[..at].to_string()),
+            _ => Value::String(s),
+        },
+        Value::Array(items) => Value::Array(items.into_iter().map(without_marks).collect()),
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (k, without_marks(v)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+/// The entries of a JSON list, dropping a shortened list's `"… N more"`.
+fn list_of(value: Value) -> Vec<Value> {
+    match value {
+        Value::Array(items) => items.into_iter().filter(|v| !v.is_string()).collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// Ticket ids tried per message before the model gives up on finding one.
 const MAX_ID_TRIES: usize = 3;
 
@@ -239,12 +275,16 @@ fn id_candidates(text: &str) -> Vec<String> {
 /// a message naming no ticket is a question.
 fn resolve_step(req: &ModelRequest, s: &State<'_>) -> Step {
     let tried = s.all("get_ticket");
-    if let Some((ticket_text, _)) = tried.iter().find(|(_, failed)| !failed) {
-        let ticket: Value = serde_json::from_str(ticket_text).unwrap_or(Value::Null);
-        let id = ticket["id"].as_str().unwrap_or_default().to_string();
+    let candidates = id_candidates(s.user);
+    if let Some(found) = tried.iter().position(|(_, failed)| !failed) {
+        let ticket: Value = first_json(tried[found].0);
+        // The id asked for, whatever survived of the result.
+        let id = match ticket["id"].as_str() {
+            Some(id) if !id.is_empty() => id.to_string(),
+            _ => candidates.get(found).cloned().unwrap_or_default(),
+        };
         return triage_step(req, s, &id, &ticket);
     }
-    let candidates = id_candidates(s.user);
     if let Some(next) = candidates
         .get(tried.len())
         .filter(|_| tried.len() < MAX_ID_TRIES)
@@ -289,7 +329,7 @@ fn triage_step(req: &ModelRequest, s: &State<'_>, id: &str, ticket: &Value) -> S
             )),
         );
     };
-    let hits: Vec<Value> = serde_json::from_str(hits_text).unwrap_or_default();
+    let hits: Vec<Value> = list_of(first_json(hits_text));
     let top = hits
         .first()
         .and_then(|h| h["id"].as_str())
@@ -337,7 +377,7 @@ fn triage_step(req: &ModelRequest, s: &State<'_>, id: &str, ticket: &Value) -> S
             );
         };
         if s.first("escalate_ticket").is_none() {
-            let policy: Vec<Value> = serde_json::from_str(policy_hits).unwrap_or_default();
+            let policy: Vec<Value> = list_of(first_json(policy_hits));
             let cite = policy
                 .first()
                 .and_then(|h| h["id"].as_str())
@@ -421,7 +461,7 @@ fn question_step(s: &State<'_>) -> Step {
             )),
         );
     };
-    let hits: Vec<Value> = serde_json::from_str(hits_text).unwrap_or_default();
+    let hits: Vec<Value> = list_of(first_json(hits_text));
     let Some(top) = hits.first() else {
         return (
             Some(format!(
@@ -491,13 +531,22 @@ fn ticket_text_of(ticket: &Value) -> String {
     text
 }
 
+/// What to search the knowledge base for: the subject and the first
+/// message; never empty (a call with an empty query is invalid).
 fn ticket_query(ticket: &Value) -> String {
     let first = ticket["messages"][0]["text"].as_str().unwrap_or("");
-    format!(
+    let query = format!(
         "{} {}",
         ticket["subject"].as_str().unwrap_or(""),
         first.chars().take(80).collect::<String>()
-    )
+    );
+    match query.trim() {
+        "" => ticket["id"]
+            .as_str()
+            .unwrap_or("support request")
+            .to_string(),
+        q => q.to_string(),
+    }
 }
 
 fn first_line(text: &str, max: usize) -> String {
@@ -592,10 +641,12 @@ fn priority(system: &str, ticket: &Value, level: u32) -> String {
     }
     let created = ticket["createdAt"].as_str().and_then(parse_rfc3339);
     let sla = ticket["slaMinutes"].as_i64().unwrap_or(0);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
+    // The request's clock (the prompt's `Current time:`), as a model has.
+    let now = system
+        .lines()
+        .find_map(|l| l.strip_prefix("Current time: "))
+        .and_then(parse_rfc3339)
+        .unwrap_or_else(crate::clock::now_unix);
     let overdue = created.is_some_and(|c| c + sla * 60 < now);
     let sla_rule = system.contains("SLA") || system.contains("sla");
     if overdue && sla_rule || level == 1 {
@@ -621,7 +672,12 @@ fn intent(ticket: &Value) -> String {
         .split_once(['：', ':'])
         .map(|(_, rest)| rest)
         .unwrap_or(subject);
-    part.trim().chars().take(40).collect()
+    let intent: String = part.trim().chars().take(40).collect();
+    if intent.is_empty() {
+        "unspecified request".into() // never an empty (invalid) argument
+    } else {
+        intent
+    }
 }
 
 /// One escalation rule of the skill: keywords or an amount threshold.
