@@ -61,6 +61,7 @@ pub async fn run(json: bool, client_name: &ClientName, args: DemoArgs) -> anyhow
     let layout = Layout::discover(Some(&dir))?;
     let workspace = layout.workspace.clone().unwrap_or(dir.clone());
     let ws = workspace.display().to_string();
+    let tc = program();
     let channel = client::connect_or_start(&layout, client_name, true).await?;
     let status = DaemonClient::new(channel.clone())
         .get_status(GetStatusRequest {})
@@ -109,15 +110,13 @@ pub async fn run(json: bool, client_name: &ClientName, args: DemoArgs) -> anyhow
             "needApproval": waiting.iter().map(|(t, a)| serde_json::json!({
                 "ticket": t, "approval": a,
             })).collect::<Vec<_>>(),
-            "stop": format!("tinycode -w {ws} daemon stop"),
+            "stop": format!("{tc} -w {ws} daemon stop"),
         }));
         return Ok(ExitCode::SUCCESS);
     }
     print!("{}", result_table(&items, &levels));
     if items.is_empty() {
-        println!(
-            "(no open tickets: this desk was triaged before; `tinycode triage status` shows how)"
-        );
+        println!("(no open tickets: this desk was triaged before; `{tc} triage status` shows how)");
     }
     if !waiting.is_empty() {
         println!(
@@ -125,20 +124,68 @@ pub async fn run(json: bool, client_name: &ClientName, args: DemoArgs) -> anyhow
             waiting.len()
         );
         for (t, a) in &waiting {
-            println!("  {t}: tinycode -w {ws} approvals show {a}");
+            println!("  {t}: {tc} -w {ws} approvals show {a}");
             println!(
-                "        tinycode -w {ws} approvals approve {a}   |   tinycode -w {ws} approvals deny {a} --reason \"…\""
+                "        {tc} -w {ws} approvals approve {a}   |   {tc} -w {ws} approvals deny {a} --reason \"…\""
             );
         }
     }
     println!("\nThe daemon keeps triaging tickets as they arrive. Try:");
     println!("  cd {ws}");
     println!(
-        "  tinycode ticket create --subject \"Parcel lost\" --customer Ana --channel email --body \"物流 一直 没有 更新\""
+        "  {tc} ticket create --subject \"Parcel lost\" --customer Ana --channel email --body \"物流 一直 没有 更新\""
     );
-    println!("  tinycode triage watch            # the worker, live");
-    println!("  tinycode ticket show T-1001");
-    println!("  tinycode run \"退款 时效 是多久？\"");
-    println!("Stop the daemon: tinycode -w {ws} daemon stop");
+    println!("  {tc} triage watch            # the worker, live");
+    println!("  {tc} ticket show T-1001");
+    println!("  {tc} run \"退款 时效 是多久？\"");
+    println!("Stop the daemon: {tc} -w {ws} daemon stop");
     Ok(ExitCode::SUCCESS)
+}
+
+/// How to run this CLI from anywhere: `tinycode` when that name on PATH is
+/// this binary, else this binary's full path (printed commands must work
+/// when pasted, e.g. after `cargo build` without an install).
+fn program() -> String {
+    let me = std::env::current_exe().and_then(std::fs::canonicalize).ok();
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("tinycode"))
+            .find(|p| p.is_file())
+            .and_then(|p| std::fs::canonicalize(p).ok())
+    });
+    match (me, on_path) {
+        (Some(me), Some(found)) if me == found => "tinycode".into(),
+        (Some(me), _) => shell_word(&me.display().to_string()),
+        (None, _) => "tinycode".into(),
+    }
+}
+
+/// `text` quoted for a POSIX shell when it needs to be.
+fn shell_word(text: &str) -> String {
+    if text
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+:@".contains(c))
+    {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn printed_commands_work_when_pasted() {
+        assert_eq!(shell_word("/usr/bin/tinycode"), "/usr/bin/tinycode");
+        assert_eq!(shell_word("/tmp/my dir/tinycode"), "'/tmp/my dir/tinycode'");
+        assert_eq!(shell_word("/a/it's"), "'/a/it'\\''s'");
+        // A test binary is not `tinycode` on PATH: its full path is used.
+        let p = program();
+        assert!(
+            p == "tinycode" || p.starts_with('/') || p.starts_with('\''),
+            "{p}"
+        );
+    }
 }

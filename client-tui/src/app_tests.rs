@@ -251,7 +251,7 @@ fn slash_commands_send_their_requests() {
         app.take_rpcs(),
         [Rpc::Send(SendMessageRequest {
             session_id: "s7".into(),
-            text: "Use the skill triage-sop (load_skill) for: T-1002".into(),
+            text: "/triage-sop T-1002".into(),
             ..Default::default()
         })]
     );

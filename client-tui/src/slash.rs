@@ -118,12 +118,13 @@ pub fn common_prefix(names: &[String]) -> String {
     first[..end].to_string()
 }
 
-/// The text a skill command sends: the model loads the skill and applies it.
+/// The text a skill command sends: the command itself; the daemon expands
+/// it into the skill's body for the model and keeps what was typed.
 pub fn skill_message(skill: &str, args: &str) -> String {
     if args.is_empty() {
-        format!("Use the skill {skill} (load_skill).")
+        format!("/{skill}")
     } else {
-        format!("Use the skill {skill} (load_skill) for: {args}")
+        format!("/{skill} {args}")
     }
 }
 

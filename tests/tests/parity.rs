@@ -239,3 +239,25 @@ fn the_offline_model_decides_the_same_on_truncated_results_by_the_clock_it_is_gi
     );
     in_time.stop();
 }
+
+#[test]
+fn a_skill_command_from_the_cli_runs_in_the_daemon() {
+    let desk = Desk::fixture();
+    let out = desk.run(&["run", "--approve", "auto", "/triage-sop T-1002"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let user = desk
+        .events(&["--stream", "session-"])
+        .into_iter()
+        .find(|e| e.get("userMessageAdded").is_some())
+        .unwrap();
+    assert_eq!(user["userMessageAdded"]["text"], "/triage-sop T-1002");
+    assert_eq!(user["userMessageAdded"]["skill"], "triage-sop");
+    assert_eq!(desk.json(&["ticket", "show", "T-1002"])["status"], "routed");
+    let bad = desk.run(&["run", "/no-such-skill T-1002"]);
+    assert_ne!(bad.code, 0);
+    assert!(
+        bad.stderr.contains("there is no skill /no-such-skill"),
+        "{bad:?}"
+    );
+    desk.stop();
+}

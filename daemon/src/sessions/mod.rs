@@ -466,6 +466,16 @@ impl Sessions {
         timeout_seconds: u32,
     ) -> Result<(u64, u64, bool), SessionError> {
         let id = Self::checked_id(raw)?;
+        let (skill, skill_body) = match self.skills.command(text) {
+            Ok(Some((skill, _))) => (skill.name.clone(), skill.body.clone()),
+            Ok(None) => (String::new(), String::new()),
+            Err(problem) => {
+                return Err(SessionError::Invalid {
+                    field: "text",
+                    problem,
+                });
+            }
+        };
         if timeout_seconds > 86_400 {
             return Err(SessionError::Invalid {
                 field: "timeout_seconds",
@@ -492,6 +502,8 @@ impl Sessions {
                     from: Some(from),
                     turn,
                     timeout_seconds,
+                    skill,
+                    skill_body,
                 })],
             )
             .await?;

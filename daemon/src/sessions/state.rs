@@ -69,10 +69,34 @@ pub enum Entry {
 }
 
 /// The history entry an event carries, with its turn.
+/// What the model reads for a user message: a command message (`/name
+/// args`) becomes the skill's body in a `<skill>` block, then the args.
+fn model_text(e: &tinycode_shared::proto::UserMessageAdded) -> String {
+    if e.skill.is_empty() {
+        return e.text.clone();
+    }
+    let args = e
+        .text
+        .trim_start()
+        .strip_prefix('/')
+        .and_then(|rest| rest.split_once(char::is_whitespace))
+        .map_or("", |(_, args)| args.trim());
+    format!(
+        "<skill name=\"{}\">\n{}\n</skill>\n\n{}",
+        e.skill,
+        e.skill_body.trim_end(),
+        if args.is_empty() {
+            "Follow the skill above."
+        } else {
+            args
+        }
+    )
+}
+
 pub fn entry(payload: &Payload) -> Option<(u64, Entry)> {
     match payload {
         Payload::UserMessageAdded(e) => {
-            Some((e.turn, Entry::User(e.text.clone(), e.timeout_seconds)))
+            Some((e.turn, Entry::User(model_text(e), e.timeout_seconds)))
         }
         Payload::AssistantMessageAdded(e) => {
             let thinking = e

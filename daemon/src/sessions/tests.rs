@@ -647,3 +647,43 @@ async fn artifacts_belong_to_their_turn_and_go_with_their_session() {
         "deleting the session removes its artifacts"
     );
 }
+
+#[tokio::test]
+async fn a_skill_command_is_expanded_for_the_model_and_stored_as_typed() {
+    let (tmp, ws) = fixture_copy();
+    let store = EventStore::open(&tmp.path().join("db")).unwrap();
+    let sessions = open(&ws, &store).await;
+    let s = sessions.create("skills", "", "auto", me()).await.unwrap();
+    let (_, turn, _) = sessions
+        .send(&s.id, "/triage-sop T-1001", me())
+        .await
+        .unwrap();
+    let events = until_done(&sessions, &s.id, turn).await;
+    let m = events
+        .iter()
+        .find_map(|e| match &e.payload {
+            Some(Payload::UserMessageAdded(m)) => Some(m.clone()),
+            _ => None,
+        })
+        .expect("the user message");
+    assert_eq!(m.text, "/triage-sop T-1001", "stored as typed");
+    assert_eq!(m.skill, "triage-sop");
+    assert!(m.skill_body.contains("分流"), "{}", m.skill_body);
+    // What the model read: the skill's body, then the args.
+    let state = sessions.get(&s.id).unwrap();
+    let history = sessions.history(&state).await.unwrap();
+    let user = &history.turn(turn).user;
+    assert!(
+        user.starts_with("<skill name=\"triage-sop\">\n") && user.ends_with("</skill>\n\nT-1001"),
+        "{user}"
+    );
+    // The offline model still triaged T-1001.
+    let t = sessions.desk.get_ticket("T-1001").unwrap();
+    assert_eq!(t.status, "routed", "{t:?}");
+    // A command naming no skill is refused with the list; plain text is not.
+    let err = sessions.send(&s.id, "/nope T-1", me()).await.unwrap_err();
+    assert!(
+        err.to_string().contains("/escalation-rules, /triage-sop"),
+        "{err}"
+    );
+}

@@ -1,6 +1,11 @@
-//! Skills: `.tinycode/skills/<name>/SKILL.md` with frontmatter `name` and
-//! `description`. Only names and descriptions go into the system prompt
-//! ([`SkillRegistry::summary`]); a body is loaded on demand (`load_skill`).
+//! Skills: `.tinycode/skills/<name>/SKILL.md` (and, as Claude Code keeps
+//! them, `.claude/skills/<name>/SKILL.md`; `.tinycode/` wins a name both
+//! hold) with frontmatter `name` and `description`. Only names and
+//! descriptions go into the system prompt ([`SkillRegistry::summary`]); a
+//! body is loaded on demand by the model (`load_skill`) or invoked by a
+//! person as a command (`/name args`, expanded in the daemon). A skill with
+//! `disable-model-invocation: true` is for people only: it stays out of
+//! the summary and `load_skill` refuses it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -14,7 +19,12 @@ pub struct Skill {
     pub name: String,
     pub description: String,
     pub body: String,
+    /// `false` when the frontmatter says `disable-model-invocation: true`.
+    pub model_invocable: bool,
 }
+
+/// Where skills are found, in order of precedence.
+const SKILL_DIRS: [&str; 2] = [".tinycode/skills", ".claude/skills"];
 
 #[derive(Debug, Default, Clone)]
 pub struct SkillRegistry {
@@ -25,6 +35,8 @@ pub struct SkillRegistry {
 struct Frontmatter {
     name: Option<String>,
     description: Option<String>,
+    #[serde(rename = "disable-model-invocation", default)]
+    disable_model_invocation: bool,
 }
 
 /// Split `---\nyaml\n---\nbody`; `None` when there is no frontmatter.
@@ -41,11 +53,19 @@ impl SkillRegistry {
     /// Load every skill under `<workspace>/.tinycode/skills/`; a malformed
     /// one is skipped with a warning naming the file.
     pub fn discover(workspace: &Path) -> (Self, Vec<String>) {
-        let dir = workspace.join(".tinycode/skills");
         let mut registry = Self::default();
         let mut warnings = Vec::new();
+        for dir in SKILL_DIRS {
+            registry.discover_in(workspace, dir, &mut warnings);
+        }
+        (registry, warnings)
+    }
+
+    fn discover_in(&mut self, workspace: &Path, under: &str, warnings: &mut Vec<String>) {
+        let registry = self;
+        let dir = workspace.join(under);
         let Ok(entries) = std::fs::read_dir(&dir) else {
-            return (registry, warnings);
+            return;
         };
         let mut paths: Vec<_> = entries
             .filter_map(Result::ok)
@@ -59,7 +79,7 @@ impl SkillRegistry {
                 .and_then(Path::file_name)
                 .map(|n| n.to_string_lossy().to_string())
                 .unwrap_or_default();
-            let shown = format!(".tinycode/skills/{folder}/SKILL.md");
+            let shown = format!("{under}/{folder}/SKILL.md");
             let loaded = std::fs::read_to_string(&path)
                 .map_err(|e| e.to_string())
                 .and_then(|text| {
@@ -76,16 +96,20 @@ impl SkillRegistry {
                         name,
                         description: description.trim().to_string(),
                         body: body.to_string(),
+                        model_invocable: !fm.disable_model_invocation,
                     })
                 });
             match loaded {
+                Ok(skill) if registry.skills.contains_key(&skill.name) => warnings.push(format!(
+                    "skipped {shown}: a skill named {} was found first",
+                    skill.name
+                )),
                 Ok(skill) => {
                     registry.skills.insert(skill.name.clone(), skill);
                 }
                 Err(problem) => warnings.push(format!("skipped {shown}: {problem}")),
             }
         }
-        (registry, warnings)
     }
 
     pub fn get(&self, name: &str) -> Option<&Skill> {
@@ -101,9 +125,39 @@ impl SkillRegistry {
         self.skills.keys().map(String::as_str).collect()
     }
 
-    /// `- name: description` lines for the system prompt.
+    /// The skill a command message invokes (`/name args`), with the args;
+    /// `Err` with the skills' names when `/name` names none; `Ok(None)` for
+    /// a message that is no command.
+    pub fn command<'a>(&self, text: &'a str) -> Result<Option<(&Skill, &'a str)>, String> {
+        let Some(rest) = text.trim_start().strip_prefix('/') else {
+            return Ok(None);
+        };
+        let (name, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+        let command_like = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !command_like {
+            return Ok(None); // "/etc/hosts is missing" is no command
+        }
+        match self.get(name) {
+            Some(skill) => Ok(Some((skill, args.trim()))),
+            None => Err(format!(
+                "there is no skill /{name}; the skills are {}",
+                self.names()
+                    .iter()
+                    .map(|n| format!("/{n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
+    }
+
+    /// `- name: description` lines for the system prompt (the skills a
+    /// model may load).
     pub fn summary(&self) -> String {
         self.all()
+            .filter(|s| s.model_invocable)
             .map(|s| format!("- {}: {}", s.name, s.description))
             .collect::<Vec<_>>()
             .join("\n")
@@ -155,6 +209,49 @@ mod tests {
         assert_eq!(
             warnings,
             ["skipped .tinycode/skills/bad/SKILL.md: frontmatter `description` is missing"]
+        );
+    }
+
+    #[test]
+    fn claude_skills_commands_and_people_only_skills() {
+        let tmp = tempfile::tempdir().unwrap();
+        let write = |dir: &str, name: &str, extra: &str| {
+            let d = tmp.path().join(dir).join(name);
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(
+                d.join("SKILL.md"),
+                format!(
+                    "---\nname: {name}\ndescription: {name} steps.\n{extra}---\nBody of {name}\n"
+                ),
+            )
+            .unwrap();
+        };
+        write(".tinycode/skills", "refund-sop", "");
+        write(".claude/skills", "refund-sop", "");
+        write(
+            ".claude/skills",
+            "close-month",
+            "disable-model-invocation: true\n",
+        );
+        let (skills, warnings) = SkillRegistry::discover(tmp.path());
+        assert_eq!(skills.names(), ["close-month", "refund-sop"]);
+        assert_eq!(
+            warnings,
+            [
+                "skipped .claude/skills/refund-sop/SKILL.md: a skill named refund-sop was found first"
+            ]
+        );
+        assert!(skills.summary().contains("refund-sop"));
+        assert!(!skills.summary().contains("close-month"), "people only");
+        let (skill, args) = skills.command("/refund-sop T-1001 now").unwrap().unwrap();
+        assert_eq!((skill.name.as_str(), args), ("refund-sop", "T-1001 now"));
+        assert_eq!(skills.command("/close-month").unwrap().unwrap().1, "");
+        assert!(skills.command("hello /refund-sop").unwrap().is_none());
+        assert!(skills.command("/etc/hosts is missing").unwrap().is_none());
+        let err = skills.command("/nope x").unwrap_err();
+        assert_eq!(
+            err,
+            "there is no skill /nope; the skills are /close-month, /refund-sop"
         );
     }
 }

@@ -391,6 +391,9 @@ pub fn business_tools() -> Vec<Arc<dyn Tool>> {
                 Box::pin(async move {
                     let name = arg(args, "name");
                     match ctx.skills.get(name) {
+                        Some(skill) if !skill.model_invocable => Err(ToolError::Invalid(format!(
+                            "the skill {name:?} is for people to invoke (/{name}); carry on without it"
+                        ))),
                         Some(skill) => Ok(ToolOutput::ok(
                             skill.body.clone(),
                             json!({ "skill": skill.name }),

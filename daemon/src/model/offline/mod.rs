@@ -109,7 +109,12 @@ impl<'a> State<'a> {
             .rposition(|m| matches!(m, Message::User { .. }))
             .unwrap_or(0);
         let user = match messages.get(start) {
-            Some(Message::User { text }) => text.as_str(),
+            // A skill invoked as a command: its steps are this model's own;
+            // what the person asked follows the block.
+            Some(Message::User { text }) => match text.split_once("\n</skill>\n\n") {
+                Some((block, asked)) if block.starts_with("<skill name=") => asked,
+                _ => text.as_str(),
+            },
             _ => "",
         };
         let results = messages[start..]
