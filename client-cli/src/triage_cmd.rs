@@ -76,6 +76,7 @@ async fn watch_status(
     let request = TriageStatusRequest {
         ticket_ids: ids,
         counts_only: false,
+        ..Default::default()
     };
     Ok(TriageClient::new(channel.clone())
         .watch(request)
@@ -340,13 +341,30 @@ pub async fn run(ctx: &Ctx, args: TriageArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn status(ctx: &Ctx, channel: &DaemonChannel, ids: Vec<String>) -> anyhow::Result<ExitCode> {
-    let s = TriageClient::new(channel.clone())
-        .get_status(TriageStatusRequest {
-            ticket_ids: ids,
-            counts_only: false,
-        })
-        .await?
-        .into_inner();
+    // Every page: the board can outgrow one message.
+    let mut client = TriageClient::new(channel.clone());
+    let mut s = TriageStatus::default();
+    let mut page_token = String::new();
+    loop {
+        let page = client
+            .get_status(TriageStatusRequest {
+                ticket_ids: ids.clone(),
+                counts_only: false,
+                page_token,
+                ..Default::default()
+            })
+            .await?
+            .into_inner();
+        let items = std::mem::take(&mut s.items);
+        s = TriageStatus {
+            items: items.into_iter().chain(page.items.clone()).collect(),
+            ..page
+        };
+        if s.next_page_token.is_empty() {
+            break;
+        }
+        page_token = std::mem::take(&mut s.next_page_token);
+    }
     let levels = asked_levels(channel, &s.items).await;
     if ctx.json {
         output::json_pretty(&status_json(&s, &levels));

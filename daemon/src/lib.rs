@@ -13,6 +13,7 @@ pub mod domain;
 pub mod fnv;
 pub mod lifecycle;
 pub mod model;
+pub mod paging;
 pub mod permissions;
 pub mod projection;
 pub mod server;

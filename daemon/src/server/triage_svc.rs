@@ -49,7 +49,12 @@ impl TriageApi for TriageService {
         let req = request.into_inner();
         check_ids(&req.ticket_ids)?;
         self.triage
-            .status(&req.ticket_ids, req.counts_only)
+            .status(
+                &req.ticket_ids,
+                req.counts_only,
+                token(&req.page_token),
+                req.limit as usize,
+            )
             .map(Response::new)
             .map_err(IntoStatus::into_status)
     }
@@ -70,7 +75,12 @@ impl TriageApi for TriageService {
                 board.mark_unchanged();
                 live.mark_unchanged();
                 let status = triage
-                    .status(&req.ticket_ids, req.counts_only)
+                    .status(
+                        &req.ticket_ids,
+                        req.counts_only,
+                        token(&req.page_token),
+                        req.limit as usize,
+                    )
                     .map_err(IntoStatus::into_status);
                 let failed = status.is_err();
                 if tx.send(status).await.is_err() || failed {
@@ -108,4 +118,9 @@ impl TriageApi for TriageService {
             .map_err(IntoStatus::into_status)?;
         Ok(Response::new(EnqueueTriageResponse { queued, already }))
     }
+}
+
+/// A page token (empty: from the start).
+fn token(text: &str) -> Option<String> {
+    (!text.is_empty()).then(|| text.to_string())
 }

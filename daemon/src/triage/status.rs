@@ -7,10 +7,26 @@ use tinycode_shared::proto::{QueueCount, TriageItem, TriageState, TriageStatus};
 use super::board::{Phase, Record};
 use super::{Triage, TriageError};
 
+/// Where a record sorts on the board, as a page token: unfinished records
+/// by arrival (`0:<sequence>:<id>`), then the rest by id (`1:<id>`).
+fn board_key(r: &Record) -> String {
+    if r.phase.finished() {
+        format!("1:{}", r.ticket)
+    } else {
+        format!("0:{:020}:{}", r.queued_sequence, r.ticket)
+    }
+}
+
 impl Triage {
-    /// The status now; `items` for `ids` (all when empty) unless
-    /// `counts_only`.
-    pub fn status(&self, ids: &[String], counts_only: bool) -> Result<TriageStatus, TriageError> {
+    /// The status now: counts over every record; `items` for `ids` (all
+    /// when empty) unless `counts_only`, one page of them after `after`.
+    pub fn status(
+        &self,
+        ids: &[String],
+        counts_only: bool,
+        after: Option<String>,
+        limit: usize,
+    ) -> Result<TriageStatus, TriageError> {
         let sequence = self.board.applied();
         let mut records: Vec<Record> = if ids.is_empty() {
             self.records().all()?
@@ -22,10 +38,7 @@ impl Triage {
             found
         };
         // Queue order: unfinished records by arrival, then the rest by id.
-        records.sort_by_cached_key(|r| match r.phase.finished() {
-            false => (false, r.queued_sequence, String::new()),
-            true => (true, 0, r.ticket.clone()),
-        });
+        records.sort_by_cached_key(board_key);
         let mut status = TriageStatus {
             auto_triage: self.config.enabled,
             concurrency: self.config.concurrency as u32,
@@ -53,9 +66,21 @@ impl Triage {
             if r.phase == Phase::Done && !item.queue.is_empty() {
                 *per_queue.entry(item.queue.clone()).or_default() += 1;
             }
-            if !counts_only {
-                status.items.push(item);
-            }
+        }
+        if !counts_only {
+            // Items again for the page only (each reads its ticket).
+            let keyed = records.iter().map(|r| (board_key(r), r));
+            let (page, next) = crate::paging::page_by(
+                keyed
+                    .filter(|(key, _)| after.as_ref().is_none_or(|a| key > a))
+                    .map(|(key, r)| (key, self.item(r))),
+                |(key, _)| key.clone(),
+                |(_, item)| prost::Message::encoded_len(item),
+                None,
+                if limit == 0 { usize::MAX } else { limit },
+            );
+            status.items = page.into_iter().map(|(_, item)| item).collect();
+            status.next_page_token = next.unwrap_or_default();
         }
         // The desk's queues first, in its order, then any other.
         for q in self.desk.queues() {

@@ -56,7 +56,7 @@ async fn start(approve: &str, concurrency: usize) -> Bench {
 /// Poll the status until `done` holds for it.
 async fn until(triage: &Triage, done: impl Fn(&TriageStatus) -> bool) -> TriageStatus {
     for _ in 0..2000 {
-        let s = triage.status(&[], false).unwrap();
+        let s = triage.status(&[], false, None, 0).unwrap();
         if done(&s) {
             return s;
         }
@@ -64,7 +64,7 @@ async fn until(triage: &Triage, done: impl Fn(&TriageStatus) -> bool) -> TriageS
     }
     panic!(
         "status never matched: {:?}",
-        triage.status(&[], false).unwrap()
+        triage.status(&[], false, None, 0).unwrap()
     );
 }
 
@@ -140,7 +140,7 @@ async fn open_tickets_and_new_ones_are_triaged_once_and_a_restart_adds_nothing()
     .await
     .unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let s = again.status(&[], true).unwrap();
+    let s = again.status(&[], true, None, 0).unwrap();
     assert_eq!((s.done, s.queued, s.running), (4, 0, 0), "{s:?}");
     let queued = b
         .store
@@ -288,4 +288,44 @@ async fn a_request_triages_again_and_leaves_running_work_alone() {
         })
     ));
     let _ = &b.ws;
+}
+
+#[tokio::test]
+async fn the_status_pages_its_items_and_counts_every_record() {
+    let b = start("auto", 2).await;
+    for n in 0..4 {
+        b.sessions
+            .desk
+            .create_ticket(new_ticket(&format!("parcel {n} lost")))
+            .await
+            .unwrap();
+    }
+    let whole = until(&b.triage, |s| s.done == 7).await;
+    assert_eq!(whole.items.len(), 7);
+    assert!(whole.next_page_token.is_empty());
+    let mut paged = Vec::new();
+    let mut token = None;
+    loop {
+        let page = b.triage.status(&[], false, token.clone(), 3).unwrap();
+        assert_eq!(page.done, 7, "counts cover every record on every page");
+        assert!(page.items.len() <= 3);
+        paged.extend(page.items);
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        token = Some(page.next_page_token);
+    }
+    let ids = |items: &[tinycode_shared::proto::TriageItem]| {
+        items
+            .iter()
+            .map(|i| i.ticket_id.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        ids(&paged),
+        ids(&whole.items),
+        "the same items in the same order"
+    );
+    let counts = b.triage.status(&[], true, None, 0).unwrap();
+    assert!(counts.items.is_empty() && counts.next_page_token.is_empty());
 }
