@@ -99,6 +99,7 @@ fn main() {
                 .get_status(TriageStatusRequest {
                     ticket_ids: vec![],
                     counts_only: true,
+                    ..Default::default()
                 })
                 .await
                 .unwrap()
