@@ -28,7 +28,7 @@ fn t1001_with_a_scripted_llm_classifies_edits_the_knowledge_base_and_routes() {
             tool("search_knowledge", json!({"query": "退款 时效"})),
             tool(
                 "classify_ticket",
-                json!({"ticket_id": "T-1001", "category": "退款", "priority": "P1", "intent": "未收到货要求退款"}),
+                json!({"ticket_id": "T-1001", "category": "退款", "priority": "P1", "intent": "未收到货要求退款", "summary": "客户已付款未收到货，要求全额退款"}),
             ),
             tool(
                 "propose_knowledge_edit",
@@ -69,6 +69,17 @@ fn t1001_with_a_scripted_llm_classifies_edits_the_knowledge_base_and_routes() {
         "{s}"
     );
     assert_eq!(desk.ticket_file("T-1001")["queue"], "售后组");
+    // As TinyCode's scenario asserts: the classification and the routing
+    // each left a note, one citing the policy article.
+    let notes = desk.ticket_file("T-1001")["notes"].clone();
+    let notes = notes.as_array().unwrap();
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    assert!(
+        notes
+            .iter()
+            .any(|n| n["text"].as_str().unwrap().contains("refund-policy")),
+        "{notes:?}"
+    );
     assert!(
         desk.read("knowledge/refund-policy.md")
             .contains("款项在 5 个工作日内退回")
