@@ -38,6 +38,15 @@ pub struct TurnConfig {
     pub policy: RunPolicy,
     /// Where full results of truncated tool calls are saved.
     pub artifact_dir: Option<std::path::PathBuf>,
+    /// Before every model request, a context estimated above this many
+    /// tokens is compacted (0: never).
+    pub compact_above_tokens: u64,
+}
+
+/// Shrinks the history a turn carries (the session's compaction: earlier
+/// turns summarised and recorded). `None` when there was nothing to do.
+pub trait Compactor: Send + Sync {
+    fn compact(&self) -> futures::future::BoxFuture<'_, Option<Vec<Message>>>;
 }
 
 impl Default for TurnConfig {
@@ -48,6 +57,7 @@ impl Default for TurnConfig {
             max_tool_result_chars: context::DEFAULT_MAX_TOOL_RESULT_CHARS,
             policy: RunPolicy::default(),
             artifact_dir: None,
+            compact_above_tokens: 0,
         }
     }
 }
@@ -126,6 +136,9 @@ pub struct Turn<'a> {
     pub config: &'a TurnConfig,
     /// Who settles `ask`; without one, `config.policy` does.
     pub approver: Option<&'a dyn Approver>,
+    /// Who compacts the history when the context outgrows
+    /// `config.compact_above_tokens` mid-turn.
+    pub compactor: Option<&'a dyn Compactor>,
 }
 
 impl Turn<'_> {
@@ -158,7 +171,10 @@ impl Turn<'_> {
     ) -> TurnResult {
         let deadline = self.config.timeout.map(|t| Instant::now() + t);
         let mut cancel = self.ctx.cancel.clone();
-        let history: std::sync::Arc<[Message]> = history.into();
+        let mut history: std::sync::Arc<[Message]> = history.into();
+        // Tokens the provider counted for the last request and what it
+        // answered; `None` until a provider reports usage.
+        let mut counted: Option<(u64, usize)> = None;
         let tools: std::sync::Arc<[crate::model::ToolSpec]> = self.tools.specs().into();
         let pending = unanswered_calls(&so_far);
         let mut result = TurnResult {
@@ -188,10 +204,27 @@ impl Turn<'_> {
             }
             result.steps += 1;
             observe(TurnEvent::StepStarted { step: result.steps });
+            let mut messages = result.messages.clone();
+            let limit = self.config.compact_above_tokens;
+            if limit > 0 {
+                let estimate = || context_estimate(system, &history, &result.messages, counted);
+                if estimate() > limit
+                    && let Some(compactor) = self.compactor
+                    && let Some(shorter) = compactor.compact().await
+                {
+                    history = shorter.into();
+                    counted = None;
+                }
+                if context_estimate(system, &history, &messages, counted) > limit {
+                    // This turn alone is over the limit: the model sees its
+                    // older tool results elided (they stay in the log).
+                    elide_old_results(&mut messages, KEEP_RESULTS);
+                }
+            }
             let request = ModelRequest {
                 system: system.to_string(),
                 history: std::sync::Arc::clone(&history),
-                messages: result.messages.clone(),
+                messages,
                 tools: std::sync::Arc::clone(&tools),
                 ..ModelRequest::default()
             };
@@ -228,6 +261,10 @@ impl Turn<'_> {
                         ModelEvent::Usage(u) => {
                             result.usage.add(&u);
                             step_usage.add(&u);
+                            if u.input_tokens > 0 {
+                                counted =
+                                    Some((u.input_tokens + u.output_tokens, result.messages.len()));
+                            }
                         }
                         ModelEvent::Stop(s) => stop = Some(s),
                     },
@@ -390,3 +427,42 @@ fn tool_result(call: &ToolCall, output: &ToolOutput) -> Message {
 
 #[cfg(test)]
 mod tests;
+
+/// Tool results of the running turn a model always sees whole.
+const KEEP_RESULTS: usize = 2;
+
+/// Tokens the next request would hold: what the provider last counted plus
+/// chars/4 of the messages since, else chars/4 of everything.
+fn context_estimate(
+    system: &str,
+    history: &[Message],
+    messages: &[Message],
+    counted: Option<(u64, usize)>,
+) -> u64 {
+    let chars = |ms: &[Message]| ms.iter().map(|m| m.chars() as u64).sum::<u64>();
+    match counted {
+        Some((tokens, seen)) if seen <= messages.len() => {
+            tokens + chars(&messages[seen..]).div_ceil(4)
+        }
+        _ => context::estimate_tokens(system) + (chars(history) + chars(messages)).div_ceil(4),
+    }
+}
+
+/// Replace the content of every tool result but the last `keep` with a
+/// marker (the request only; what is stored stays whole).
+fn elide_old_results(messages: &mut [Message], keep: usize) {
+    let results: Vec<usize> = messages
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| matches!(m, Message::ToolResult { .. }))
+        .map(|(i, _)| i)
+        .collect();
+    for &i in results.iter().take(results.len().saturating_sub(keep)) {
+        if let Message::ToolResult { content, .. } = &mut messages[i] {
+            let chars = content.chars().count();
+            *content = format!(
+                "[this earlier result ({chars} characters) is left out to keep the context under compactAboveTokens; call the tool again if you need it]"
+            );
+        }
+    }
+}

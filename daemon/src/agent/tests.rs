@@ -120,6 +120,7 @@ async fn run(
         ctx: &env.ctx,
         config: &config,
         approver: None,
+        compactor: None,
     };
     let mut events = Vec::new();
     let result = turn
@@ -486,6 +487,7 @@ mod offline_scenarios {
             ctx: &env.ctx,
             config: &config,
             approver: None,
+            compactor: None,
         };
         let mut calls = Vec::new();
         let result = turn
@@ -594,6 +596,7 @@ mod offline_scenarios {
             ctx: &env.ctx,
             config: &config,
             approver: None,
+            compactor: None,
         };
         let result = turn
             .run("", Vec::new(), "退款 时效 多久到账？", &mut |_| {})
@@ -605,4 +608,104 @@ mod offline_scenarios {
         );
         assert_eq!(result.tool_calls, 2);
     }
+}
+
+/// A compactor that replaces the history with one summary message.
+struct Summarising {
+    asked: std::sync::atomic::AtomicU32,
+}
+
+impl super::Compactor for Summarising {
+    fn compact(&self) -> futures::future::BoxFuture<'_, Option<Vec<Message>>> {
+        self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Box::pin(async {
+            Some(vec![Message::User {
+                text: "<conversation-summary>earlier turns</conversation-summary>".into(),
+            }])
+        })
+    }
+}
+
+#[tokio::test]
+async fn the_context_is_compacted_before_every_request_that_would_outgrow_the_limit() {
+    let env = env().await;
+    // Four steps of one tool call each, then an answer; every ticket read
+    // adds about 100 tokens.
+    let read = |id: &str, n: &str| {
+        Step(
+            vec![
+                call(n, "get_ticket", json!({"ticket_id": id})),
+                ModelEvent::Stop(StopReason::ToolUse),
+            ],
+            false,
+        )
+    };
+    let model = Scripted::new(vec![
+        read("T-1001", "c1"),
+        read("T-1002", "c2"),
+        read("T-1003", "c3"),
+        read("T-1001", "c4"),
+        say("done"),
+    ]);
+    let compactor = Summarising {
+        asked: std::sync::atomic::AtomicU32::new(0),
+    };
+    let config = TurnConfig {
+        compact_above_tokens: 250,
+        ..TurnConfig::default()
+    };
+    let long_history = vec![Message::User {
+        text: "an earlier turn ".repeat(100),
+    }];
+    let turn = Turn {
+        provider: model.as_ref(),
+        tools: &env.tools,
+        ctx: &env.ctx,
+        config: &config,
+        approver: None,
+        compactor: Some(&compactor),
+    };
+    let result = turn
+        .run("system", long_history, "triage", &mut |_| {})
+        .await;
+    assert_eq!(result.outcome, TurnOutcome::Completed);
+    let requests = model.requests.lock().unwrap().clone();
+    // The first request was already over the limit (a long history): the
+    // history was compacted before it was sent.
+    assert!(compactor.asked.load(std::sync::atomic::Ordering::SeqCst) >= 1);
+    assert_eq!(requests[0].history.len(), 1);
+    assert!(
+        matches!(&requests[0].history[0], Message::User { text } if text.contains("conversation-summary"))
+    );
+    // Later requests of the same long turn see its older results elided,
+    // its last two whole; every request fits.
+    let last = requests.last().unwrap();
+    let results: Vec<&str> = last
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::ToolResult { content, .. } => Some(content.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 4);
+    assert!(
+        results[..2]
+            .iter()
+            .all(|c| c.contains("left out to keep the context")),
+        "{results:?}"
+    );
+    assert!(
+        results[2..].iter().all(|c| c.contains("\"id\"")),
+        "{results:?}"
+    );
+    // What the turn stores stays whole.
+    let stored = result
+        .messages
+        .iter()
+        .filter(
+            |m| matches!(m, Message::ToolResult { content, .. } if content.contains("left out")),
+        )
+        .count();
+    assert_eq!(stored, 0);
 }

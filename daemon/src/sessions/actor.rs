@@ -144,6 +144,42 @@ async fn compact(
     Ok(Compacted { sequence, ..report })
 }
 
+/// The session's compaction, asked for by a turn whose context outgrew
+/// `compactAboveTokens` between two model requests: earlier turns are
+/// summarised and recorded as before a turn; the turn goes on with the
+/// shorter history.
+struct MidTurn<'a> {
+    sessions: &'a Sessions,
+    id: &'a str,
+    live: &'a Live,
+    turn: u64,
+    /// A failed compaction is not retried at every step.
+    failed: std::sync::atomic::AtomicBool,
+}
+
+impl crate::agent::Compactor for MidTurn<'_> {
+    fn compact(&self) -> futures::future::BoxFuture<'_, Option<Vec<Message>>> {
+        Box::pin(async move {
+            if self.failed.load(Ordering::Relaxed) {
+                return None;
+            }
+            match compact(self.sessions, self.id, self.live, Some(self.turn), None).await {
+                Ok(done) if done.compacted => {
+                    let state = self.sessions.get(self.id).ok()?;
+                    let history = self.sessions.history(&state).await.ok()?;
+                    Some(history.before(self.turn))
+                }
+                Ok(_) => None,
+                Err(e) => {
+                    self.failed.store(true, Ordering::Relaxed);
+                    tracing::warn!(session = %self.id, error = %e, "compaction during a turn failed; the turn goes on with the full history");
+                    None
+                }
+            }
+        })
+    }
+}
+
 fn call_ref(c: &ToolCall) -> ToolCallRef {
     ToolCallRef {
         id: c.id.clone(),
@@ -326,6 +362,7 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
             .as_ref()
             .map(|root| root.join(id).join(format!("turn-{turn}"))),
         policy: state.approve.run_policy(),
+        compact_above_tokens: sessions.defaults.compaction.above_tokens,
     };
     let ctx = ToolContext {
         desk: Arc::clone(&sessions.desk),
@@ -384,12 +421,20 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
         writer: tx.clone(),
         timeout: sessions.defaults.approval_timeout,
     };
+    let mid_turn = MidTurn {
+        sessions,
+        id,
+        live,
+        turn,
+        failed: std::sync::atomic::AtomicBool::new(false),
+    };
     let runner = Turn {
         provider: provider.as_ref(),
         tools: &sessions.tools,
         ctx: &ctx,
         config: &config,
         approver: Some(&approver),
+        compactor: Some(&mid_turn),
     };
     let mut step = 0u32;
     let mut stored = 0usize;
