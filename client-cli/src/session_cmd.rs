@@ -12,7 +12,7 @@ use tinycode_shared::proto::sessions_client::SessionsClient;
 use tinycode_shared::proto::{
     AttachRequest, CancelTurnRequest, CompactSessionRequest, CreateSessionRequest,
     DeleteSessionRequest, ForkSessionRequest, GetSessionRequest, ListSessionsRequest,
-    RenameSessionRequest, SendMessageRequest, SessionInfo, TurnOutcome,
+    PruneSessionsRequest, RenameSessionRequest, SendMessageRequest, SessionInfo, TurnOutcome,
 };
 use tinycode_shared::render;
 
@@ -62,6 +62,25 @@ fn parse_timeout(text: &str) -> Result<u32, String> {
     } else {
         Err(format!("{text:?} must be from 1 second to 24 hours"))
     }
+}
+
+/// `30d`, `12h`, `90m`, `60s` (or seconds) → seconds.
+fn parse_age(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let (number, unit) = match text.char_indices().last() {
+        Some((i, 'd')) => (&text[..i], 86_400),
+        Some((i, 'h')) => (&text[..i], 3600),
+        Some((i, 'm')) => (&text[..i], 60),
+        Some((i, 's')) => (&text[..i], 1),
+        _ => (text, 1),
+    };
+    number
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .filter(|s| *s >= 60)
+        .ok_or_else(|| format!("{text:?} is not an age of at least a minute, like 30d, 12h or 90m"))
 }
 
 /// `--approve` when not given: a person at a terminal is asked; a script
@@ -120,6 +139,16 @@ pub enum SessionAction {
     /// Cancel the running turn and remove the session from listings (its
     /// events stay in the log).
     Delete { id: String },
+    /// Delete idle sessions with no activity for a while, and their
+    /// artifacts (their events stay, marked deleted).
+    Prune {
+        /// How old: `30d`, `12h`, `90m` (at least a minute).
+        #[arg(long, value_parser = parse_age)]
+        older_than: u64,
+        /// Only list what would go.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Summarise older turns now (context.keepRecentMessages stay verbatim).
     Compact { id: String },
 }
@@ -413,6 +442,32 @@ pub async fn session(ctx: &Ctx, action: SessionAction) -> anyhow::Result<ExitCod
                 title,
             };
             print_info(ctx, &client.fork(request).await?.into_inner());
+        }
+        SessionAction::Prune {
+            older_than,
+            dry_run,
+        } => {
+            let r = client
+                .prune(PruneSessionsRequest {
+                    older_than_seconds: older_than,
+                    dry_run,
+                })
+                .await?
+                .into_inner();
+            if ctx.json {
+                output::json_pretty(&serde_json::json!({
+                    "sessions": r.session_ids, "dryRun": dry_run,
+                }));
+            } else if r.session_ids.is_empty() {
+                println!("no idle session is that old");
+            } else {
+                let verb = if dry_run { "would delete" } else { "deleted" };
+                println!(
+                    "{verb} {} sessions: {}",
+                    r.session_ids.len(),
+                    r.session_ids.join(" ")
+                );
+            }
         }
         SessionAction::Delete { id } => {
             let request = DeleteSessionRequest {

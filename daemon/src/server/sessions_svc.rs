@@ -5,8 +5,8 @@ use tinycode_shared::proto::{
     AttachRequest, CancelTurnRequest, CancelTurnResponse, ClientRef, CompactSessionRequest,
     CompactSessionResponse, CreateSessionRequest, DeleteSessionRequest, DeleteSessionResponse,
     ForkSessionRequest, GetSessionRequest, ListSessionsRequest, ListSessionsResponse,
-    RenameSessionRequest, SendMessageRequest, SendMessageResponse, SessionInfo, SessionUpdate,
-    session_update::Update,
+    PruneSessionsRequest, PruneSessionsResponse, RenameSessionRequest, SendMessageRequest,
+    SendMessageResponse, SessionInfo, SessionUpdate, session_update::Update,
 };
 use tonic::{Request, Response, Status};
 
@@ -180,6 +180,26 @@ impl SessionsApi for SessionsService {
             .await
             .map_err(IntoStatus::into_status)?;
         Ok(Response::new(DeleteSessionResponse { cancelled_turn }))
+    }
+
+    async fn prune(
+        &self,
+        request: Request<PruneSessionsRequest>,
+    ) -> Result<Response<PruneSessionsResponse>, Status> {
+        let by = client_ref(&request);
+        let req = request.into_inner();
+        if req.older_than_seconds < 60 {
+            return Err(Status::invalid_argument(
+                "`older_than_seconds` must be at least 60",
+            ));
+        }
+        let older_than = std::time::Duration::from_secs(req.older_than_seconds);
+        let session_ids = self
+            .sessions()
+            .prune(older_than, req.dry_run, by)
+            .await
+            .map_err(IntoStatus::into_status)?;
+        Ok(Response::new(PruneSessionsResponse { session_ids }))
     }
 
     async fn fork(

@@ -346,6 +346,32 @@ impl Sessions {
         Ok(cancelled)
     }
 
+    /// Delete every session idle (no running or queued turn) whose last
+    /// event is older than `older_than`; with `dry_run`, only name them.
+    pub async fn prune(
+        self: &Arc<Self>,
+        older_than: Duration,
+        dry_run: bool,
+        by: ClientRef,
+    ) -> Result<Vec<String>, SessionError> {
+        let cutoff = crate::clock::now_unix() - older_than.as_secs() as i64;
+        let old: Vec<String> = model::newest(self.projector.tree())
+            .filter_map(Result::ok)
+            .filter(|s| !s.deleted && s.last_at < cutoff)
+            .filter(|s| {
+                let a = self.activity(&s.id);
+                a.running == 0 && a.queued == 0
+            })
+            .map(|s| s.id)
+            .collect();
+        if !dry_run {
+            for id in &old {
+                self.delete(id, by.clone()).await?;
+            }
+        }
+        Ok(old)
+    }
+
     /// A new session with this one's history up to `up_to` (0: all). A turn
     /// the cut leaves unfinished is recorded as interrupted in the fork.
     pub async fn fork(

@@ -83,7 +83,7 @@ impl Projection for SessionsModel {
     }
 
     fn version(&self) -> u32 {
-        1
+        2 // 2: `last_at`
     }
 
     fn apply(&self, writes: &mut Writes<'_>, event: &Event) -> Result<(), ProjectionError> {

@@ -59,6 +59,9 @@ pub struct SessionState {
     pub chars_after_usage: u64,
     /// Approvals copied into this session: 1 requested, 2 settled.
     pub approvals: BTreeMap<String, u8>,
+    /// When its last event was recorded (Unix seconds).
+    #[serde(default)]
+    pub last_at: i64,
 }
 
 /// What one event adds to a session's history.
@@ -265,6 +268,9 @@ impl SessionState {
     /// The one fold of a session's events.
     pub fn apply(&mut self, event: &Event) {
         self.last_sequence = event.sequence;
+        if let Some(at) = event.recorded_at {
+            self.last_at = at.seconds;
+        }
         let Some(payload) = &event.payload else {
             return;
         };

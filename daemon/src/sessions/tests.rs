@@ -687,3 +687,45 @@ async fn a_skill_command_is_expanded_for_the_model_and_stored_as_typed() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn prune_deletes_idle_old_sessions_with_their_artifacts() {
+    let (tmp, ws) = fixture_copy();
+    let store = EventStore::open(&tmp.path().join("db")).unwrap();
+    let root = tmp.path().join("artifacts");
+    let mut d = defaults();
+    d.artifact_root = Some(root.clone());
+    let sessions = open_with(&ws, &store, d).await;
+    let old = sessions.create("old", "", "", me()).await.unwrap();
+    std::fs::create_dir_all(root.join(&old.id).join("turn-1")).unwrap();
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let new = sessions.create("new", "", "", me()).await.unwrap();
+    let would = sessions
+        .prune(Duration::from_secs(1), true, me())
+        .await
+        .unwrap();
+    assert_eq!(would, vec![old.id.clone()]);
+    assert!(root.join(&old.id).exists(), "a dry run changes nothing");
+    let pruned = sessions
+        .prune(Duration::from_secs(1), false, me())
+        .await
+        .unwrap();
+    assert_eq!(pruned, vec![old.id.clone()]);
+    assert!(!root.join(&old.id).exists());
+    let listed: Vec<String> = sessions
+        .list(100)
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(listed, vec![new.id.clone()], "the pruned one is hidden");
+    // Its events stay, the last one marking it deleted.
+    let events = store
+        .read_stream(&session_stream(&old.id), 1, 100)
+        .await
+        .unwrap();
+    assert!(matches!(
+        events.last().unwrap().payload,
+        Some(Payload::SessionDeleted(_))
+    ));
+}
