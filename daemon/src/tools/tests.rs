@@ -341,3 +341,34 @@ async fn a_tool_call_makes_its_change_once_even_when_run_again() {
     s.registry.call("reply_customer", &reply, &s.ctx).await;
     assert_eq!(replies(&s.store).await, 3);
 }
+
+#[tokio::test]
+async fn load_skill_refuses_a_skill_meant_for_people() {
+    let s = setup().await;
+    let dir = s.ws.join(".claude/skills/close-month");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("SKILL.md"),
+        "---\nname: close-month\ndescription: Month-end close.\ndisable-model-invocation: true\n---\nSteps\n",
+    )
+    .unwrap();
+    let ctx = ToolContext {
+        skills: Arc::new(SkillRegistry::discover(&s.ws).0),
+        ..s.ctx.clone()
+    };
+    let out = s
+        .registry
+        .call("load_skill", &json!({"name": "close-month"}), &ctx)
+        .await;
+    assert!(out.is_error);
+    assert!(
+        out.content.contains("for people to invoke (/close-month)"),
+        "{}",
+        out.content
+    );
+    let ok = s
+        .registry
+        .call("load_skill", &json!({"name": "triage-sop"}), &ctx)
+        .await;
+    assert!(!ok.is_error, "{}", ok.content);
+}
