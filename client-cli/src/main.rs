@@ -11,6 +11,7 @@ mod demo_cmd;
 mod events_cmd;
 mod init_cmd;
 mod kb_cmd;
+mod mcp_cmd;
 mod output;
 mod session_cmd;
 mod ticket_cmd;
@@ -112,6 +113,11 @@ enum Command {
     Approvals {
         #[command(subcommand)]
         action: approvals_cmd::ApprovalsAction,
+    },
+    /// MCP servers whose tools the agent uses: `tinycode mcp status`.
+    Mcp {
+        #[command(subcommand)]
+        action: mcp_cmd::McpAction,
     },
     /// Print the event log (optionally following new events).
     Events(events_cmd::EventsArgs),
@@ -246,6 +252,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Triage(args) => triage_cmd::run(&ctx, args).await,
         Command::Session { action } => session_cmd::session(&ctx, action).await,
         Command::Approvals { action } => approvals_cmd::run(&ctx, action).await,
+        Command::Mcp { action } => mcp_cmd::run(&ctx, action).await,
         Command::Completions { .. } | Command::Init(_) | Command::Demo(_) | Command::Tui { .. } => {
             Ok(ExitCode::SUCCESS)
         }

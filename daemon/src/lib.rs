@@ -12,6 +12,7 @@ pub mod context;
 pub mod domain;
 pub mod fnv;
 pub mod lifecycle;
+pub mod mcp;
 pub mod model;
 pub mod paging;
 pub mod permissions;

@@ -391,6 +391,12 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
     )
     .await?;
     stages.done("sessions");
+    // MCP servers connect in the background: the daemon serves meanwhile.
+    let mcp = Arc::new(crate::mcp::McpHub::start(
+        &config.mcp_servers,
+        &workspace,
+        sessions.tools.dynamic(),
+    ));
     let triage = crate::triage::Triage::open(
         store.clone(),
         Arc::clone(&desk),
@@ -412,6 +418,7 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
         desk,
         sessions,
         triage,
+        mcp: Arc::clone(&mcp),
         layout: Arc::new(layout.clone()),
         started,
         shutdown: shutdown_tx,
@@ -451,6 +458,7 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
     let reason = reason_rx
         .await
         .unwrap_or_else(|_| "server error".to_string());
+    mcp.stop();
 
     // In-flight requests have completed; record the stop and flush.
     let stopped = store

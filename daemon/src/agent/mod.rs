@@ -367,7 +367,11 @@ impl Turn<'_> {
                 call.name
             ));
         }
-        let decision = match rule_for(&call.name, &call.arguments) {
+        let rule = self
+            .tools
+            .rule(&call.name)
+            .unwrap_or_else(|| rule_for(&call.name, &call.arguments));
+        let decision = match rule {
             Rule::Allow => Decision::Allow,
             Rule::Deny(reason) => Decision::Deny(reason),
             Rule::Ask(reason) => match self.approver {

@@ -35,9 +35,12 @@ pub struct McpServerSpec {
     pub enabled: bool,
     /// Per call; default 30 s.
     pub timeout_seconds: u64,
+    /// `allowReadOnlyTools`: tools the server marks `readOnlyHint` (and not
+    /// `destructiveHint`) run without asking.
+    pub allow_read_only_tools: bool,
 }
 
-const KEYS: [&str; 9] = [
+const KEYS: [&str; 10] = [
     "type",
     "command",
     "args",
@@ -47,6 +50,7 @@ const KEYS: [&str; 9] = [
     "enabled",
     "timeoutSeconds",
     "headers",
+    "allowReadOnlyTools",
 ];
 
 pub fn servers(v: &Value) -> Result<Vec<McpServerSpec>, String> {
@@ -117,6 +121,15 @@ fn server(name: &str, v: &Value) -> Result<McpServerSpec, String> {
         Some(Value::Bool(b)) => *b,
         Some(other) => return Err(format!("{at}`enabled` must be true or false, got {other}")),
     };
+    let allow_read_only_tools = match obj.get("allowReadOnlyTools") {
+        None => false,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            return Err(format!(
+                "{at}`allowReadOnlyTools` must be true or false, got {other}"
+            ));
+        }
+    };
     let timeout_seconds = match obj.get("timeoutSeconds") {
         None => 30,
         Some(v) => v
@@ -131,6 +144,7 @@ fn server(name: &str, v: &Value) -> Result<McpServerSpec, String> {
         transport,
         enabled,
         timeout_seconds,
+        allow_read_only_tools,
     })
 }
 

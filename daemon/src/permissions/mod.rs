@@ -48,6 +48,9 @@ pub fn rule_for(tool: &str, args: &Value) -> Rule {
                 Rule::Ask("knowledge base changes are reviewed by a human".into())
             }
         }
+        t if t.starts_with("mcp__") => Rule::Ask(format!(
+            "{tool} comes from an MCP server: its tools need a human's approval"
+        )),
         _ => Rule::Ask(format!(
             "{tool} is not in the rule table; unclassified tools need approval"
         )),

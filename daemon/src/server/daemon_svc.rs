@@ -1,8 +1,8 @@
 use tinycode_shared::PROTOCOL_VERSION;
 use tinycode_shared::proto::daemon_server::Daemon;
 use tinycode_shared::proto::{
-    DaemonStatus, GetStatusRequest, ProjectionProgress, RebuildRequest, RebuildResponse,
-    ShutdownRequest, ShutdownResponse, SkillSummary,
+    DaemonStatus, GetStatusRequest, McpServerStatus, ProjectionProgress, RebuildRequest,
+    RebuildResponse, ShutdownRequest, ShutdownResponse, SkillSummary,
 };
 
 use super::IntoStatus;
@@ -65,6 +65,7 @@ impl Daemon for DaemonService {
                     applied: m.applied(),
                 })
                 .collect(),
+            mcp_servers: self.shared.mcp.status().iter().map(mcp_status).collect(),
         }))
     }
 
@@ -119,4 +120,23 @@ fn models<'a>(
             })
         })
         .collect()
+}
+
+fn mcp_status(s: &crate::mcp::ServerStatus) -> McpServerStatus {
+    use crate::mcp::ServerState;
+    let (tools, error) = match &s.state {
+        ServerState::Ready { tools } => (*tools, String::new()),
+        ServerState::Failed { error } => (0, error.clone()),
+        ServerState::Unsupported { kind } => {
+            (0, format!("the {kind} transport is not supported yet"))
+        }
+        ServerState::Connecting | ServerState::Disabled => (0, String::new()),
+    };
+    McpServerStatus {
+        name: s.name.clone(),
+        state: s.state.name().into(),
+        tools,
+        error,
+        starts: s.starts,
+    }
 }

@@ -44,6 +44,7 @@ pub struct Shared {
     pub desk: Arc<Desk>,
     pub sessions: Arc<crate::sessions::Sessions>,
     pub triage: Arc<crate::triage::Triage>,
+    pub mcp: Arc<crate::mcp::McpHub>,
     pub layout: Arc<Layout>,
     pub started: Instant,
     /// Ask the daemon to stop (Shutdown RPC).

@@ -90,6 +90,11 @@ pub trait Tool: Send + Sync {
     fn description(&self) -> &str;
     /// JSON schema of the arguments.
     fn parameters(&self) -> Value;
+    /// The tool's own permission rule, when the rule table does not know
+    /// it (an MCP server's tools); `None`: the table decides.
+    fn rule(&self) -> Option<crate::permissions::Rule> {
+        None
+    }
     /// Run with validated arguments.
     fn execute<'a>(
         &'a self,
@@ -98,9 +103,45 @@ pub trait Tool: Send + Sync {
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
 }
 
+/// Tools that come and go while the daemon runs (an MCP server's, as it
+/// connects, changes its list or fails); shared by every registry clone.
+#[derive(Default)]
+pub struct DynamicTools {
+    tools: std::sync::RwLock<BTreeMap<String, Arc<dyn Tool>>>,
+}
+
+impl DynamicTools {
+    /// Replace every tool whose name starts with `prefix` by `tools`.
+    pub fn replace(&self, prefix: &str, tools: Vec<Arc<dyn Tool>>) {
+        let mut all = self.tools.write().unwrap_or_else(|p| p.into_inner());
+        all.retain(|name, _| !name.starts_with(prefix));
+        for tool in tools {
+            all.insert(tool.name().to_string(), tool);
+        }
+    }
+
+    fn snapshot(&self) -> Vec<Arc<dyn Tool>> {
+        self.tools
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.tools
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned()
+    }
+}
+
 #[derive(Default, Clone)]
 pub struct ToolRegistry {
     tools: BTreeMap<String, Arc<dyn Tool>>,
+    dynamic: Arc<DynamicTools>,
 }
 
 impl ToolRegistry {
@@ -118,14 +159,32 @@ impl ToolRegistry {
         self.tools.insert(tool.name().to_string(), tool);
     }
 
-    pub fn names(&self) -> Vec<&str> {
-        self.tools.keys().map(String::as_str).collect()
+    /// The permission rule a tool carries itself, if any.
+    pub fn rule(&self, name: &str) -> Option<crate::permissions::Rule> {
+        self.tools
+            .get(name)
+            .cloned()
+            .or_else(|| self.dynamic.get(name))
+            .and_then(|t| t.rule())
+    }
+
+    /// Where tools that come and go are kept (MCP servers').
+    pub fn dynamic(&self) -> Arc<DynamicTools> {
+        Arc::clone(&self.dynamic)
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.tools.keys().cloned().collect();
+        names.extend(self.dynamic.snapshot().iter().map(|t| t.name().to_string()));
+        names
     }
 
     /// What the model is offered.
     pub fn specs(&self) -> Vec<ToolSpec> {
         self.tools
             .values()
+            .cloned()
+            .chain(self.dynamic.snapshot())
             .map(|t| ToolSpec {
                 name: t.name().to_string(),
                 description: t.description().to_string(),
@@ -137,7 +196,12 @@ impl ToolRegistry {
     /// Validate the arguments, run the tool (cancellable), and turn every
     /// failure into an error result the model can act on.
     pub async fn call(&self, name: &str, args: &Value, ctx: &ToolContext) -> ToolOutput {
-        let Some(tool) = self.tools.get(name) else {
+        let Some(tool) = self
+            .tools
+            .get(name)
+            .cloned()
+            .or_else(|| self.dynamic.get(name))
+        else {
             return ToolOutput::error(format!(
                 "there is no tool named {name:?}; available tools: {}",
                 self.names().join(", ")
