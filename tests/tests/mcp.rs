@@ -46,6 +46,7 @@ fn mcp_desk(mock: &MockLlm, script: &std::path::Path) -> Desk {
             "everything": { "command": "node", "args": [script, "stdio"] },
             "broken": { "command": "/nonexistent/mcp-server" },
             "off": { "command": "node", "enabled": false },
+            "crashing": { "command": "node", "args": ["-e", "console.error('bad config'); process.exit(3)"] },
         });
     });
     desk
@@ -98,6 +99,22 @@ fn an_mcp_servers_tools_join_the_registry_and_a_broken_server_changes_nothing_el
         "{last:#}"
     );
     assert_eq!(server(&last, "off")["state"], "disabled");
+    // A server that dies is failed with what it said, and started again
+    // with backoff.
+    let restarted = wait_until(Duration::from_secs(30), || {
+        last = servers(&desk);
+        server(&last, "crashing")["starts"].as_u64().unwrap_or(0) >= 2
+    });
+    assert!(restarted, "{last:#}");
+    let crashing = server(&last, "crashing");
+    assert!(
+        crashing["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("bad config")
+            || crashing["state"] == "connecting",
+        "{crashing}"
+    );
     // The desk works as before meanwhile.
     assert_eq!(desk.json(&["ticket", "list"])["total"], 3);
 
