@@ -57,6 +57,46 @@ impl std::fmt::Display for ExpectedVersion {
     }
 }
 
+impl ExpectedVersion {
+    /// Number `payloads` for `stream`, now at version `current`, from global
+    /// sequence `next` — or the conflict, when this is not the version
+    /// expected. Every backend's committer sequences with this.
+    pub(crate) fn sequence(
+        self,
+        stream: String,
+        current: u64,
+        next: u64,
+        payloads: Vec<Payload>,
+        recorded_at: Option<prost_types::Timestamp>,
+    ) -> Result<Vec<Arc<Event>>, StoreError> {
+        let ok = match self {
+            Self::Any => true,
+            Self::NoStream => current == 0,
+            Self::Exact(v) => current == v,
+        };
+        if !ok {
+            return Err(StoreError::Conflict {
+                stream,
+                expected: self,
+                actual: current,
+            });
+        }
+        Ok(payloads
+            .into_iter()
+            .enumerate()
+            .map(|(i, payload)| {
+                Arc::new(Event {
+                    sequence: next + i as u64,
+                    stream_id: stream.clone(),
+                    stream_version: current + 1 + i as u64,
+                    recorded_at,
+                    payload: Some(payload),
+                })
+            })
+            .collect())
+    }
+}
+
 /// Tunables of [`EventStore::open_with`].
 #[derive(Debug, Clone, Copy)]
 pub struct StoreOptions {
@@ -91,6 +131,18 @@ pub struct StoreStats {
     pub store_bytes: u64,
     /// Flushes (write + fsync cycles) since open.
     pub fsyncs: u64,
+}
+
+impl StoreStats {
+    /// A gap-free log's figures: as many events as its last sequence.
+    pub(crate) fn of(last_sequence: u64, store_bytes: u64, fsyncs: u64) -> Self {
+        Self {
+            last_sequence,
+            event_count: last_sequence,
+            store_bytes,
+            fsyncs,
+        }
+    }
 }
 
 /// Handle to the event log; cheap to clone.

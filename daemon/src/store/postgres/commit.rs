@@ -266,32 +266,13 @@ fn sequence(
     } in batch
     {
         let current = versions.get(&stream).copied().unwrap_or(0);
-        let ok = match expected {
-            ExpectedVersion::Any => true,
-            ExpectedVersion::NoStream => current == 0,
-            ExpectedVersion::Exact(v) => current == v,
+        let events = match expected.sequence(stream.clone(), current, next, payloads, recorded_at) {
+            Ok(events) => events,
+            Err(conflict) => {
+                let _ = reply.send(Err(conflict));
+                continue;
+            }
         };
-        if !ok {
-            let _ = reply.send(Err(StoreError::Conflict {
-                stream,
-                expected,
-                actual: current,
-            }));
-            continue;
-        }
-        let events: Vec<Arc<Event>> = payloads
-            .into_iter()
-            .enumerate()
-            .map(|(i, payload)| {
-                Arc::new(Event {
-                    sequence: next + i as u64,
-                    stream_id: stream.clone(),
-                    stream_version: current + 1 + i as u64,
-                    recorded_at,
-                    payload: Some(payload),
-                })
-            })
-            .collect();
         next += events.len() as u64;
         versions.insert(stream, current + events.len() as u64);
         accepted.push((reply, events));

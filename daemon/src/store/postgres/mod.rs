@@ -226,13 +226,11 @@ impl Backend for PgLog {
     }
 
     fn stats(&self) -> StoreStats {
-        let last = self.last_sequence();
-        StoreStats {
-            last_sequence: last,
-            event_count: last,
-            store_bytes: 0,
-            fsyncs: self.transactions.load(Ordering::Relaxed),
-        }
+        StoreStats::of(
+            self.last_sequence(),
+            0,
+            self.transactions.load(Ordering::Relaxed),
+        )
     }
 
     fn close(&self) -> BoxFuture<'_, Result<(), StoreError>> {

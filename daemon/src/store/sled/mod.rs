@@ -241,13 +241,11 @@ impl Backend for SledLog {
     }
 
     fn stats(&self) -> StoreStats {
-        let last = self.last_sequence();
-        StoreStats {
-            last_sequence: last,
-            event_count: last,
-            store_bytes: self.db.size_on_disk().unwrap_or(0),
-            fsyncs: self.committer.fsyncs(),
-        }
+        StoreStats::of(
+            self.last_sequence(),
+            self.db.size_on_disk().unwrap_or(0),
+            self.committer.fsyncs(),
+        )
     }
 
     fn close(&self) -> BoxFuture<'_, Result<(), StoreError>> {
