@@ -312,11 +312,10 @@ impl App {
             Command::Resume if !args.is_empty() => self.attach(args),
             Command::Resume | Command::Sessions => {
                 self.view = View::loading_sessions();
-                self.outbox
-                    .push(Rpc::ListSessions(ListSessionsRequest {
-            limit: 50,
-            ..Default::default()
-        }));
+                self.outbox.push(Rpc::ListSessions(ListSessionsRequest {
+                    limit: 50,
+                    ..Default::default()
+                }));
             }
             Command::Model => self.model(args),
             Command::Skills => {
@@ -333,10 +332,12 @@ impl App {
                 };
                 self.transcript.push(Kind::Notice, text);
             }
-            Command::Mcp => self.note(
-                Kind::Notice,
-                "MCP servers are not built yet: this tinycoded has no MCP client, so there is nothing to list",
-            ),
+            Command::Mcp => {
+                let text = crate::status::mcp(self);
+                self.transcript.push(Kind::Notice, text);
+                // Servers connect in the background: the next /mcp is fresh.
+                self.outbox.push(Rpc::Status);
+            }
             Command::Agents => self.note(
                 Kind::Notice,
                 "sub-agents are not built yet: this tinycoded runs one agent per session",

@@ -256,7 +256,18 @@ fn slash_commands_send_their_requests() {
         })]
     );
     type_line(&mut app, "/mcp");
-    assert!(flash(&app).contains("not built yet"));
+    assert!(
+        app.transcript
+            .entries()
+            .iter()
+            .any(|e| e.text.starts_with("not connected") || e.text.starts_with("no MCP servers")),
+        "/mcp says what it knows"
+    );
+    assert_eq!(
+        app.take_rpcs(),
+        [Rpc::Status],
+        "and asks for a fresh status"
+    );
     type_line(&mut app, "/agents");
     assert!(flash(&app).contains("not built yet"));
     type_line(&mut app, "/bogus");
@@ -365,4 +376,40 @@ fn updates_of_a_session_left_behind_are_ignored() {
     type_line(&mut app, "/resume s7");
     app.on_net(session_event(3, user("from s42", 1)));
     assert!(app.transcript.entries().is_empty());
+}
+
+#[test]
+fn mcp_lists_the_daemons_servers() {
+    let mut app = App::new(Start {
+        session: None,
+        continue_latest: false,
+        inbox: false,
+        model: String::new(),
+    });
+    app.daemon = Some(tinycode_shared::proto::DaemonStatus {
+        mcp_servers: vec![
+            tinycode_shared::proto::McpServerStatus {
+                name: "everything".into(),
+                state: "ready".into(),
+                tools: 13,
+                ..Default::default()
+            },
+            tinycode_shared::proto::McpServerStatus {
+                name: "broken".into(),
+                state: "failed".into(),
+                error: "cannot start `x`".into(),
+                ..Default::default()
+            },
+        ],
+        ..Default::default()
+    });
+    let text = crate::status::mcp(&app);
+    assert!(
+        text.contains("everything") && text.contains("13 tools"),
+        "{text}"
+    );
+    assert!(
+        text.contains("failed") && text.contains("cannot start `x`"),
+        "{text}"
+    );
 }

@@ -111,3 +111,27 @@ pub fn describe(app: &App) -> String {
     ));
     out
 }
+
+/// The `/mcp` text: each MCP server of the daemon and its state, as of the
+/// last status the daemon sent.
+pub fn mcp(app: &App) -> String {
+    let Some(daemon) = app.daemon.as_ref() else {
+        return "not connected to tinycoded yet".into();
+    };
+    if daemon.mcp_servers.is_empty() {
+        return "no MCP servers (config `mcpServers` in .tinycode/config.json)".into();
+    }
+    daemon
+        .mcp_servers
+        .iter()
+        .map(|s| {
+            let detail = match s.state.as_str() {
+                "ready" => format!("{} tools", s.tools),
+                "failed" | "unsupported" => clip(&s.error, 120),
+                _ => String::new(),
+            };
+            format!("{:<18} {:<12} {detail}", s.name, s.state)
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
