@@ -144,7 +144,7 @@ impl Approvals {
         &self,
         mut request: ApprovalRequested,
     ) -> Result<Arc<Event>, ApprovalError> {
-        request.review_required = REVIEW_REQUIRED.contains(
+        request.review_required |= REVIEW_REQUIRED.contains(
             &request
                 .call
                 .as_ref()

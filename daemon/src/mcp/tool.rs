@@ -30,6 +30,9 @@ pub(super) struct McpTool {
     /// Runs without asking: the server says it changes nothing
     /// (`readOnlyHint`) and config trusts that (`allowReadOnlyTools`).
     allowed: bool,
+    /// The server says it may destroy (`destructiveHint`): every call is
+    /// reviewed, never remembered by "always allow".
+    destructive: bool,
 }
 
 impl McpTool {
@@ -69,6 +72,7 @@ impl McpTool {
             allowed: trust_read_only
                 && annotations.read_only_hint == Some(true)
                 && annotations.destructive_hint != Some(true),
+            destructive: annotations.destructive_hint == Some(true),
         })
     }
 }
@@ -84,6 +88,10 @@ impl Tool for McpTool {
 
     fn parameters(&self) -> Value {
         self.schema.clone()
+    }
+
+    fn review_required(&self) -> bool {
+        self.destructive
     }
 
     fn rule(&self) -> Option<crate::permissions::Rule> {

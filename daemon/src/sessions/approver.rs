@@ -52,6 +52,7 @@ impl SessionApprover {
                 arguments_json: call.raw_arguments.clone(),
             }),
             reason: reason.to_string(),
+            review_required: self.sessions.tools.review_required(&call.name),
             ..ApprovalRequested::default()
         };
         if call.name == "propose_knowledge_edit" {
@@ -159,13 +160,14 @@ impl SessionApprover {
 impl Approver for SessionApprover {
     fn settle<'a>(&'a self, call: &'a ToolCall, reason: &'a str) -> BoxFuture<'a, Decision> {
         Box::pin(async move {
+            let reviewed = self.sessions.tools.review_required(&call.name);
             match self
                 .sessions
                 .approvals
                 .remembered(&self.session, &call.name)
             {
-                Ok(true) => return Decision::Allow,
-                Ok(false) => {}
+                Ok(true) if !reviewed => return Decision::Allow,
+                Ok(_) => {}
                 Err(e) => return Decision::Deny(format!("the approvals cannot be read: {e}")),
             }
             match self.mode {

@@ -95,6 +95,10 @@ pub trait Tool: Send + Sync {
     fn rule(&self) -> Option<crate::permissions::Rule> {
         None
     }
+    /// Every call is reviewed: "always allow" is never remembered for it.
+    fn review_required(&self) -> bool {
+        false
+    }
     /// Run with validated arguments.
     fn execute<'a>(
         &'a self,
@@ -166,6 +170,18 @@ impl ToolRegistry {
             .cloned()
             .or_else(|| self.dynamic.get(name))
             .and_then(|t| t.rule())
+    }
+
+    /// Whether every call of `name` needs its own approval (the rule
+    /// table's review-required tools, and tools that say so themselves).
+    pub fn review_required(&self, name: &str) -> bool {
+        crate::permissions::REVIEW_REQUIRED.contains(&name)
+            || self
+                .tools
+                .get(name)
+                .cloned()
+                .or_else(|| self.dynamic.get(name))
+                .is_some_and(|t| t.review_required())
     }
 
     /// Where tools that come and go are kept (MCP servers').

@@ -372,3 +372,64 @@ async fn load_skill_refuses_a_skill_meant_for_people() {
         .await;
     assert!(!ok.is_error, "{}", ok.content);
 }
+
+/// A tool that says every call of it must be reviewed (as an MCP tool
+/// marked `destructiveHint` does).
+struct Destructive;
+
+impl Tool for Destructive {
+    fn name(&self) -> &str {
+        "mcp__x__drop_table"
+    }
+    fn description(&self) -> &str {
+        "drops a table"
+    }
+    fn parameters(&self) -> serde_json::Value {
+        json!({"type": "object"})
+    }
+    fn review_required(&self) -> bool {
+        true
+    }
+    fn execute<'a>(
+        &'a self,
+        _args: &'a serde_json::Value,
+        _ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async { Ok(ToolOutput::ok("dropped", serde_json::Value::Null)) })
+    }
+}
+
+#[tokio::test]
+async fn tools_that_come_and_go_join_the_registry_and_may_require_review() {
+    let s = setup().await;
+    assert!(s.registry.review_required("propose_knowledge_edit"));
+    assert!(!s.registry.review_required("classify_ticket"));
+    assert!(
+        !s.registry.review_required("mcp__x__drop_table"),
+        "not there yet"
+    );
+    s.registry
+        .dynamic()
+        .replace("mcp__x__", vec![Arc::new(Destructive) as Arc<dyn Tool>]);
+    assert!(s.registry.review_required("mcp__x__drop_table"));
+    assert!(
+        s.registry
+            .specs()
+            .iter()
+            .any(|t| t.name == "mcp__x__drop_table")
+    );
+    let out = s
+        .registry
+        .call("mcp__x__drop_table", &json!({}), &s.ctx)
+        .await;
+    assert_eq!(out.content, "dropped");
+    // Withdrawn (the server failed): gone from the offer and the calls.
+    s.registry.dynamic().replace("mcp__x__", Vec::new());
+    assert!(!s.registry.names().iter().any(|n| n.starts_with("mcp__x__")));
+    assert!(
+        s.registry
+            .call("mcp__x__drop_table", &json!({}), &s.ctx)
+            .await
+            .is_error
+    );
+}
