@@ -42,45 +42,45 @@ pub struct RunArgs {
     pub timeout: Option<u32>,
 }
 
-/// `90`, `90s`, `5m`, `1h` → seconds (1 s to 24 h).
-fn parse_timeout(text: &str) -> Result<u32, String> {
+/// `90`, `90s`, `5m`: a number, in seconds unless one of `units` (letter,
+/// seconds) ends it.
+fn seconds(text: &str, units: &[(char, u64)]) -> Option<u64> {
     let text = text.trim();
     let (number, unit) = match text.char_indices().last() {
-        Some((i, 's')) => (&text[..i], 1),
-        Some((i, 'm')) => (&text[..i], 60),
-        Some((i, 'h')) => (&text[..i], 3600),
-        _ => (text, 1),
+        Some((i, c)) => match units.iter().find(|(u, _)| *u == c) {
+            Some((_, unit)) => (&text[..i], *unit),
+            None => (text, 1),
+        },
+        None => (text, 1),
     };
-    let seconds = number
-        .trim()
-        .parse::<u32>()
-        .ok()
-        .and_then(|n| n.checked_mul(unit))
-        .ok_or_else(|| format!("{text:?} is not a duration like 90, 90s, 5m or 1h"))?;
+    number.trim().parse::<u64>().ok()?.checked_mul(unit)
+}
+
+/// `90`, `90s`, `5m`, `1h` → seconds (1 s to 24 h).
+fn parse_timeout(text: &str) -> Result<u32, String> {
+    let seconds = seconds(text, &[('s', 1), ('m', 60), ('h', 3600)])
+        .and_then(|s| u32::try_from(s).ok())
+        .ok_or_else(|| format!("{:?} is not a duration like 90, 90s, 5m or 1h", text.trim()))?;
     if (1..=86_400).contains(&seconds) {
         Ok(seconds)
     } else {
-        Err(format!("{text:?} must be from 1 second to 24 hours"))
+        Err(format!(
+            "{:?} must be from 1 second to 24 hours",
+            text.trim()
+        ))
     }
 }
 
 /// `30d`, `12h`, `90m`, `60s` (or seconds) → seconds.
 fn parse_age(text: &str) -> Result<u64, String> {
-    let text = text.trim();
-    let (number, unit) = match text.char_indices().last() {
-        Some((i, 'd')) => (&text[..i], 86_400),
-        Some((i, 'h')) => (&text[..i], 3600),
-        Some((i, 'm')) => (&text[..i], 60),
-        Some((i, 's')) => (&text[..i], 1),
-        _ => (text, 1),
-    };
-    number
-        .trim()
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(unit))
+    seconds(text, &[('d', 86_400), ('h', 3600), ('m', 60), ('s', 1)])
         .filter(|s| *s >= 60)
-        .ok_or_else(|| format!("{text:?} is not an age of at least a minute, like 30d, 12h or 90m"))
+        .ok_or_else(|| {
+            format!(
+                "{:?} is not an age of at least a minute, like 30d, 12h or 90m",
+                text.trim()
+            )
+        })
 }
 
 /// `--approve` when not given: a person at a terminal is asked; a script
@@ -510,4 +510,31 @@ pub async fn session(ctx: &Ctx, action: SessionAction) -> anyhow::Result<ExitCod
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod duration_tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_and_ages_parse_with_their_units_and_bounds() {
+        assert_eq!(parse_timeout("90"), Ok(90));
+        assert_eq!(parse_timeout("5m"), Ok(300));
+        assert_eq!(parse_timeout("1h"), Ok(3600));
+        assert!(
+            parse_timeout("2 days")
+                .unwrap_err()
+                .contains("not a duration")
+        );
+        assert!(parse_timeout("1d").unwrap_err().contains("not a duration"));
+        assert!(
+            parse_timeout("25h")
+                .unwrap_err()
+                .contains("from 1 second to 24 hours")
+        );
+        assert!(parse_timeout("0").is_err());
+        assert_eq!(parse_age("30d"), Ok(30 * 86_400));
+        assert_eq!(parse_age("90m"), Ok(5400));
+        assert!(parse_age("30").unwrap_err().contains("at least a minute"));
+    }
 }

@@ -73,6 +73,17 @@ fn shorten_json(text: &str, max: usize) -> Option<String> {
     None
 }
 
+/// Opens the mark a shortened string ends with: `…[+N chars]`.
+const MARK_OPEN: &str = "…[+";
+
+/// A string of a shortened result without its `…[+N chars]` mark.
+pub fn unshortened(s: &str) -> &str {
+    match s.rfind(MARK_OPEN) {
+        Some(at) if s.ends_with(" chars]") => &s[..at],
+        _ => s,
+    }
+}
+
 /// `value` with strings over `strings` chars and lists over `items`
 /// entries shortened, each saying how much it lost.
 fn capped(value: &serde_json::Value, strings: usize, items: usize) -> serde_json::Value {
@@ -84,7 +95,7 @@ fn capped(value: &serde_json::Value, strings: usize, items: usize) -> serde_json
                 value.clone()
             } else {
                 let kept: String = s.chars().take(strings).collect();
-                Value::String(format!("{kept}…[+{} chars]", n - strings))
+                Value::String(format!("{kept}{}{} chars]", MARK_OPEN, n - strings))
             }
         }
         Value::Array(list) => {

@@ -78,12 +78,7 @@ fn model_text(e: &tinycode_shared::proto::UserMessageAdded) -> String {
     if e.skill.is_empty() {
         return e.text.clone();
     }
-    let args = e
-        .text
-        .trim_start()
-        .strip_prefix('/')
-        .and_then(|rest| rest.split_once(char::is_whitespace))
-        .map_or("", |(_, args)| args.trim());
+    let args = crate::skills::split_command(&e.text).map_or("", |(_, args)| args);
     format!(
         "<skill name=\"{}\">\n{}\n</skill>\n\n{}",
         e.skill,

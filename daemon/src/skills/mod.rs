@@ -129,19 +129,11 @@ impl SkillRegistry {
     /// `Err` with the skills' names when `/name` names none; `Ok(None)` for
     /// a message that is no command.
     pub fn command<'a>(&self, text: &'a str) -> Result<Option<(&Skill, &'a str)>, String> {
-        let Some(rest) = text.trim_start().strip_prefix('/') else {
+        let Some((name, args)) = split_command(text) else {
             return Ok(None);
         };
-        let (name, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
-        let command_like = !name.is_empty()
-            && name
-                .chars()
-                .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.'));
-        if !command_like {
-            return Ok(None); // "/etc/hosts is missing" is no command
-        }
         match self.get(name) {
-            Some(skill) => Ok(Some((skill, args.trim()))),
+            Some(skill) => Ok(Some((skill, args))),
             None => Err(format!(
                 "there is no skill /{name}; the skills are {}",
                 self.names()
@@ -162,6 +154,18 @@ impl SkillRegistry {
             .collect::<Vec<_>>()
             .join("\n")
     }
+}
+
+/// `/name args` → (`name`, `args`); `None` for text that is no command
+/// (`"/etc/hosts is missing"` is none: a name has no `/`).
+pub fn split_command(text: &str) -> Option<(&str, &str)> {
+    let rest = text.trim_start().strip_prefix('/')?;
+    let (name, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    let command_like = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    command_like.then(|| (name, args.trim()))
 }
 
 #[cfg(test)]

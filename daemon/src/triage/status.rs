@@ -28,7 +28,7 @@ impl Triage {
         limit: usize,
     ) -> Result<TriageStatus, TriageError> {
         let sequence = self.board.applied();
-        let mut records: Vec<Record> = if ids.is_empty() {
+        let records: Vec<Record> = if ids.is_empty() {
             self.records().all()?
         } else {
             let mut found = Vec::new();
@@ -38,7 +38,9 @@ impl Triage {
             found
         };
         // Queue order: unfinished records by arrival, then the rest by id.
-        records.sort_by_cached_key(board_key);
+        let mut records: Vec<(String, Record)> =
+            records.into_iter().map(|r| (board_key(&r), r)).collect();
+        records.sort_by(|a, b| a.0.cmp(&b.0));
         let mut status = TriageStatus {
             auto_triage: self.config.enabled,
             concurrency: self.config.concurrency as u32,
@@ -46,8 +48,11 @@ impl Triage {
             ..TriageStatus::default()
         };
         let mut per_queue: BTreeMap<String, u32> = BTreeMap::new();
-        for r in &records {
-            let item = self.item(r);
+        // Each item is built once (it reads its ticket): counted, and kept
+        // for the page unless counts only.
+        let mut items: Vec<(String, TriageItem)> = Vec::new();
+        for (key, r) in records {
+            let item = self.item(&r);
             match TriageState::try_from(item.state).unwrap_or_default() {
                 TriageState::Queued => status.queued += 1,
                 TriageState::Running => status.running += 1,
@@ -66,17 +71,16 @@ impl Triage {
             if r.phase == Phase::Done && !item.queue.is_empty() {
                 *per_queue.entry(item.queue.clone()).or_default() += 1;
             }
+            if !counts_only {
+                items.push((key, item));
+            }
         }
         if !counts_only {
-            // Items again for the page only (each reads its ticket).
-            let keyed = records.iter().map(|r| (board_key(r), r));
             let (page, next) = crate::paging::page_by(
-                keyed
-                    .filter(|(key, _)| after.as_ref().is_none_or(|a| key > a))
-                    .map(|(key, r)| (key, self.item(r))),
+                items,
                 |(key, _)| key.clone(),
                 |(_, item)| prost::Message::encoded_len(item),
-                None,
+                after,
                 if limit == 0 { usize::MAX } else { limit },
             );
             status.items = page.into_iter().map(|(_, item)| item).collect();

@@ -201,10 +201,7 @@ fn first_json(text: &str) -> Value {
 /// Strings of a shortened result without their `…[+N chars]` marks.
 fn without_marks(value: Value) -> Value {
     match value {
-        Value::String(s) => match s.rfind("…[+") {
-            Some(at) if s.ends_with(" chars]") => Value::String(s[..at].to_string()),
-            _ => Value::String(s),
-        },
+        Value::String(s) => Value::String(crate::context::unshortened(&s).to_string()),
         Value::Array(items) => Value::Array(items.into_iter().map(without_marks).collect()),
         Value::Object(map) => Value::Object(
             map.into_iter()
