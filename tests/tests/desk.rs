@@ -257,6 +257,14 @@ fn demo_command_triages_the_demo_desk_and_leaves_the_daemon_running() {
     assert_eq!(out.code, 0, "{out:?}");
     let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(v["created"], true);
+    // The CLI under test is not `tinycode` on PATH: the printed command
+    // names it by its full path, so it works when pasted.
+    let me = tinycode_tests::bin("tinycode").canonicalize().unwrap();
+    assert_eq!(
+        v["stop"],
+        format!("{} -w {} daemon stop", me.display(), dir.display()),
+        "{v}"
+    );
     let results = v["results"].as_array().unwrap();
     assert!(results.len() >= 30, "{}", results.len());
     assert!(
