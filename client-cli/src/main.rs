@@ -12,6 +12,7 @@ mod events_cmd;
 mod init_cmd;
 mod kb_cmd;
 mod mcp_cmd;
+mod mcp_serve;
 mod output;
 mod session_cmd;
 mod ticket_cmd;
@@ -252,7 +253,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Triage(args) => triage_cmd::run(&ctx, args).await,
         Command::Session { action } => session_cmd::session(&ctx, action).await,
         Command::Approvals { action } => approvals_cmd::run(&ctx, action).await,
-        Command::Mcp { action } => mcp_cmd::run(&ctx, action).await,
+        Command::Mcp { action } => mcp_cmd::run(ctx, action).await,
         Command::Completions { .. } | Command::Init(_) | Command::Demo(_) | Command::Tui { .. } => {
             Ok(ExitCode::SUCCESS)
         }

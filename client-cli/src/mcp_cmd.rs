@@ -13,10 +13,28 @@ pub enum McpAction {
     /// Each MCP server of config `mcpServers`: connecting, ready (with its
     /// tool count), failed (with the reason), disabled.
     Status,
+    /// Serve this desk over MCP on stdin/stdout, for another agent (Claude
+    /// Code, Codex, any MCP client): the business tools through the
+    /// daemon's permission gate, tickets and articles as resources, skills
+    /// as prompts. Register it as `{"command": "tinycode", "args": ["mcp",
+    /// "serve"], "cwd": "/path/to/desk"}`.
+    Serve {
+        /// Seconds a call waits for a pending approval before answering
+        /// that it waits (naming the approval); calling again with the same
+        /// arguments after the decision gives the result.
+        #[arg(long, default_value_t = 50)]
+        wait: u32,
+    },
 }
 
-pub async fn run(ctx: &Ctx, action: McpAction) -> anyhow::Result<ExitCode> {
-    let McpAction::Status = action;
+pub async fn run(ctx: Ctx, action: McpAction) -> anyhow::Result<ExitCode> {
+    match action {
+        McpAction::Status => status(&ctx).await,
+        McpAction::Serve { wait } => crate::mcp_serve::run(ctx, wait).await,
+    }
+}
+
+async fn status(ctx: &Ctx) -> anyhow::Result<ExitCode> {
     let status = DaemonClient::new(ctx.connect().await?)
         .get_status(GetStatusRequest {})
         .await?

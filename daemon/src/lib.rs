@@ -6,6 +6,7 @@
 
 pub mod agent;
 pub mod approvals;
+pub mod calls;
 pub mod clock;
 pub mod config;
 pub mod context;

@@ -413,9 +413,15 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
     let (stopping_tx, stopping_rx) = watch::channel(false);
     let stopping_rx_for_grace = stopping_rx.clone();
     let desk_at_stop = Arc::clone(&desk);
+    let calls = crate::calls::DirectCalls::new(
+        store.clone(),
+        Arc::clone(&sessions),
+        config.permission_mode,
+    );
     let shared = Shared {
         store: store.clone(),
         desk,
+        calls,
         sessions,
         triage,
         mcp: Arc::clone(&mcp),

@@ -11,7 +11,10 @@
 //!    the checkpoints): time from spawn to the first answered
 //!    `Tickets.List`, daemon RSS, and `Tickets.Get` p99 over 2,000 reads.
 //!
-//! `TINYCODE_BENCH_SCALE=0.1` shrinks part 2 for a quick look. Figures go to
+//! `TINYCODE_BENCH_SCALE=0.1` shrinks part 2 for a quick look;
+//! `TINYCODE_BENCH_DESK=DIR` keeps part 2's desk in DIR and, when DIR
+//! already holds one, measures only the second start on it;
+//! `TINYCODE_BENCH_PART=lag|log` runs one part. Figures go to
 //! docs/BENCHMARKS.md. Exits 1 when a target is missed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -266,12 +269,20 @@ async fn start(desk: &Desk, what: &str) -> (std::process::Child, f64) {
 async fn large_log(targets: &mut Targets, scale: f64) {
     let tickets = (100_000.0 * scale) as usize;
     let sessions = (20_000.0 * scale) as usize;
-    let desk = Desk::new();
-    write_log(&desk, tickets, sessions).await;
-    settle_disk();
-    let (mut daemon, _) = start(&desk, "first start (read models built from the log)").await;
-    desk.stop();
-    let _ = daemon.wait();
+    let kept = std::env::var_os("TINYCODE_BENCH_DESK").map(std::path::PathBuf::from);
+    let reused = kept
+        .as_ref()
+        .is_some_and(|d| d.join("desk/.tinycode/state/db").exists());
+    let desk = kept.as_deref().map_or_else(Desk::new, Desk::at);
+    if reused {
+        println!("reusing the desk in {}", desk.root.display());
+    } else {
+        write_log(&desk, tickets, sessions).await;
+        settle_disk();
+        let (mut daemon, _) = start(&desk, "first start (read models built from the log)").await;
+        desk.stop();
+        let _ = daemon.wait();
+    }
     settle_disk();
     let (mut daemon, elapsed) = start(&desk, "second start (resumed from checkpoints)").await;
     for line in desk
@@ -329,9 +340,14 @@ fn main() {
         .build()
         .unwrap();
     let mut targets = Targets::new();
+    let part = std::env::var("TINYCODE_BENCH_PART").unwrap_or_default();
     runtime.block_on(async {
-        lag(&mut targets).await;
-        large_log(&mut targets, scale).await;
+        if part != "log" {
+            lag(&mut targets).await;
+        }
+        if part != "lag" {
+            large_log(&mut targets, scale).await;
+        }
     });
     targets.finish();
 }

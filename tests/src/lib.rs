@@ -61,7 +61,8 @@ pub fn bin(name: &str) -> PathBuf {
 
 /// A temporary support workspace with its own state dir and socket.
 pub struct Desk {
-    _tmp: TempDir,
+    /// `None` for a desk kept at a given directory ([`Desk::at`]).
+    _tmp: Option<TempDir>,
     pub root: PathBuf,
     /// `$XDG_RUNTIME_DIR` for this desk's processes (long-path sockets).
     pub runtime: PathBuf,
@@ -78,13 +79,21 @@ impl Desk {
             .prefix("tc-")
             .tempdir()
             .expect("temp dir");
-        let root = tmp.path().canonicalize().expect("canonical temp dir");
+        let mut desk = Self::at(tmp.path());
+        desk._tmp = Some(tmp);
+        desk
+    }
+
+    /// A workspace at `root` (created when missing) that outlives this
+    /// value: benchmarks reuse a large log across runs with it.
+    pub fn at(root: &Path) -> Self {
         std::fs::create_dir_all(root.join("desk/.tinycode")).expect("create workspace");
         std::fs::create_dir_all(root.join("run")).expect("create runtime dir");
+        let root = root.canonicalize().expect("canonical desk dir");
         Self {
             runtime: root.join("run"),
             root,
-            _tmp: tmp,
+            _tmp: None,
             home: None,
             extra_env: Vec::new(),
         }

@@ -22,6 +22,11 @@ const READ_ONLY: [&str; 6] = [
     "load_skill",
 ];
 
+/// Whether `tool` only reads.
+pub fn is_read_only(tool: &str) -> bool {
+    READ_ONLY.contains(&tool)
+}
+
 /// Tools whose "always allow" is never remembered: every call is reviewed.
 pub const REVIEW_REQUIRED: [&str; 1] = ["propose_knowledge_edit"];
 

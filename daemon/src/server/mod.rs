@@ -2,6 +2,7 @@
 //! the peer-credential check. No business logic lives here.
 
 mod approvals_svc;
+mod calls_svc;
 mod daemon_svc;
 mod events_svc;
 mod knowledge_svc;
@@ -18,6 +19,7 @@ use std::time::Instant;
 use tinycode_shared::paths::Layout;
 use tinycode_shared::proto::FILE_DESCRIPTOR_SET;
 use tinycode_shared::proto::approvals_server::ApprovalsServer;
+use tinycode_shared::proto::calls_server::CallsServer;
 use tinycode_shared::proto::daemon_server::DaemonServer;
 use tinycode_shared::proto::events_server::EventsServer;
 use tinycode_shared::proto::knowledge_server::KnowledgeServer;
@@ -45,6 +47,7 @@ pub struct Shared {
     pub sessions: Arc<crate::sessions::Sessions>,
     pub triage: Arc<crate::triage::Triage>,
     pub mcp: Arc<crate::mcp::McpHub>,
+    pub calls: Arc<crate::calls::DirectCalls>,
     pub layout: Arc<Layout>,
     pub started: Instant,
     /// Ask the daemon to stop (Shutdown RPC).
@@ -127,6 +130,9 @@ where
     health_reporter
         .set_serving::<TriageServer<triage_svc::TriageService>>()
         .await;
+    health_reporter
+        .set_serving::<CallsServer<calls_svc::CallsService>>()
+        .await;
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -160,6 +166,9 @@ where
             shared.clone(),
         )))
         .add_service(ApprovalsServer::new(approvals_svc::ApprovalsService::new(
+            shared.clone(),
+        )))
+        .add_service(CallsServer::new(calls_svc::CallsService::new(
             shared.clone(),
         )))
         .add_service(TriageServer::new(triage_svc::TriageService::new(shared)))

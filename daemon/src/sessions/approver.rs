@@ -39,44 +39,54 @@ fn timeout_client() -> ClientRef {
     }
 }
 
+/// The approval request for `call`: the call, the rule's reason and, for
+/// knowledge edits, the same diff the edit would apply. The caller sets
+/// who asks (a session's turn, or a direct call's caller).
+pub(crate) fn approval_request(
+    sessions: &Sessions,
+    call: &ToolCall,
+    reason: &str,
+) -> Result<ApprovalRequested, String> {
+    let mut request = ApprovalRequested {
+        call: Some(ToolCallRef {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            arguments_json: call.raw_arguments.clone(),
+        }),
+        reason: reason.to_string(),
+        review_required: sessions.tools.review_required(&call.name),
+        ..ApprovalRequested::default()
+    };
+    if call.name == "propose_knowledge_edit" {
+        let arg = |k: &str| {
+            call.arguments
+                .get(k)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        let plan = sessions
+            .desk
+            .preview_article_edit(&arg("article_id"), &arg("old_text"), &arg("new_text"))
+            .map_err(|e| e.to_string())?;
+        request.article_id = arg("article_id");
+        request.rationale = arg("rationale");
+        request.before_text = arg("old_text");
+        request.after_text = arg("new_text");
+        request.diff = plan.diff;
+        request.added = plan.added;
+        request.removed = plan.removed;
+    }
+    Ok(request)
+}
+
 impl SessionApprover {
-    /// The stored request: the call, the rule's reason and, for knowledge
-    /// edits, the same diff the edit would apply.
     fn request(&self, call: &ToolCall, reason: &str) -> Result<ApprovalRequested, String> {
-        let mut request = ApprovalRequested {
+        Ok(ApprovalRequested {
             session_id: self.session.clone(),
             turn: self.turn,
-            call: Some(ToolCallRef {
-                id: call.id.clone(),
-                name: call.name.clone(),
-                arguments_json: call.raw_arguments.clone(),
-            }),
-            reason: reason.to_string(),
-            review_required: self.sessions.tools.review_required(&call.name),
-            ..ApprovalRequested::default()
-        };
-        if call.name == "propose_knowledge_edit" {
-            let arg = |k: &str| {
-                call.arguments
-                    .get(k)
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string()
-            };
-            let plan = self
-                .sessions
-                .desk
-                .preview_article_edit(&arg("article_id"), &arg("old_text"), &arg("new_text"))
-                .map_err(|e| e.to_string())?;
-            request.article_id = arg("article_id");
-            request.rationale = arg("rationale");
-            request.before_text = arg("old_text");
-            request.after_text = arg("new_text");
-            request.diff = plan.diff;
-            request.added = plan.added;
-            request.removed = plan.removed;
-        }
-        Ok(request)
+            ..approval_request(&self.sessions, call, reason)?
+        })
     }
 
     /// Store the request copy in the session through the turn's writer, so

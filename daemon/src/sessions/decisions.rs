@@ -78,7 +78,10 @@ impl Sessions {
                     .as_ref()
                     .map(|r| r.session_id.clone())
                     .unwrap_or_default();
-                self.record(&session, vec![p]).await?;
+                // A direct call's approval has no session to copy into.
+                if !session.is_empty() {
+                    self.record(&session, vec![p]).await?;
+                }
             }
         }
         Ok(info)

@@ -13,6 +13,7 @@ mod live;
 pub mod model;
 pub mod state;
 
+pub(crate) use approver::approval_request;
 pub(crate) use live::Live;
 pub use live::LiveUpdate;
 
