@@ -12,6 +12,7 @@ pub mod config;
 pub mod context;
 pub mod domain;
 pub mod fnv;
+pub mod heap;
 pub mod lifecycle;
 pub mod mcp;
 pub mod model;

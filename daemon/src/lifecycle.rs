@@ -406,6 +406,7 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
     .await?;
     stages.done("triage");
     let listener = bind_socket(&layout)?;
+    crate::heap::release_free_memory();
     tracing::info!(stages = %stages, "start-up");
     tracing::info!(socket = %layout.socket.display(), workspace = %workspace.display(), "tinycoded listening");
 

@@ -175,7 +175,8 @@ impl Approvals {
         }
     }
 
-    /// Wait until the approval is decided or cancelled.
+    /// Wait until the approval is decided or cancelled. Fails with
+    /// [`StoreError::Closed`] when the daemon stops first.
     pub async fn wait(&self, id: &str) -> Result<Verdict, ApprovalError> {
         let mut changed = self.changed.clone();
         loop {
@@ -195,7 +196,10 @@ impl Approvals {
                 _ => {}
             }
             if changed.changed().await.is_err() {
-                return Ok(Verdict::Cancelled("the daemon is stopping".into()));
+                // The daemon is stopping: the approval stays pending in the
+                // log, so this is no verdict — the caller hears "unavailable"
+                // and asks again after the restart.
+                return Err(StoreError::Closed.into());
             }
         }
     }

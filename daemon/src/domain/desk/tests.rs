@@ -521,3 +521,42 @@ async fn the_open_tickets_index_follows_status_changes_and_rebuilds() {
     desk.rebuild(Model::Tickets).await.unwrap();
     assert_eq!(desk.open_ticket_ids().unwrap(), before);
 }
+
+#[tokio::test]
+async fn pages_without_a_filter_read_only_the_page_and_agree_with_a_full_listing() {
+    let (tmp, ws) = fixture_copy();
+    let (desk, _, _) = open(&ws, &tmp.path().join("db")).await;
+    for n in 0..20 {
+        desk.create_ticket(NewTicket {
+            subject: format!("ticket {n}"),
+            customer: "Ana".into(),
+            channel: "web".into(),
+            body: "Where is my parcel?".into(),
+            sla_minutes: 0,
+        })
+        .await
+        .unwrap();
+    }
+    let (all, total) = desk.list_tickets(&TicketFilter::default(), usize::MAX);
+    assert_eq!((all.len(), total), (23, 23));
+    // Filtered: every ticket is open, so the same tickets, counted by reading.
+    let open_only = TicketFilter {
+        status: "open".into(),
+        ..TicketFilter::default()
+    };
+    for filter in [TicketFilter::default(), open_only] {
+        let mut after = String::new();
+        let mut paged = Vec::new();
+        loop {
+            let page = desk.list_page(&filter, 4, &after, usize::MAX);
+            assert_eq!(page.total, 23, "{filter:?}");
+            paged.extend(page.tickets.iter().map(|t| t.id.clone()));
+            match page.next {
+                Some(next) => after = next,
+                None => break,
+            }
+        }
+        let ids: Vec<String> = all.iter().map(|t| t.id.clone()).collect();
+        assert_eq!(paged, ids, "{filter:?}");
+    }
+}

@@ -34,7 +34,7 @@ pub struct NewTicket {
 }
 
 /// Filters of `list_tickets`; empty strings match anything.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TicketFilter {
     pub status: String,
     pub queue: String,
@@ -113,7 +113,9 @@ impl Desk {
     }
 
     /// One page of matching tickets in id order: after the id `after`, at
-    /// most `limit` of them and about `max_bytes` (at least one).
+    /// most `limit` of them and about `max_bytes` (at least one). Without a
+    /// filter only the page is read (the total is the stored count); with
+    /// one every ticket is read to count the matches.
     pub fn list_page(
         &self,
         filter: &TicketFilter,
@@ -122,10 +124,20 @@ impl Desk {
         max_bytes: usize,
     ) -> Page {
         let matches = |want: &str, have: &str| want.is_empty() || want == have;
+        let unfiltered = filter == &TicketFilter::default();
         let mut page = Page::default();
+        let tickets: Box<dyn Iterator<Item = Result<Ticket, DomainError>>> = if unfiltered {
+            page.total = self.ticket_count().unwrap_or_else(|e| {
+                tracing::error!(error = %e, "cannot read the ticket count");
+                0
+            });
+            Box::new(self.stored_tickets_after(after))
+        } else {
+            Box::new(self.stored_tickets())
+        };
         let mut bytes = 0;
         let mut full = false;
-        for ticket in self.stored_tickets() {
+        for ticket in tickets {
             let t = match ticket {
                 Ok(t) => t,
                 Err(e) => {
@@ -139,7 +151,9 @@ impl Desk {
                 && matches(&filter.priority, &t.priority)
                 && matches(&filter.category, &t.category)
             {
-                page.total += 1;
+                if !unfiltered {
+                    page.total += 1;
+                }
                 if full || t.id.as_str() <= after {
                     continue;
                 }
@@ -149,6 +163,9 @@ impl Desk {
                 {
                     full = true;
                     page.next = page.tickets.last().map(|t| t.id.clone());
+                    if unfiltered {
+                        break;
+                    }
                     continue;
                 }
                 bytes += size;
@@ -156,6 +173,23 @@ impl Desk {
             }
         }
         page
+    }
+
+    /// Stored tickets with an id after `after`, in id order.
+    fn stored_tickets_after(
+        &self,
+        after: &str,
+    ) -> impl Iterator<Item = Result<Ticket, DomainError>> + '_ {
+        let from = ticket_key(after);
+        let prefix = ticket_key("");
+        self.tickets
+            .tree()
+            .range((std::ops::Bound::Excluded(from), std::ops::Bound::Unbounded))
+            .take_while(move |row| row.as_ref().map_or(true, |(k, _)| k.starts_with(&prefix)))
+            .map(|row| {
+                let (_, value) = row.map_err(crate::projection::ProjectionError::from)?;
+                Ok(decode_ticket(&value)?)
+            })
     }
 
     /// Create a ticket with the next free id `T-<n>`.

@@ -11,7 +11,7 @@ use tinycode_shared::proto::event::Payload;
 use tinycode_shared::proto::{KnowledgeFileRead, TicketImported, TicketUpdatedFromFile};
 
 use super::{
-    FileStamps, Finding, IMPORT_CONCURRENCY, Kind, RECORD_PREFIX, content_hash, file_stem, list_dir,
+    FileStamps, Finding, IMPORT_CONCURRENCY, Kind, Record, content_hash, file_stem, list_dir,
 };
 use crate::domain::desk::models::article_content;
 use crate::domain::desk::{Desk, DomainError, LoadReport, Stamp};
@@ -19,7 +19,6 @@ use crate::domain::ids::sanitize_id;
 use crate::domain::knowledge::parse_article;
 use crate::domain::limits;
 use crate::domain::ticket::{parse_ticket_file, same_content};
-use crate::projection::ProjectionError;
 use crate::store::{ExpectedVersion, StoreError};
 
 impl Desk {
@@ -80,40 +79,67 @@ impl Desk {
     }
 
     /// Every file of the workspace, and every model entry with no file.
-    /// Read back every file (at start), stamping each first: a file
-    /// changed from then on is read again by the mirror's first poll.
+    /// At start each file costs one `stat`, compared with the mirror's
+    /// record in one ordered pass over the records (no lookup per file);
+    /// only files whose stamp differs from the record are read back. Every
+    /// file is stamped: one changed from then on is read again by the
+    /// mirror's first poll.
     pub(in crate::domain::desk) async fn scan_all(
         &self,
         report: &mut LoadReport,
         stamps: &mut FileStamps,
     ) -> Result<(), DomainError> {
-        let mut paths = Vec::new();
+        let mut changed = Vec::new();
+        let mut missing = Vec::new();
         for kind in [Kind::Ticket, Kind::Article] {
-            for path in list_dir(self.dir(kind), kind.ext()) {
-                let meta = std::fs::metadata(&path).ok();
-                if let Some(m) = &meta {
-                    stamps.insert(path.clone(), Stamp::of(m));
+            let dir = self.dir(kind);
+            let names = list_names(dir, kind.ext());
+            let stamped = stat_all(dir, &names);
+            let prefix = {
+                let mut key = self.record_key(&dir.join("x"));
+                key.pop();
+                key
+            };
+            let mut records = self
+                .mirror
+                .tree()
+                .scan_prefix(&prefix)
+                .filter_map(|r| r.ok())
+                .filter(|(k, _)| k.ends_with(format!(".{}", kind.ext()).as_bytes()))
+                .peekable();
+            for (name, stamp) in names.iter().zip(stamped) {
+                let mut record = None;
+                while let Some((key, value)) = records.peek() {
+                    match key[prefix.len()..].cmp(name.as_bytes()) {
+                        std::cmp::Ordering::Less => {
+                            missing.push((kind, stem_of(&key[prefix.len()..])));
+                            records.next();
+                        }
+                        std::cmp::Ordering::Equal => {
+                            record = Record::decode(value);
+                            records.next();
+                            break;
+                        }
+                        std::cmp::Ordering::Greater => break,
+                    }
                 }
-                paths.push((kind, path, meta));
+                let path = dir.join(name);
+                let ours = stamp.is_some() && record.is_some_and(|r| r.stamp == stamp);
+                if let Some(stamp) = stamp {
+                    stamps.insert(path.clone(), stamp);
+                }
+                if !ours {
+                    changed.push((kind, path, None));
+                }
+            }
+            for (key, _) in records {
+                missing.push((kind, stem_of(&key[prefix.len()..])));
             }
         }
-        let present: std::collections::HashSet<(Kind, String)> =
-            paths.iter().map(|(k, p, _)| (*k, file_stem(p))).collect();
-        self.scan(paths, report).await?;
+        self.scan(changed, report).await?;
         // Files the mirror wrote that are gone get written again (one the
         // mirror has not written yet, it writes when it catches up: its
         // record and its checkpoint are committed together).
-        let mut missing = Vec::new();
-        for key in self.mirror.tree().scan_prefix(RECORD_PREFIX).keys() {
-            let key = key.map_err(ProjectionError::from)?;
-            let path = self
-                .workspace
-                .join(String::from_utf8_lossy(&key[RECORD_PREFIX.len()..]).as_ref());
-            let item = (Kind::of_path(&path), file_stem(&path));
-            if !present.contains(&item) {
-                missing.push(item);
-            }
-        }
         self.rewrite(&missing, true)
     }
 
@@ -412,4 +438,50 @@ fn within_limits(t: &tinycode_shared::proto::Ticket) -> Result<(), String> {
             })
         });
     problem.map_or(Ok(()), Err)
+}
+
+/// The names of `dir`'s visible `*.ext` files, sorted bytewise (the order
+/// of the mirror's record keys).
+fn list_names(dir: &Path, ext: &str) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let dot_ext = format!(".{ext}");
+    let mut names: Vec<String> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.ends_with(&dot_ext) && n.len() > dot_ext.len() && !n.starts_with('.'))
+        .collect();
+    names.sort_unstable();
+    names
+}
+
+/// One `stat` per file, on both cores for a large directory.
+fn stat_all(dir: &Path, names: &[String]) -> Vec<Option<Stamp>> {
+    let stat = |part: &[String]| -> Vec<Option<Stamp>> {
+        part.iter().map(|n| Stamp::read(&dir.join(n))).collect()
+    };
+    if names.len() < 2048 {
+        return stat(names);
+    }
+    let (first, second) = names.split_at(names.len() / 2);
+    std::thread::scope(|scope| {
+        let other = scope.spawn(|| stat(second));
+        let mut all = stat(first);
+        all.extend(
+            other
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p)),
+        );
+        all
+    })
+}
+
+/// `T-1001.json` → `T-1001`.
+fn stem_of(name: &[u8]) -> String {
+    let name = String::from_utf8_lossy(name);
+    match name.rsplit_once('.') {
+        Some((stem, _)) => stem.to_string(),
+        None => name.into_owned(),
+    }
 }
