@@ -22,6 +22,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "tinycode/v1/triage.proto",
         "tinycode/v1/call_events.proto",
         "tinycode/v1/calls.proto",
+        "tinycode/v1/extensions.proto",
     ];
     for file in &files {
         println!("cargo:rerun-if-changed={}", proto_root.join(file).display());

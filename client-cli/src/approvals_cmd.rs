@@ -95,7 +95,11 @@ fn show(info: &ApprovalInfo) {
     let r = info.request.clone().unwrap_or_default();
     let call = r.call.clone().unwrap_or_default();
     println!("{}  {}", r.approval_id, state_name(info.state));
-    println!("session  {} (turn {})", r.session_id, r.turn);
+    if r.session_id.is_empty() {
+        println!("by       {}", tinycode_shared::render::requested_by(&r));
+    } else {
+        println!("session  {} (turn {})", r.session_id, r.turn);
+    }
     println!("tool     {}", call.name);
     println!("args     {}", call.arguments_json);
     println!("why      {}", r.reason);
@@ -148,11 +152,12 @@ pub async fn run(ctx: &Ctx, action: ApprovalsAction) -> anyhow::Result<ExitCode>
                 .iter()
                 .map(|a| {
                     let r = a.request.clone().unwrap_or_default();
+                    let by = tinycode_shared::render::requested_by(&r);
                     let call = r.call.unwrap_or_default();
                     vec![
                         r.approval_id,
                         state_name(a.state).into(),
-                        r.session_id,
+                        by,
                         call.name,
                         output::clip(&call.arguments_json, 50),
                     ]
@@ -160,7 +165,7 @@ pub async fn run(ctx: &Ctx, action: ApprovalsAction) -> anyhow::Result<ExitCode>
                 .collect();
             print!(
                 "{}",
-                output::table(&["ID", "STATE", "SESSION", "TOOL", "ARGUMENTS"], &rows)
+                output::table(&["ID", "STATE", "ASKED BY", "TOOL", "ARGUMENTS"], &rows)
             );
         }
         ApprovalsAction::Show { id } => {

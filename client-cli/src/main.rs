@@ -15,6 +15,7 @@ mod mcp_cmd;
 mod mcp_serve;
 mod output;
 mod session_cmd;
+mod skills_cmd;
 mod ticket_cmd;
 mod triage_cmd;
 
@@ -115,10 +116,16 @@ enum Command {
         #[command(subcommand)]
         action: approvals_cmd::ApprovalsAction,
     },
-    /// MCP servers whose tools the agent uses: `tinycode mcp status`.
+    /// MCP: the servers whose tools the agent uses (list, add, remove,
+    /// status) and `serve`, the desk for other agents.
     Mcp {
         #[command(subcommand)]
         action: mcp_cmd::McpAction,
+    },
+    /// Skills: list, install PATH, remove NAME.
+    Skills {
+        #[command(subcommand)]
+        action: skills_cmd::SkillsAction,
     },
     /// Print the event log (optionally following new events).
     Events(events_cmd::EventsArgs),
@@ -254,6 +261,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Session { action } => session_cmd::session(&ctx, action).await,
         Command::Approvals { action } => approvals_cmd::run(&ctx, action).await,
         Command::Mcp { action } => mcp_cmd::run(ctx, action).await,
+        Command::Skills { action } => skills_cmd::run(&ctx, action).await,
         Command::Completions { .. } | Command::Init(_) | Command::Demo(_) | Command::Tui { .. } => {
             Ok(ExitCode::SUCCESS)
         }

@@ -15,6 +15,7 @@ use ratatui::widgets::{Block, Clear, Paragraph};
 use tinycode_shared::proto::{ApprovalDecision, ApprovalRequested, DecideApprovalRequest};
 
 use crate::rpc::Rpc;
+use tinycode_shared::render;
 use tinycode_shared::text::wrap;
 
 #[derive(Debug, Default)]
@@ -141,8 +142,9 @@ impl Dialog {
         };
         let block = Block::bordered()
             .title(format!(
-                " Approval {} · session {} ",
-                request.approval_id, request.session_id
+                " Approval {} · {} ",
+                request.approval_id,
+                render::requested_by(request)
             ))
             .border_style(Style::default().fg(Color::Yellow));
         let inner = block.inner(rect);

@@ -157,7 +157,13 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
             } else {
                 app.pending
                     .values()
-                    .map(|r| format!("{}  {}", r.session_id, render::approval_requested_line(r)))
+                    .map(|r| {
+                        format!(
+                            "{}  {}",
+                            render::requested_by(r),
+                            render::approval_requested_line(r)
+                        )
+                    })
                     .collect()
             },
             *selected,

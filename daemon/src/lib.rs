@@ -11,6 +11,8 @@ pub mod clock;
 pub mod config;
 pub mod context;
 pub mod domain;
+pub mod extensions;
+pub mod files;
 pub mod fnv;
 pub mod heap;
 pub mod lifecycle;

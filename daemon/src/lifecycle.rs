@@ -360,7 +360,8 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
         skipped = report.warnings.len(),
         "workspace loaded"
     );
-    let (skills, skill_warnings) = crate::skills::SkillRegistry::discover(&workspace);
+    let (skills, skill_warnings) = crate::skills::Skills::discover(&workspace);
+    let skills = Arc::new(skills);
     for w in &skill_warnings {
         tracing::warn!("{w}");
     }
@@ -374,7 +375,7 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
     let sessions = crate::sessions::Sessions::open(
         store.clone(),
         Arc::clone(&desk),
-        Arc::new(skills),
+        Arc::clone(&skills),
         approvals,
         workspace.clone(),
         crate::sessions::TurnDefaults {
@@ -419,10 +420,12 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
         Arc::clone(&sessions),
         config.permission_mode,
     );
+    let extensions = crate::extensions::Extensions::new(&workspace, Arc::clone(&mcp), skills);
     let shared = Shared {
         store: store.clone(),
         desk,
         calls,
+        extensions,
         sessions,
         triage,
         mcp: Arc::clone(&mcp),

@@ -210,6 +210,16 @@ pub fn client_name(c: Option<&crate::proto::ClientRef>) -> String {
     }
 }
 
+/// Who asked: `session S-4` for a session's turn, `caller claude-code`
+/// for a direct call (an agent over `tinycode mcp serve`, a script).
+pub fn requested_by(r: &crate::proto::ApprovalRequested) -> String {
+    if r.session_id.is_empty() && !r.caller.is_empty() {
+        format!("caller {}", r.caller)
+    } else {
+        format!("session {}", r.session_id)
+    }
+}
+
 /// `⏸ A-3 escalate_ticket T-1003 needs approval: <reason>`.
 pub fn approval_requested_line(r: &crate::proto::ApprovalRequested) -> String {
     let call = r.call.clone().unwrap_or_default();

@@ -272,7 +272,7 @@ impl DirectCalls {
             .unwrap_or_else(|| crate::permissions::rule_for(tool, args))
     }
 
-    pub fn skills(&self) -> &crate::skills::SkillRegistry {
+    pub fn skills(&self) -> Arc<crate::skills::SkillRegistry> {
         self.sessions.skills()
     }
 
@@ -521,7 +521,7 @@ impl DirectCalls {
                     let (_keep, cancel) = tokio::sync::watch::channel(false);
                     let ctx = ToolContext {
                         desk: Arc::clone(&sessions.desk),
-                        skills: Arc::clone(&sessions.skills),
+                        skills: sessions.skills.current(),
                         cancel,
                         origin: Some(origin),
                     };

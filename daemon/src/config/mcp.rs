@@ -40,6 +40,66 @@ pub struct McpServerSpec {
     pub allow_read_only_tools: bool,
 }
 
+impl McpServerSpec {
+    /// The server's object as it appears under `mcpServers` (defaults
+    /// left out).
+    pub fn to_json(&self) -> Value {
+        let mut obj = Map::new();
+        match &self.transport {
+            McpTransport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                obj.insert("command".into(), command.clone().into());
+                if !args.is_empty() {
+                    obj.insert("args".into(), args.clone().into());
+                }
+                if !env.is_empty() {
+                    let env = env.iter().map(|(k, v)| (k.clone(), Value::from(v.clone())));
+                    obj.insert("env".into(), Value::Object(env.collect()));
+                }
+                if let Some(cwd) = cwd {
+                    obj.insert("cwd".into(), cwd.clone().into());
+                }
+            }
+            McpTransport::Remote { kind, url } => {
+                obj.insert("type".into(), kind.clone().into());
+                obj.insert("url".into(), url.clone().into());
+            }
+        }
+        if !self.enabled {
+            obj.insert("enabled".into(), false.into());
+        }
+        if self.timeout_seconds != 30 {
+            obj.insert("timeoutSeconds".into(), self.timeout_seconds.into());
+        }
+        if self.allow_read_only_tools {
+            obj.insert("allowReadOnlyTools".into(), true.into());
+        }
+        Value::Object(obj)
+    }
+
+    /// One line: the command and its arguments, or the URL.
+    pub fn launch(&self) -> String {
+        match &self.transport {
+            McpTransport::Stdio { command, args, .. } => std::iter::once(command)
+                .chain(args)
+                .map(|a| {
+                    if a.is_empty() || a.contains(char::is_whitespace) {
+                        format!("{a:?}")
+                    } else {
+                        a.clone()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" "),
+            McpTransport::Remote { url, .. } => url.clone(),
+        }
+    }
+}
+
 const KEYS: [&str; 10] = [
     "type",
     "command",
@@ -200,6 +260,11 @@ mod tests {
         assert!(s[0].enabled && s[0].timeout_seconds == 30);
         assert!(matches!(&s[1].transport, McpTransport::Remote { kind, .. } if kind == "http"));
         assert!(!s[2].enabled && s[2].timeout_seconds == 5);
+        for spec in &s {
+            let again = servers(&serde_json::json!({ spec.name.clone(): spec.to_json() })).unwrap();
+            assert_eq!(&again[0], spec, "to_json round-trips");
+        }
+        assert_eq!(s[0].launch(), "npx -y server-everything");
     }
 
     #[test]

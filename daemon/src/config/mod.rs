@@ -2,9 +2,11 @@
 //! an unknown key or a bad value stops the daemon with a message naming it.
 //! A missing file means the defaults.
 
+mod edit;
 mod mcp;
 mod sections;
 
+pub use edit::{ConfigEditError, put_mcp_server, remove_mcp_server};
 pub use mcp::{McpServerSpec, McpTransport};
 
 use crate::permissions::ApprovalMode;

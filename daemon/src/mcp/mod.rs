@@ -14,10 +14,11 @@
 mod server;
 mod tool;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 use crate::config::McpServerSpec;
 use crate::tools::DynamicTools;
@@ -60,48 +61,110 @@ pub struct ServerStatus {
     pub starts: u32,
 }
 
+/// One running supervisor.
+struct Running {
+    spec: McpServerSpec,
+    status: Arc<Mutex<ServerStatus>>,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
 /// The MCP servers of the daemon.
 pub struct McpHub {
-    servers: Vec<Arc<Mutex<ServerStatus>>>,
-    stop: watch::Sender<bool>,
+    workspace: PathBuf,
+    tools: Arc<DynamicTools>,
+    servers: Mutex<Vec<Running>>,
+    /// One reconfiguration at a time (a removed server's supervisor is
+    /// awaited before a new one of the same name starts).
+    reconfiguring: tokio::sync::Mutex<()>,
 }
 
 impl McpHub {
     /// Start every server of `specs`; their tools go to `tools`.
     pub fn start(specs: &[McpServerSpec], workspace: &Path, tools: Arc<DynamicTools>) -> Self {
+        let hub = Self {
+            workspace: workspace.to_path_buf(),
+            tools,
+            servers: Mutex::new(Vec::new()),
+            reconfiguring: tokio::sync::Mutex::new(()),
+        };
+        let started = specs.iter().map(|spec| hub.launch(spec)).collect();
+        *crate::sync::lock(&hub.servers) = started;
+        hub
+    }
+
+    fn launch(&self, spec: &McpServerSpec) -> Running {
         let (stop, stopping) = watch::channel(false);
-        let servers = specs
+        let status = Arc::new(Mutex::new(ServerStatus {
+            name: spec.name.clone(),
+            state: ServerState::Connecting,
+            starts: 0,
+        }));
+        let task = server::supervise(
+            spec.clone(),
+            self.workspace.clone(),
+            Arc::clone(&self.tools),
+            Arc::clone(&status),
+            stopping,
+        );
+        Running {
+            spec: spec.clone(),
+            status,
+            stop,
+            task,
+        }
+    }
+
+    /// Make the running servers those of `specs` (config order): a server
+    /// that is gone or whose spec changed is stopped (its tools withdrawn,
+    /// its process killed) before its successor starts; an unchanged one
+    /// keeps running untouched.
+    pub async fn reconfigure(&self, specs: &[McpServerSpec]) {
+        let _one_at_a_time = self.reconfiguring.lock().await;
+        let old = std::mem::take(&mut *crate::sync::lock(&self.servers));
+        let mut kept = Vec::new();
+        for running in old {
+            if specs.contains(&running.spec) {
+                kept.push(running);
+            } else {
+                running.stop.send_replace(true);
+                let _ = running.task.await;
+                // Its last act was withdrawing its tools; make sure.
+                self.tools.replace(&prefix(&running.spec.name), Vec::new());
+                tracing::info!(server = %running.spec.name, "an MCP server was stopped by a config change");
+            }
+        }
+        let next = specs
             .iter()
-            .map(|spec| {
-                let status = Arc::new(Mutex::new(ServerStatus {
-                    name: spec.name.clone(),
-                    state: ServerState::Connecting,
-                    starts: 0,
-                }));
-                server::supervise(
-                    spec.clone(),
-                    workspace.to_path_buf(),
-                    Arc::clone(&tools),
-                    Arc::clone(&status),
-                    stopping.clone(),
-                );
-                status
+            .map(|spec| match kept.iter().position(|r| &r.spec == spec) {
+                Some(i) => kept.swap_remove(i),
+                None => self.launch(spec),
             })
             .collect();
-        Self { servers, stop }
+        *crate::sync::lock(&self.servers) = next;
     }
 
     /// Every server, in config order.
     pub fn status(&self) -> Vec<ServerStatus> {
-        self.servers
+        crate::sync::lock(&self.servers)
             .iter()
-            .map(|s| crate::sync::lock(s).clone())
+            .map(|r| crate::sync::lock(&r.status).clone())
+            .collect()
+    }
+
+    /// Every server's spec and status, in config order.
+    pub fn servers(&self) -> Vec<(McpServerSpec, ServerStatus)> {
+        crate::sync::lock(&self.servers)
+            .iter()
+            .map(|r| (r.spec.clone(), crate::sync::lock(&r.status).clone()))
             .collect()
     }
 
     /// Stop every server (their child processes are killed).
     pub fn stop(&self) {
-        self.stop.send_replace(true);
+        for running in crate::sync::lock(&self.servers).iter() {
+            running.stop.send_replace(true);
+        }
     }
 }
 

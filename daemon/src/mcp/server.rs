@@ -7,9 +7,10 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rmcp::service::{NotificationContext, RoleClient};
+use rmcp::ClientHandler;
+use rmcp::model::ProtocolVersion;
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, NotificationContext, RoleClient};
 use rmcp::transport::TokioChildProcess;
-use rmcp::{ClientHandler, ServiceExt};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::{Notify, watch};
 
@@ -18,7 +19,8 @@ use super::{ServerState, ServerStatus, prefix};
 use crate::config::{McpServerSpec, McpTransport};
 use crate::tools::{DynamicTools, Tool};
 
-/// How long a server may take to answer the MCP hand-shake.
+/// How long a server may take to answer the MCP hand-shake, at most (a
+/// server's own `timeoutSeconds` may shorten it).
 const HANDSHAKE: Duration = Duration::from_secs(30);
 /// Backoff between restarts: doubles from the first to the last.
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
@@ -49,7 +51,7 @@ pub(super) fn supervise(
     tools: Arc<DynamicTools>,
     status: Arc<Mutex<ServerStatus>>,
     mut stopping: watch::Receiver<bool>,
-) {
+) -> tokio::task::JoinHandle<()> {
     let set = {
         let status = Arc::clone(&status);
         move |state: ServerState| crate::sync::lock(&status).state = state
@@ -81,7 +83,7 @@ pub(super) fn supervise(
             }
             backoff = (backoff * 2).min(LAST_BACKOFF);
         }
-    });
+    })
 }
 
 async fn run_once(
@@ -145,12 +147,19 @@ async fn run_once(
     let listener = Listener {
         changed: Arc::clone(&changed),
     };
+    let handshake = HANDSHAKE.min(Duration::from_secs(spec.timeout_seconds));
+    // The 2026-07-28 `server/discover`, falling back to the legacy
+    // `initialize` for a server that does not know it.
+    let lifecycle = ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::LATEST],
+        legacy_version: None,
+    };
     let service = tokio::select! {
-        started = tokio::time::timeout(HANDSHAKE, listener.serve(transport)) => match started {
+        started = tokio::time::timeout(handshake, listener.serve_with_lifecycle(transport, lifecycle)) => match started {
             Ok(Ok(service)) => service,
             Ok(Err(e)) => return Ended::Failed(format!("the MCP hand-shake failed: {e}{}", said())),
             Err(_) => return Ended::Failed(format!(
-                "it did not answer the MCP hand-shake within {} s{}", HANDSHAKE.as_secs(), said()
+                "it did not answer the MCP hand-shake within {} s{}", handshake.as_secs(), said()
             )),
         },
         () = stopped(stopping) => return Ended::Stopping,

@@ -122,7 +122,7 @@ fn models<'a>(
         .collect()
 }
 
-fn mcp_status(s: &crate::mcp::ServerStatus) -> McpServerStatus {
+pub(super) fn mcp_status(s: &crate::mcp::ServerStatus) -> McpServerStatus {
     use crate::mcp::ServerState;
     let (tools, error) = match &s.state {
         ServerState::Ready { tools } => (*tools, String::new()),

@@ -5,6 +5,7 @@ mod approvals_svc;
 mod calls_svc;
 mod daemon_svc;
 mod events_svc;
+mod extensions_svc;
 mod knowledge_svc;
 mod peer;
 mod sessions_svc;
@@ -22,6 +23,7 @@ use tinycode_shared::proto::approvals_server::ApprovalsServer;
 use tinycode_shared::proto::calls_server::CallsServer;
 use tinycode_shared::proto::daemon_server::DaemonServer;
 use tinycode_shared::proto::events_server::EventsServer;
+use tinycode_shared::proto::extensions_server::ExtensionsServer;
 use tinycode_shared::proto::knowledge_server::KnowledgeServer;
 use tinycode_shared::proto::sessions_server::SessionsServer;
 use tinycode_shared::proto::tickets_server::TicketsServer;
@@ -48,6 +50,7 @@ pub struct Shared {
     pub triage: Arc<crate::triage::Triage>,
     pub mcp: Arc<crate::mcp::McpHub>,
     pub calls: Arc<crate::calls::DirectCalls>,
+    pub extensions: Arc<crate::extensions::Extensions>,
     pub layout: Arc<Layout>,
     pub started: Instant,
     /// Ask the daemon to stop (Shutdown RPC).
@@ -133,6 +136,9 @@ where
     health_reporter
         .set_serving::<CallsServer<calls_svc::CallsService>>()
         .await;
+    health_reporter
+        .set_serving::<ExtensionsServer<extensions_svc::ExtensionsService>>()
+        .await;
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -171,6 +177,9 @@ where
         .add_service(CallsServer::new(calls_svc::CallsService::new(
             shared.clone(),
         )))
+        .add_service(ExtensionsServer::new(
+            extensions_svc::ExtensionsService::new(Arc::clone(&shared.extensions)),
+        ))
         .add_service(TriageServer::new(triage_svc::TriageService::new(shared)))
         .serve_with_incoming_shutdown(incoming, stop)
         .await?;

@@ -346,7 +346,7 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
     };
     let system = prompt::system_prompt(
         &sessions.workspace,
-        &sessions.skills,
+        &sessions.skills.current(),
         sessions.desk.queues(),
     );
     let config = TurnConfig {
@@ -366,7 +366,7 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
     };
     let ctx = ToolContext {
         desk: Arc::clone(&sessions.desk),
-        skills: Arc::clone(&sessions.skills),
+        skills: sessions.skills.current(),
         cancel: live.cancel.subscribe(),
         origin: Some(tinycode_shared::proto::ToolOrigin {
             session_id: id.to_string(),

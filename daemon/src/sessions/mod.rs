@@ -36,7 +36,7 @@ use crate::domain::desk::Desk;
 use crate::domain::ids::sanitize_id;
 use crate::permissions::ApprovalMode;
 use crate::projection::{ProjectionError, Projector, ProjectorHandle};
-use crate::skills::SkillRegistry;
+use crate::skills::{SkillRegistry, Skills};
 use crate::store::{EventStore, ExpectedVersion, StoreError};
 use crate::sync::lock;
 use crate::tools::ToolRegistry;
@@ -103,7 +103,7 @@ pub struct Activity {
 pub struct Sessions {
     pub(crate) store: EventStore,
     pub(crate) desk: Arc<Desk>,
-    pub(crate) skills: Arc<SkillRegistry>,
+    pub(crate) skills: Arc<Skills>,
     pub(crate) tools: ToolRegistry,
     pub(crate) approvals: Arc<Approvals>,
     pub(crate) workspace: PathBuf,
@@ -123,7 +123,7 @@ impl Sessions {
     pub async fn open(
         store: EventStore,
         desk: Arc<Desk>,
-        skills: Arc<SkillRegistry>,
+        skills: Arc<Skills>,
         approvals: Arc<Approvals>,
         workspace: PathBuf,
         defaults: TurnDefaults,
@@ -457,9 +457,9 @@ impl Sessions {
             .unwrap_or_default()
     }
 
-    /// The workspace's skills.
-    pub fn skills(&self) -> &SkillRegistry {
-        &self.skills
+    /// The workspace's skills as they are now.
+    pub fn skills(&self) -> Arc<SkillRegistry> {
+        self.skills.current()
     }
 
     /// The newest turn whose user message came after `sequence`, and its
@@ -493,7 +493,8 @@ impl Sessions {
         timeout_seconds: u32,
     ) -> Result<(u64, u64, bool), SessionError> {
         let id = Self::checked_id(raw)?;
-        let (skill, skill_body) = match self.skills.command(text) {
+        let skills = self.skills.current();
+        let (skill, skill_body) = match skills.command(text) {
             Ok(Some((skill, _))) => (skill.name.clone(), skill.body.clone()),
             Ok(None) => (String::new(), String::new()),
             Err(problem) => {

@@ -44,7 +44,7 @@ pub(crate) async fn open_with(
     let (desk, _) = Desk::open(store.clone(), ws, &Config::load(ws).unwrap())
         .await
         .unwrap();
-    let skills = Arc::new(SkillRegistry::discover(ws).0);
+    let skills = Arc::new(crate::skills::Skills::discover(ws).0);
     let approvals = crate::approvals::Approvals::open(store.clone())
         .await
         .unwrap();

@@ -7,8 +7,11 @@
 //! `disable-model-invocation: true` is for people only: it stays out of
 //! the summary and `load_skill` refuses it.
 
+mod install;
+
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
 
 use serde::Deserialize;
 
@@ -23,7 +26,10 @@ pub struct Skill {
     pub model_invocable: bool,
 }
 
-/// Where skills are found, in order of precedence.
+pub use install::{SkillInstallError, install, remove};
+
+/// Where skills are found, in order of precedence; `tinycode skills
+/// install` writes to the first.
 const SKILL_DIRS: [&str; 2] = [".tinycode/skills", ".claude/skills"];
 
 #[derive(Debug, Default, Clone)]
@@ -47,6 +53,59 @@ fn split(text: &str) -> Option<(&str, &str)> {
     let end = rest.find("\n---")?;
     let body = rest[end + 4..].trim_start_matches(['\r', '\n']);
     Some((&rest[..end], body))
+}
+
+/// A `SKILL.md`'s skill; `folder` names it when the frontmatter does not.
+pub(crate) fn parse(text: &str, folder: &str) -> Result<Skill, String> {
+    let (yaml, body) = split(text).ok_or("missing frontmatter (name, description)")?;
+    let fm: Frontmatter = yaml_serde::from_str(yaml).map_err(|e| e.to_string())?;
+    let name = sanitize_id(&fm.name.unwrap_or_else(|| folder.to_string()))
+        .map_err(|e| format!("bad name: {e}"))?;
+    let description = fm
+        .description
+        .filter(|d| !d.trim().is_empty())
+        .ok_or("frontmatter `description` is missing")?;
+    Ok(Skill {
+        name,
+        description: description.trim().to_string(),
+        body: body.to_string(),
+        model_invocable: !fm.disable_model_invocation,
+    })
+}
+
+/// The workspace's skills as they are now: a turn takes [`Skills::current`]
+/// when it starts; `tinycode skills install|remove` reload them without a
+/// restart.
+pub struct Skills {
+    workspace: PathBuf,
+    current: RwLock<Arc<SkillRegistry>>,
+}
+
+impl Skills {
+    /// Discover the workspace's skills; the warnings name skipped files.
+    pub fn discover(workspace: &Path) -> (Self, Vec<String>) {
+        let (registry, warnings) = SkillRegistry::discover(workspace);
+        let skills = Self {
+            workspace: workspace.to_path_buf(),
+            current: RwLock::new(Arc::new(registry)),
+        };
+        (skills, warnings)
+    }
+
+    pub fn current(&self) -> Arc<SkillRegistry> {
+        Arc::clone(&self.current.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Read the skill folders again.
+    pub fn reload(&self) -> Vec<String> {
+        let (registry, warnings) = SkillRegistry::discover(&self.workspace);
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(registry);
+        warnings
+    }
+
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
 }
 
 impl SkillRegistry {
@@ -82,23 +141,7 @@ impl SkillRegistry {
             let shown = format!("{under}/{folder}/SKILL.md");
             let loaded = std::fs::read_to_string(&path)
                 .map_err(|e| e.to_string())
-                .and_then(|text| {
-                    let (yaml, body) =
-                        split(&text).ok_or("missing frontmatter (name, description)")?;
-                    let fm: Frontmatter = yaml_serde::from_str(yaml).map_err(|e| e.to_string())?;
-                    let name = sanitize_id(&fm.name.unwrap_or(folder.clone()))
-                        .map_err(|e| format!("bad name: {e}"))?;
-                    let description = fm
-                        .description
-                        .filter(|d| !d.trim().is_empty())
-                        .ok_or("frontmatter `description` is missing")?;
-                    Ok(Skill {
-                        name,
-                        description: description.trim().to_string(),
-                        body: body.to_string(),
-                        model_invocable: !fm.disable_model_invocation,
-                    })
-                });
+                .and_then(|text| parse(&text, &folder));
             match loaded {
                 Ok(skill) if registry.skills.contains_key(&skill.name) => warnings.push(format!(
                     "skipped {shown}: a skill named {} was found first",

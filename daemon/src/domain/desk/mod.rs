@@ -240,29 +240,9 @@ pub(crate) fn write_atomic(path: &Path, content: &str) -> Result<Stamp, DomainEr
             source,
         }
     };
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(io("create the directory of"))?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy())
-        .unwrap_or_default();
-    // Unique per write: two writers never share a temp file.
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()));
-    let mode = workspace_mode(path);
-    let write = || -> std::io::Result<Stamp> {
-        use std::io::Write;
-        use std::os::unix::fs::PermissionsExt;
-        let mut file = std::fs::File::create(&tmp)?;
-        file.set_permissions(std::fs::Permissions::from_mode(mode))?;
-        file.write_all(content.as_bytes())?;
-        file.sync_all()?;
-        Ok(Stamp::of(&file.metadata()?))
-    };
-    let stamp = write().map_err(io("write"))?;
-    std::fs::rename(&tmp, path).map_err(io("replace"))?;
-    Ok(stamp)
+    let meta = crate::files::replace(path, content.as_bytes(), workspace_mode(path))
+        .map_err(io("write"))?;
+    Ok(Stamp::of(&meta))
 }
 
 #[cfg(test)]
