@@ -130,8 +130,41 @@ impl Desk {
     }
 
     /// `tickets/<id>.json` of the workspace, parsed.
+    /// A ticket's file, once the running daemon's mirror has written every
+    /// event so far (files follow the log a moment after an
+    /// acknowledgement; docs/PROTOCOL.md).
     pub fn ticket_file(&self, id: &str) -> serde_json::Value {
+        self.mirror_settled();
         serde_json::from_str(&self.read(&format!("tickets/{id}.json"))).expect("ticket JSON")
+    }
+
+    /// Wait (up to 20 s) until a running daemon's workspace mirror has
+    /// applied the whole log, as `daemon status` reports it.
+    pub fn mirror_settled(&self) {
+        if self.daemon_pid().is_none_or(|pid| !alive(pid)) {
+            return;
+        }
+        let number = |v: &serde_json::Value| {
+            v.as_u64()
+                .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+                .unwrap_or(0)
+        };
+        let settled = wait_until(Duration::from_secs(20), || {
+            let out = self.run(&["--json", "--no-autostart", "daemon", "status"]);
+            let Ok(s) = serde_json::from_str::<serde_json::Value>(&out.stdout) else {
+                return true; // stopped meanwhile: the files are as final as they get
+            };
+            if s["running"] == false {
+                return true;
+            }
+            let last = number(&s["lastSequence"]);
+            s["projections"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|p| p["name"] == "mirror" && number(&p["applied"]) >= last)
+        });
+        assert!(settled, "the workspace mirror did not catch up within 20 s");
     }
 
     /// The daemon's log file.
@@ -454,4 +487,36 @@ impl Drop for LineReader {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The MCP peer of the tests and benches, pinned.
+pub const SERVER_EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
+
+/// The pinned server-everything's script, installed with npm under `tmp`
+/// (the caller's `CARGO_TARGET_TMPDIR`) once; `None` without npm, unless
+/// `CI` is set (then it panics: CI must run these tests).
+pub fn server_everything(tmp: &Path) -> Option<PathBuf> {
+    let dir = tmp.join("npm-server-everything");
+    let script = dir.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    // Tests run at once in one process: one installs, the others wait.
+    static INSTALL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = INSTALL.lock().unwrap_or_else(|p| p.into_inner());
+    if !script.exists() {
+        let installed = Command::new("npm")
+            .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&dir)
+            .arg(SERVER_EVERYTHING)
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if !installed || !script.exists() {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI needs node and npm to install {SERVER_EVERYTHING}"
+            );
+            eprintln!("skipped: cannot install {SERVER_EVERYTHING} with npm");
+            return None;
+        }
+    }
+    Some(script)
 }

@@ -9,34 +9,10 @@ use serde_json::{Value, json};
 use tinycode_tests::mock_llm::{MockLlm, text, tool};
 use tinycode_tests::{Desk, wait_until};
 
-const EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
-
-/// The pinned server-everything, installed once per target dir with npm;
-/// `None` (the test is skipped) without npm, unless CI is set.
+/// The pinned server-everything (installed once per target dir); `None`
+/// (the test is skipped) without npm, unless CI is set.
 fn everything() -> Option<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("npm-server-everything");
-    let script = dir.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    // The tests of this file run at once: one installs, the others wait.
-    static INSTALL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _one = INSTALL.lock().unwrap_or_else(|p| p.into_inner());
-    if !script.exists() {
-        let installed = std::process::Command::new("npm")
-            .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
-            .arg(&dir)
-            .arg(EVERYTHING)
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
-        if !installed || !script.exists() {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI needs node and npm to install {EVERYTHING}"
-            );
-            eprintln!("skipped: cannot install {EVERYTHING} with npm");
-            return None;
-        }
-    }
-    Some(script)
+    tinycode_tests::server_everything(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")))
 }
 
 fn mcp_desk(mock: &MockLlm, script: &std::path::Path) -> Desk {
