@@ -55,12 +55,17 @@ fn an_mcp_servers_tools_join_the_registry_and_a_broken_server_changes_nothing_el
             text("echoed."),
             tool("mcp__everything__get-sum", json!({"a": 2, "b": 40})),
             text("summed."),
+            tool(
+                "mcp__everything__trigger-long-running-operation",
+                json!({"duration": 60, "steps": 60}),
+            ),
+            text("never reached."),
         ],
         Duration::ZERO,
     );
     let desk = mcp_desk(&mock, &script);
     let mut last = Value::Null;
-    let ready = wait_until(Duration::from_secs(60), || {
+    let ready = wait_until(Duration::from_secs(180), || {
         last = servers(&desk);
         server(&last, "everything")["state"] == "ready"
             && server(&last, "broken")["state"] == "failed"
@@ -133,6 +138,29 @@ fn an_mcp_servers_tools_join_the_registry_and_a_broken_server_changes_nothing_el
         "{}",
         out.stdout
     );
+
+    // server-everything's long-running operation (60 s), cancelled a
+    // moment after it started: the turn ends cancelled at once, and the
+    // server is still there for the next call.
+    let session = desk.new_session(&["--approve", "auto"]);
+    desk.ok(&["session", "send", &session, "take your time"]);
+    let stream = format!("session-{session}");
+    let asked = wait_until(Duration::from_secs(20), || {
+        desk.events(&["--stream", &stream])
+            .iter()
+            .any(|e| e.get("assistantMessageAdded").is_some())
+    });
+    assert!(asked, "the model asked for the long operation");
+    std::thread::sleep(Duration::from_millis(500));
+    let cancelled_at = std::time::Instant::now();
+    desk.ok(&["session", "cancel", &session]);
+    let ended = wait_until(Duration::from_secs(10), || {
+        desk.events(&["--stream", &stream])
+            .iter()
+            .any(|e| e["turnCompleted"]["outcome"] == "TURN_OUTCOME_CANCELLED")
+    });
+    assert!(ended && cancelled_at.elapsed() < Duration::from_secs(10));
+    assert_eq!(server(&servers(&desk), "everything")["state"], "ready");
     desk.stop();
 }
 
@@ -286,7 +314,7 @@ fn hanging_garbled_and_huge_servers_are_isolated_and_a_cancelled_turn_cancels_th
         });
     });
     let mut last = Value::Null;
-    let settled = wait_until(Duration::from_secs(30), || {
+    let settled = wait_until(Duration::from_secs(90), || {
         last = servers(&desk);
         ["big", "slow"]
             .iter()
