@@ -23,6 +23,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "tinycode/v1/call_events.proto",
         "tinycode/v1/calls.proto",
         "tinycode/v1/extensions.proto",
+        "tinycode/v1/eval_events.proto",
+        "tinycode/v1/evals.proto",
     ];
     for file in &files {
         println!("cargo:rerun-if-changed={}", proto_root.join(file).display());

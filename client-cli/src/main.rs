@@ -8,6 +8,7 @@ mod admin_cmd;
 mod approvals_cmd;
 mod daemon_cmd;
 mod demo_cmd;
+mod eval_cmd;
 mod events_cmd;
 mod init_cmd;
 mod kb_cmd;
@@ -122,6 +123,8 @@ enum Command {
         #[command(subcommand)]
         action: mcp_cmd::McpAction,
     },
+    /// Measure triage on labelled tickets (in a scratch desk); list, show.
+    Eval(eval_cmd::EvalArgs),
     /// Skills: list, install PATH, remove NAME.
     Skills {
         #[command(subcommand)]
@@ -262,6 +265,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Approvals { action } => approvals_cmd::run(&ctx, action).await,
         Command::Mcp { action } => mcp_cmd::run(ctx, action).await,
         Command::Skills { action } => skills_cmd::run(&ctx, action).await,
+        Command::Eval(args) => eval_cmd::run(&ctx, args).await,
         Command::Completions { .. } | Command::Init(_) | Command::Demo(_) | Command::Tui { .. } => {
             Ok(ExitCode::SUCCESS)
         }

@@ -113,8 +113,13 @@ pub enum SessionAction {
         #[arg(long, default_value_t = 20)]
         limit: u32,
     },
-    /// A session's transcript.
-    Show { id: String },
+    /// A session's transcript (with --children, its workers after it).
+    Show {
+        id: String,
+        /// Also list the session's workers (sub-agents) and their state.
+        #[arg(long)]
+        children: bool,
+    },
     /// Follow a session live (replays from --from first); Ctrl+C detaches.
     Attach {
         id: String,
@@ -170,6 +175,39 @@ fn print_info(ctx: &Ctx, s: &SessionInfo) {
     } else {
         println!("{}  {}", s.id, s.title);
     }
+}
+
+/// A session's workers: `AGENT SESSION STATE STEPS TASK` (JSON lines with
+/// --json).
+fn print_workers(ctx: &Ctx, s: &SessionInfo) {
+    if ctx.json {
+        for a in &s.agents {
+            output::json_line(&render::message_json("tinycode.v1.AgentInfo", a));
+        }
+        return;
+    }
+    if s.agents.is_empty() {
+        println!("\n(no workers)");
+        return;
+    }
+    let rows: Vec<Vec<String>> = s
+        .agents
+        .iter()
+        .map(|a| {
+            vec![
+                a.agent_id.clone(),
+                a.session_id.clone(),
+                a.state.clone(),
+                a.steps.to_string(),
+                a.task.chars().take(60).collect(),
+            ]
+        })
+        .collect();
+    println!();
+    print!(
+        "{}",
+        output::table(&["AGENT", "SESSION", "STATE", "STEPS", "TASK"], &rows)
+    );
 }
 
 fn info_row(s: &SessionInfo) -> Vec<String> {
@@ -345,7 +383,7 @@ pub async fn session(ctx: &Ctx, action: SessionAction) -> anyhow::Result<ExitCod
                 );
             }
         }
-        SessionAction::Show { id } => {
+        SessionAction::Show { id, children } => {
             let s = client
                 .get(GetSessionRequest {
                     id: id.clone(),
@@ -380,6 +418,9 @@ pub async fn session(ctx: &Ctx, action: SessionAction) -> anyhow::Result<ExitCod
                 if let Some(line) = e.payload.as_ref().and_then(render::session_line) {
                     println!("{line}");
                 }
+            }
+            if children {
+                print_workers(ctx, &s);
             }
         }
         SessionAction::Attach { id, from } => {

@@ -338,10 +338,7 @@ impl App {
                 // Servers connect in the background: the next /mcp is fresh.
                 self.outbox.push(Rpc::Status);
             }
-            Command::Agents => self.note(
-                Kind::Notice,
-                "sub-agents are not built yet: this tinycoded runs one agent per session",
-            ),
+            Command::Agents => self.agents(),
             Command::Compact => self
                 .outbox
                 .push(Rpc::Compact(CompactSessionRequest { session_id })),
@@ -354,6 +351,26 @@ impl App {
             Command::Tickets => self.open_tickets(),
             Command::Exit => self.quit = true,
         }
+    }
+
+    /// `/agents`: the workers of the attached session (of its parent, with
+    /// a way back, when it is a worker itself).
+    fn agents(&mut self) {
+        let Some(current) = &self.session else {
+            self.note(Kind::Error, "attach a session first (/sessions)");
+            return;
+        };
+        let (parent, back) = if current.parent_session_id.is_empty() {
+            (current.id.clone(), false)
+        } else {
+            (current.parent_session_id.clone(), true)
+        };
+        self.view = View::loading_workers(parent.clone(), back);
+        self.outbox.push(Rpc::ListSessions(ListSessionsRequest {
+            limit: 50,
+            parent_id: parent,
+            ..Default::default()
+        }));
     }
 
     fn model(&mut self, args: String) {

@@ -268,8 +268,14 @@ fn slash_commands_send_their_requests() {
         [Rpc::Status],
         "and asks for a fresh status"
     );
+    // Between /new and the daemon's answer no session is attached.
     type_line(&mut app, "/agents");
-    assert!(flash(&app).contains("not built yet"));
+    assert!(
+        flash(&app).contains("attach a session first"),
+        "{}",
+        flash(&app)
+    );
+    assert!(app.take_rpcs().is_empty());
     type_line(&mut app, "/bogus");
     assert!(flash(&app).starts_with("unknown command /bogus"));
     assert!(app.take_rpcs().is_empty());
@@ -411,5 +417,54 @@ fn mcp_lists_the_daemons_servers() {
     assert!(
         text.contains("failed") && text.contains("cannot start `x`"),
         "{text}"
+    );
+}
+
+#[test]
+fn agents_lists_the_sessions_workers_attaches_one_and_goes_back() {
+    let mut app = attached_app();
+    type_line(&mut app, "/agents");
+    assert_eq!(
+        app.take_rpcs(),
+        [Rpc::ListSessions(ListSessionsRequest {
+            limit: 50,
+            parent_id: SESSION.into(),
+            ..Default::default()
+        })]
+    );
+    let worker = SessionInfo {
+        id: "s9a1".into(),
+        agent_id: "a1".into(),
+        parent_session_id: SESSION.into(),
+        ..SessionInfo::default()
+    };
+    app.on_net(NetEvent::Sessions(vec![worker.clone()]));
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(
+        app.take_rpcs(),
+        [Rpc::Attach {
+            session_id: "s9a1".into(),
+            from_sequence: 1
+        }]
+    );
+    // In the worker, /agents lists its siblings under a way back.
+    app.on_net(NetEvent::Info(Box::new(worker.clone())));
+    type_line(&mut app, "/agents");
+    assert_eq!(
+        app.take_rpcs(),
+        [Rpc::ListSessions(ListSessionsRequest {
+            limit: 50,
+            parent_id: SESSION.into(),
+            ..Default::default()
+        })]
+    );
+    app.on_net(NetEvent::Sessions(vec![worker]));
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(
+        app.take_rpcs(),
+        [Rpc::Attach {
+            session_id: SESSION.into(),
+            from_sequence: 1
+        }]
     );
 }

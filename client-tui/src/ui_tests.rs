@@ -179,3 +179,41 @@ fn list_views_render_sessions_tickets_and_the_inbox() {
         inbox.backend()
     ));
 }
+
+#[test]
+fn agents_lists_the_workers_and_in_a_worker_the_way_back() {
+    use tinycode_shared::proto::SessionInfo;
+    let worker = |agent: &str, id: &str, running: bool, title: &str| SessionInfo {
+        id: id.into(),
+        agent_id: agent.into(),
+        parent_session_id: SESSION.into(),
+        title: title.into(),
+        created_sequence: 40,
+        running,
+        ..SessionInfo::default()
+    };
+    let mut app = attached_app();
+    app.view = crate::views::View::loading_workers(SESSION.into(), false);
+    app.on_net(NetEvent::Sessions(vec![
+        worker("a1", "s9a1", false, "a1: check refund-policy wording"),
+        worker("a2", "s9a2", true, "a2: read the escalation policy"),
+    ]));
+    let parent = draw(&mut app, 80, 8);
+    app.view = crate::views::View::loading_workers(SESSION.into(), true);
+    app.on_net(NetEvent::Sessions(vec![worker(
+        "a1",
+        "s9a1",
+        false,
+        "a1: check refund-policy wording",
+    )]));
+    let in_worker = draw(&mut app, 80, 8);
+    app.view = crate::views::View::loading_workers(SESSION.into(), false);
+    app.on_net(NetEvent::Sessions(Vec::new()));
+    let none = draw(&mut app, 80, 7);
+    insta::assert_snapshot!(format!(
+        "{}\n{}\n{}",
+        parent.backend(),
+        in_worker.backend(),
+        none.backend()
+    ));
+}

@@ -22,6 +22,11 @@ pub enum View {
     Sessions {
         list: Option<Vec<SessionInfo>>,
         selected: usize,
+        /// `/agents`: the session whose workers these are (`None`: the
+        /// session picker).
+        workers_of: Option<String>,
+        /// In a worker's session: the parent to go back to (the first row).
+        back: Option<String>,
     },
     Tickets {
         list: Option<Vec<Ticket>>,
@@ -38,6 +43,19 @@ impl View {
         View::Sessions {
             list: None,
             selected: 0,
+            workers_of: None,
+            back: None,
+        }
+    }
+
+    /// `/agents`: the workers of `parent`, and a way back to it when the
+    /// attached session is one of them.
+    pub fn loading_workers(parent: String, back: bool) -> Self {
+        View::Sessions {
+            list: None,
+            selected: 0,
+            back: back.then(|| parent.clone()),
+            workers_of: Some(parent),
         }
     }
 
@@ -49,8 +67,13 @@ impl View {
     }
 
     pub fn set_sessions(&mut self, sessions: Vec<SessionInfo>) {
-        if let View::Sessions { list, .. } = self {
-            *list = Some(sessions);
+        if let View::Sessions { list, back, .. } = self {
+            let back = back.as_ref().map(|parent| SessionInfo {
+                id: parent.clone(),
+                title: "← back to the parent session".into(),
+                ..SessionInfo::default()
+            });
+            *list = Some(back.into_iter().chain(sessions).collect());
         }
     }
 
@@ -100,6 +123,7 @@ fn open(app: &mut App) {
         View::Sessions {
             list: Some(list),
             selected,
+            ..
         } => {
             if let Some(s) = list.get(*selected) {
                 let id = s.id.clone();
@@ -134,12 +158,31 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
     let width = area.width.saturating_sub(2) as usize;
     let (title, rows, selected): (&str, Vec<String>, usize) = match &app.view {
         View::Chat => return,
-        View::Sessions { list, selected } => (
-            " Sessions — Enter: attach · Esc: back ",
-            list.as_ref().map_or_else(
-                || vec!["loading…".into()],
-                |l| l.iter().map(session_row).collect(),
-            ),
+        View::Sessions {
+            list,
+            selected,
+            workers_of,
+            back,
+        } => (
+            if workers_of.is_some() {
+                " Workers (sub-agents) — Enter: attach · Esc: back "
+            } else {
+                " Sessions — Enter: attach · Esc: back "
+            },
+            match list {
+                None => vec!["loading…".into()],
+                Some(l) if l.is_empty() && workers_of.is_some() => {
+                    vec!["no workers: the agent starts them with spawn_agent".into()]
+                }
+                Some(l) => l
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| match back {
+                        Some(_) if i == 0 => format!("{}  {}", s.id, s.title),
+                        _ => session_row(s),
+                    })
+                    .collect(),
+            },
             *selected,
         ),
         View::Tickets { list, selected } => (
@@ -204,6 +247,9 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
 
 fn session_row(s: &SessionInfo) -> String {
     let state = if s.running { "running" } else { "idle" };
+    if !s.agent_id.is_empty() {
+        return format!("{}  {:<7}  {}  {}", s.agent_id, state, s.id, s.title);
+    }
     format!(
         "{}  {:<7} {:>3} turns  {}  {}",
         s.id, state, s.turns, s.model, s.title

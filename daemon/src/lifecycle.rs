@@ -66,6 +66,10 @@ pub enum DaemonError {
     Triage(#[from] crate::triage::TriageError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error("cannot start a read model: {0}")]
+    Projection(#[from] crate::projection::ProjectionError),
+    #[error("cannot start the evaluations: {0}")]
+    Evals(#[from] crate::eval::EvalError),
     #[error("{0}")]
     Maintenance(String),
     #[error(transparent)]
@@ -352,6 +356,8 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
         .await?;
     let (desk, report) = Desk::open(store.clone(), &workspace, &config).await?;
     stages.done("desk");
+    // The offline model learns from the desk's history, in the background.
+    let learner = crate::learn::tickets::TicketLearner::start(&store)?;
     tracing::info!(
         tickets = report.tickets,
         imported = report.imported,
@@ -370,6 +376,7 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
         .filter(|m| !m.trim().is_empty())
         .or_else(|| (!config.model.is_empty()).then(|| config.model.clone()))
         .unwrap_or_else(|| "offline".into());
+    let eval_model = model.clone();
     let approvals = crate::approvals::Approvals::open(store.clone()).await?;
     stages.done("approvals");
     let sessions = crate::sessions::Sessions::open(
@@ -388,6 +395,7 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
             compaction: config.compaction,
             approval_timeout: config.approval_timeout,
             approve: config.permission_mode,
+            sub_agents: config.sub_agents.clone(),
         },
     )
     .await?;
@@ -421,7 +429,16 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
         config.permission_mode,
     );
     let extensions = crate::extensions::Extensions::new(&workspace, Arc::clone(&mcp), skills);
+    let evals = crate::eval::Evals::open(
+        store.clone(),
+        learner.projector().clone(),
+        workspace.clone(),
+        layout.state_dir.clone(),
+        config.clone(),
+        eval_model,
+    )?;
     let shared = Shared {
+        evals,
         store: store.clone(),
         desk,
         calls,

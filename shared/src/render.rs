@@ -287,6 +287,9 @@ pub fn tool_line(f: &crate::proto::ToolCallFinished) -> String {
         return format!("{head} → ✗ {first}");
     }
     let details: serde_json::Value = serde_json::from_str(&f.details_json).unwrap_or_default();
+    if let Some(line) = agent_line(&call.name, &details) {
+        return line;
+    }
     let ticket = &details["ticket"];
     let s = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
     let summary = match call.name.as_str() {
@@ -335,6 +338,32 @@ pub fn tool_line(f: &crate::proto::ToolCallFinished) -> String {
         String::new()
     };
     format!("{head} → ✓ {summary}{truncated}")
+}
+
+/// The sub-agent tools' lines: `● spawn_agent → a1 "task"`,
+/// `● wait_agent a1 → ✓ 3 steps` (`✗ cancelled after 2 steps`,
+/// `… still running`).
+fn agent_line(tool: &str, details: &serde_json::Value) -> Option<String> {
+    let id = details["agentId"].as_str()?;
+    let steps = details["steps"].as_u64().unwrap_or(0);
+    let ended = match details["outcome"].as_str() {
+        None => "… still running".to_string(),
+        Some("completed") => format!("✓ {steps} steps"),
+        Some(other) => format!("✗ {other} after {steps} steps"),
+    };
+    match tool {
+        "spawn_agent" => {
+            let task: String = details["task"]
+                .as_str()
+                .unwrap_or("")
+                .chars()
+                .take(60)
+                .collect();
+            Some(format!("● spawn_agent → {id} {task:?}"))
+        }
+        "wait_agent" | "close_agent" => Some(format!("● {tool} {id} → {ended}")),
+        _ => None,
+    }
 }
 
 /// `completed`, `max_steps`, … for a stored turn outcome.
@@ -473,6 +502,37 @@ mod tool_line_tests {
                 "ticket T-9 does not exist\nmore"
             )),
             "● get_ticket T-9 → ✗ ticket T-9 does not exist"
+        );
+        let agent = |tool: &str, details: serde_json::Value| {
+            tool_line(&finished(tool, r#"{"agent_id":"a1"}"#, details, false, "…"))
+        };
+        assert_eq!(
+            agent(
+                "spawn_agent",
+                serde_json::json!({"agentId": "a1", "task": "check refund-policy wording", "state": "running"})
+            ),
+            "● spawn_agent → a1 \"check refund-policy wording\""
+        );
+        assert_eq!(
+            agent(
+                "wait_agent",
+                serde_json::json!({"agentId": "a1", "outcome": "completed", "steps": 3})
+            ),
+            "● wait_agent a1 → ✓ 3 steps"
+        );
+        assert_eq!(
+            agent(
+                "wait_agent",
+                serde_json::json!({"agentId": "a1", "outcome": "cancelled", "steps": 2})
+            ),
+            "● wait_agent a1 → ✗ cancelled after 2 steps"
+        );
+        assert_eq!(
+            agent(
+                "wait_agent",
+                serde_json::json!({"agentId": "a1", "state": "running"})
+            ),
+            "● wait_agent a1 → … still running"
         );
     }
 }

@@ -152,6 +152,7 @@ async fn call_overhead(everything: &Path, targets: &mut Targets) {
         skills: Arc::new(tinycoded::skills::SkillRegistry::default()),
         cancel,
         origin: None,
+        agents: None,
     };
     let time = async |name: &str, args: Value| {
         for _ in 0..50 {

@@ -29,6 +29,8 @@ pub enum Reply {
     EchoCredentials,
     /// Never answer (until the client goes away).
     Hang,
+    /// This reply, after a pause (other requests are served meanwhile).
+    Delayed(Duration, Box<Reply>),
 }
 
 /// Computes the reply to a request from its parsed body.
@@ -155,7 +157,7 @@ fn frames(reply: &Reply) -> Vec<String> {
             }
             out.push(chunk(json!({}), Some("tool_calls")));
         }
-        Reply::Status(_) | Reply::Hang | Reply::EchoCredentials => {}
+        Reply::Status(_) | Reply::Hang | Reply::EchoCredentials | Reply::Delayed(..) => {}
     }
     out.push(format!("data: {}\n\n", json!({ "id": "mock", "choices": [], "usage": { "prompt_tokens": 100, "completion_tokens": 10 } })));
     out.push("data: [DONE]\n\n".into());
@@ -177,6 +179,13 @@ async fn handle(
             .unwrap_or_else(|| Reply::Text("(the script is over)".into())),
     };
     script.requests.lock().expect("lock").push(body);
+    let reply = match reply {
+        Reply::Delayed(pause, reply) => {
+            tokio::time::sleep(pause).await;
+            *reply
+        }
+        other => other,
+    };
     if let Reply::Hang = reply {
         futures::future::pending::<()>().await;
     }

@@ -94,7 +94,8 @@ fn t1001_with_a_scripted_llm_classifies_edits_the_knowledge_base_and_routes() {
             .unwrap()
             .contains("退款 / 物流 / 账户 / 技术")
     );
-    assert_eq!(requests[0]["tools"].as_array().unwrap().len(), 11);
+    // The ten business tools, load_skill and the four sub-agent tools.
+    assert_eq!(requests[0]["tools"].as_array().unwrap().len(), 15);
     let last = requests[6]["messages"].as_array().unwrap();
     let search_result = last
         .iter()

@@ -11,7 +11,22 @@ const ROLE: &str = "You are tinycode, a customer-support triage agent. For each 
 category, priority and intent (classify_ticket), escalate when the escalation rules say so \
 (escalate_ticket, citing the policy article id), and route it to a queue (route_ticket, citing \
 the article). Never promise refunds or deadlines the policy does not give. Changes to the \
-knowledge base go through propose_knowledge_edit and are reviewed by a human.";
+knowledge base go through propose_knowledge_edit and are reviewed by a human. To check what a \
+policy says without filling your own context, spawn_agent starts a read-only worker; collect its \
+answer with wait_agent.";
+
+const WORKER_ROLE: &str = "You are a read-only research worker for a customer-support desk. \
+Another agent gave you one task. Use the read tools (search_knowledge, read_article, get_ticket, \
+list_tickets, search_tickets, load_skill) to find the answer, then reply with it in a few \
+sentences, citing the article or ticket ids you used. You cannot change anything.";
+
+/// A worker's system prompt: its role, the business rules and the skills
+/// summary (no queues: it routes nothing).
+pub fn worker_prompt(workspace: &Path, skills: &SkillRegistry) -> String {
+    let mut prompt = String::from(WORKER_ROLE);
+    append_context(&mut prompt, workspace, skills);
+    prompt
+}
 
 pub fn system_prompt(workspace: &Path, skills: &SkillRegistry, queues: &[String]) -> String {
     let mut prompt = String::from(ROLE);
@@ -24,6 +39,12 @@ pub fn system_prompt(workspace: &Path, skills: &SkillRegistry, queues: &[String]
     if !queues.is_empty() {
         prompt.push_str(&format!("\n\nQueues: {}", queues.join(", ")));
     }
+    append_context(&mut prompt, workspace, skills);
+    prompt
+}
+
+/// The workspace's business rules and skills summary.
+fn append_context(prompt: &mut String, workspace: &Path, skills: &SkillRegistry) {
     for (file, text) in crate::domain::rules::read(workspace) {
         prompt.push_str(&format!(
             "\n\n<business-rules file=\"{file}\">\n{}\n</business-rules>",
@@ -36,7 +57,6 @@ pub fn system_prompt(workspace: &Path, skills: &SkillRegistry, queues: &[String]
             "\n\nSkills (load one with load_skill when relevant):\n{summary}"
         ));
     }
-    prompt
 }
 
 #[cfg(test)]

@@ -102,6 +102,7 @@ async fn env() -> Env {
             skills: Arc::new(SkillRegistry::discover(&ws).0),
             cancel: rx,
             origin: None,
+            agents: None,
         },
         cancel,
         tools: ToolRegistry::standard(),

@@ -260,7 +260,11 @@ impl DirectCalls {
             .tools
             .specs()
             .into_iter()
-            .filter(|t| !t.name.starts_with("mcp__"))
+            // Not offered to a direct caller: another server's tools, and
+            // workers (a session's own).
+            .filter(|t| {
+                !t.name.starts_with("mcp__") && !crate::tools::agents::is_agent_tool(&t.name)
+            })
             .collect()
     }
 
@@ -524,6 +528,7 @@ impl DirectCalls {
                         skills: sessions.skills.current(),
                         cancel,
                         origin: Some(origin),
+                        agents: None,
                     };
                     sessions.tools.call(&tool, &args, &ctx).await
                 })

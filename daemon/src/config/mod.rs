@@ -19,7 +19,7 @@ use crate::model::catalog::ProviderSpec;
 
 pub const CONFIG_FILE: &str = ".tinycode/config.json";
 pub const DEFAULT_MAX_STEPS: u32 = 12;
-const KEYS: [&str; 17] = [
+const KEYS: [&str; 18] = [
     "knowledgeDir",
     "ticketsDir",
     "queues",
@@ -37,6 +37,7 @@ const KEYS: [&str; 17] = [
     "compactAboveTokens",
     "keepRecentMessages",
     "turnTimeoutSeconds",
+    "subAgents",
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,6 +71,33 @@ pub struct Config {
     /// `store.url`: the log in PostgreSQL (`postgres://…`); `None`: the
     /// embedded sled log. `$TINYCODE_STORE_URL` overrides it.
     pub store_url: Option<String>,
+    /// `subAgents`: the read-only workers a session may spawn.
+    pub sub_agents: SubAgents,
+}
+
+/// `subAgents`: how many workers a session may run at once, and each
+/// worker's limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubAgents {
+    /// `max`: running workers per root session.
+    pub max: usize,
+    /// `maxSteps`: model requests per worker.
+    pub max_steps: u32,
+    /// `timeoutSeconds`: a worker running longer ends `timed_out`.
+    pub timeout: Duration,
+    /// `model`: the workers' model; empty: the parent's.
+    pub model: String,
+}
+
+impl Default for SubAgents {
+    fn default() -> Self {
+        Self {
+            max: 3,
+            max_steps: 8,
+            timeout: Duration::from_secs(300),
+            model: String::new(),
+        }
+    }
 }
 
 /// When and how much of a session's history is summarised.
@@ -136,6 +164,7 @@ impl Default for Config {
             store_url: None,
             mcp_servers: Vec::new(),
             turn_timeout: None,
+            sub_agents: SubAgents::default(),
         }
     }
 }
@@ -303,6 +332,9 @@ impl Config {
         }
         if let Some(v) = obj.get("autoTriage") {
             config.auto_triage = sections::auto_triage(v).map_err(|p| bad("autoTriage", p))?;
+        }
+        if let Some(v) = obj.get("subAgents") {
+            config.sub_agents = sections::sub_agents(v).map_err(|p| bad("subAgents", p))?;
         }
         if let Some(v) = obj.get("store") {
             config.store_url = sections::store_url(v).map_err(|p| bad("store", p))?;

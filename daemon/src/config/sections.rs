@@ -159,6 +159,26 @@ pub fn auto_triage(v: &Value) -> Result<AutoTriage, String> {
     Ok(t)
 }
 
+/// `subAgents`: `{"max": 3, "maxSteps": 8, "timeoutSeconds": 300, "model": ""}`.
+pub fn sub_agents(v: &Value) -> Result<super::SubAgents, String> {
+    let obj = object(v, "the section")?;
+    known_keys(obj, &["max", "maxSteps", "timeoutSeconds", "model"], "")?;
+    let mut a = super::SubAgents::default();
+    if let Some(n) = number(obj, "max", 0..=16)? {
+        a.max = n as usize;
+    }
+    if let Some(n) = number(obj, "maxSteps", 1..=100)? {
+        a.max_steps = n as u32;
+    }
+    if let Some(n) = number(obj, "timeoutSeconds", 1..=86_400)? {
+        a.timeout = std::time::Duration::from_secs(n);
+    }
+    if let Some(model) = text(obj, "model", "")? {
+        a.model = model;
+    }
+    Ok(a)
+}
+
 /// `store`: `{"url": "postgres://user@host:port/db"}`; an empty or absent
 /// url means the embedded log.
 pub fn store_url(v: &Value) -> Result<Option<String>, String> {

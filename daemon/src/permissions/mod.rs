@@ -22,6 +22,9 @@ const READ_ONLY: [&str; 6] = [
     "load_skill",
 ];
 
+/// The sub-agent tools: workers only read, so managing them is free.
+pub const SUB_AGENT_TOOLS: [&str; 4] = ["spawn_agent", "wait_agent", "list_agents", "close_agent"];
+
 /// Whether `tool` only reads.
 pub fn is_read_only(tool: &str) -> bool {
     READ_ONLY.contains(&tool)
@@ -33,7 +36,7 @@ pub const REVIEW_REQUIRED: [&str; 1] = ["propose_knowledge_edit"];
 /// The rule for one call.
 pub fn rule_for(tool: &str, args: &Value) -> Rule {
     match tool {
-        t if READ_ONLY.contains(&t) => Rule::Allow,
+        t if READ_ONLY.contains(&t) || SUB_AGENT_TOOLS.contains(&t) => Rule::Allow,
         "classify_ticket" | "route_ticket" => Rule::Allow,
         "escalate_ticket" => match args.get("level").and_then(Value::as_u64) {
             Some(1) => Rule::Allow,

@@ -4,6 +4,7 @@
 mod approvals_svc;
 mod calls_svc;
 mod daemon_svc;
+mod evals_svc;
 mod events_svc;
 mod extensions_svc;
 mod knowledge_svc;
@@ -22,6 +23,7 @@ use tinycode_shared::proto::FILE_DESCRIPTOR_SET;
 use tinycode_shared::proto::approvals_server::ApprovalsServer;
 use tinycode_shared::proto::calls_server::CallsServer;
 use tinycode_shared::proto::daemon_server::DaemonServer;
+use tinycode_shared::proto::evals_server::EvalsServer;
 use tinycode_shared::proto::events_server::EventsServer;
 use tinycode_shared::proto::extensions_server::ExtensionsServer;
 use tinycode_shared::proto::knowledge_server::KnowledgeServer;
@@ -51,6 +53,7 @@ pub struct Shared {
     pub mcp: Arc<crate::mcp::McpHub>,
     pub calls: Arc<crate::calls::DirectCalls>,
     pub extensions: Arc<crate::extensions::Extensions>,
+    pub evals: Arc<crate::eval::Evals>,
     pub layout: Arc<Layout>,
     pub started: Instant,
     /// Ask the daemon to stop (Shutdown RPC).
@@ -66,6 +69,8 @@ impl Shared {
         models.push(self.sessions.approvals().projector());
         models.push(self.sessions.projector());
         models.push(self.triage.projector());
+        models.push(self.evals.history());
+        models.push(self.evals.projector());
         models
     }
 
@@ -139,6 +144,9 @@ where
     health_reporter
         .set_serving::<ExtensionsServer<extensions_svc::ExtensionsService>>()
         .await;
+    health_reporter
+        .set_serving::<EvalsServer<evals_svc::EvalsService>>()
+        .await;
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -180,6 +188,9 @@ where
         .add_service(ExtensionsServer::new(
             extensions_svc::ExtensionsService::new(Arc::clone(&shared.extensions)),
         ))
+        .add_service(EvalsServer::new(evals_svc::EvalsService::new(Arc::clone(
+            &shared.evals,
+        ))))
         .add_service(TriageServer::new(triage_svc::TriageService::new(shared)))
         .serve_with_incoming_shutdown(incoming, stop)
         .await?;

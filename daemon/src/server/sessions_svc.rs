@@ -2,11 +2,11 @@ use std::sync::Arc;
 
 use tinycode_shared::proto::sessions_server::Sessions as SessionsApi;
 use tinycode_shared::proto::{
-    AttachRequest, CancelTurnRequest, CancelTurnResponse, ClientRef, CompactSessionRequest,
-    CompactSessionResponse, CreateSessionRequest, DeleteSessionRequest, DeleteSessionResponse,
-    ForkSessionRequest, GetSessionRequest, ListSessionsRequest, ListSessionsResponse,
-    PruneSessionsRequest, PruneSessionsResponse, RenameSessionRequest, SendMessageRequest,
-    SendMessageResponse, SessionInfo, SessionUpdate, session_update::Update,
+    AgentInfo, AttachRequest, CancelTurnRequest, CancelTurnResponse, ClientRef,
+    CompactSessionRequest, CompactSessionResponse, CreateSessionRequest, DeleteSessionRequest,
+    DeleteSessionResponse, ForkSessionRequest, GetSessionRequest, ListSessionsRequest,
+    ListSessionsResponse, PruneSessionsRequest, PruneSessionsResponse, RenameSessionRequest,
+    SendMessageRequest, SendMessageResponse, SessionInfo, SessionUpdate, session_update::Update,
 };
 use tonic::{Request, Response, Status};
 
@@ -45,8 +45,37 @@ impl SessionsService {
             compacted_before_turn: s.compacted_before,
             pending_approvals: s.pending_approvals(),
             attached_clients: now.attached as u32,
+            parent_session_id: s
+                .parent
+                .as_ref()
+                .map(|p| p.session_id.clone())
+                .unwrap_or_default(),
+            agent_id: s
+                .parent
+                .as_ref()
+                .map(|p| p.agent_id.clone())
+                .unwrap_or_default(),
+            agents: agents(s),
         }
     }
+}
+
+/// A session's workers, in spawn order.
+fn agents(s: &SessionState) -> Vec<AgentInfo> {
+    let mut all: Vec<_> = s.agents.iter().collect();
+    all.sort_by_key(|(_, a)| a.number);
+    all.into_iter()
+        .map(|(id, a)| AgentInfo {
+            agent_id: id.clone(),
+            session_id: a.session_id.clone(),
+            task: a.task.clone(),
+            state: a.end.as_ref().map_or("running".into(), |e| {
+                tinycode_shared::render::outcome_name(e.outcome).into()
+            }),
+            steps: a.end.as_ref().map_or(0, |e| e.steps),
+            turn: a.turn,
+        })
+        .collect()
 }
 
 impl IntoStatus for SessionError {
@@ -57,7 +86,9 @@ impl IntoStatus for SessionError {
             SessionError::BadId(_) | SessionError::Invalid { .. } => {
                 Status::invalid_argument(message)
             }
-            SessionError::Model { .. } => Status::failed_precondition(message),
+            SessionError::Model { .. } | SessionError::Agent(_) => {
+                Status::failed_precondition(message)
+            }
             SessionError::Approval(e) => e.into_status(),
             SessionError::Store(e) => e.into_status(),
             SessionError::Projection(e) => e.into_status(),
@@ -100,11 +131,16 @@ impl SessionsApi for SessionsService {
         let limit = validate::limit("limit", req.limit, 50, 1000)?;
         let model = self.sessions().projector();
         self.shared.read_at(model, req.min_sequence).await?;
-        let sessions = self
-            .sessions()
-            .list(limit)
+        validate::max_len("parent_id", &req.parent_id, 200)?;
+        let listed = if req.parent_id.is_empty() {
+            self.sessions().list(limit)
+        } else {
+            self.sessions().children(&req.parent_id)
+        };
+        let sessions = listed
             .map_err(IntoStatus::into_status)?
             .iter()
+            .take(limit)
             .map(|s| self.info(s))
             .collect();
         Ok(Response::new(ListSessionsResponse { sessions }))

@@ -232,6 +232,8 @@ struct TurnSetup {
     /// This turn's user message and (resumed) what it added so far.
     record: super::state::TurnMessages,
     history: Vec<Message>,
+    /// The session as it was read (a worker's parent link, …).
+    state: super::SessionState,
 }
 
 impl TurnSetup {
@@ -246,6 +248,7 @@ impl TurnSetup {
             context_tokens: state.context_tokens(),
             record: history.turn(turn),
             history: history.before(turn),
+            state,
         })
     }
 }
@@ -321,7 +324,14 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
         }
     }
     let record = std::mem::take(&mut state.record);
-    let timeout = record.timeout.or(sessions.defaults.timeout);
+    // A worker: read tools only, its own prompt and limits, no workers.
+    let worker = state.state.parent.is_some();
+    let limits = &sessions.defaults.sub_agents;
+    let timeout = match (record.timeout.or(sessions.defaults.timeout), worker) {
+        (Some(t), true) => Some(t.min(limits.timeout)),
+        (None, true) => Some(limits.timeout),
+        (t, false) => t,
+    };
     let so_far: Vec<Message> = std::iter::once(Message::User {
         text: record.user.clone(),
     })
@@ -344,13 +354,21 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
             return;
         }
     };
-    let system = prompt::system_prompt(
-        &sessions.workspace,
-        &sessions.skills.current(),
-        sessions.desk.queues(),
-    );
+    let system = if worker {
+        prompt::worker_prompt(&sessions.workspace, &sessions.skills.current())
+    } else {
+        prompt::system_prompt(
+            &sessions.workspace,
+            &sessions.skills.current(),
+            sessions.desk.queues(),
+        )
+    };
     let config = TurnConfig {
-        max_steps: sessions.defaults.max_steps,
+        max_steps: if worker {
+            limits.max_steps
+        } else {
+            sessions.defaults.max_steps
+        },
         timeout,
         max_tool_result_chars: sessions.defaults.max_tool_result_chars,
         // Per session and turn: call ids repeat across turns (the offline
@@ -373,7 +391,18 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
             turn,
             call_id: String::new(),
         }),
+        agents: (!worker).then(|| {
+            Arc::new(super::agents::Scope {
+                sessions: Arc::clone(sessions),
+                session: id.to_string(),
+                turn,
+            }) as Arc<dyn crate::tools::agents::SubAgents>
+        }),
     };
+    // A worker closed before its turn ran stops at once.
+    if worker && sessions.worker_closed(id) {
+        live.cancel.send_replace(true);
+    }
 
     // One writer stores events and emits deltas in the order the turn
     // produced them, so every attached client sees one order. The first
@@ -430,7 +459,11 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
     };
     let runner = Turn {
         provider: provider.as_ref(),
-        tools: &sessions.tools,
+        tools: if worker {
+            &sessions.worker_tools
+        } else {
+            &sessions.tools
+        },
         ctx: &ctx,
         config: &config,
         approver: Some(&approver),
@@ -525,6 +558,22 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
         // Whatever a provider said, no credential is stored.
         TurnOutcome::Failed(e) => (Outcome::Failed, crate::model::redact::redact(e, &[])),
     };
+    if worker {
+        let end = super::agents::WorkerEnd {
+            outcome,
+            text: final_text(&result.messages),
+            steps: result.steps,
+            tool_calls: result.tool_calls,
+            usage: model_usage(&result.usage),
+            error: error.clone(),
+        };
+        if let Err(e) = sessions.worker_finished(&state.state, end).await {
+            tracing::error!(session = %id, error = %e, "could not record a worker's end in its parent; the next start does");
+        }
+    } else if outcome != Outcome::Completed {
+        // Its workers end with it.
+        sessions.stop_workers_of_turn(id, turn);
+    }
     let _ = append(
         sessions,
         live,
@@ -539,6 +588,18 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
         }),
     )
     .await;
+}
+
+/// The last answer text the turn produced (a worker's result).
+fn final_text(messages: &[Message]) -> String {
+    messages
+        .iter()
+        .rev()
+        .find_map(|m| match m {
+            Message::Assistant { text, .. } if !text.trim().is_empty() => Some(text.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
 }
 
 fn model_usage(u: &Usage) -> ModelUsage {

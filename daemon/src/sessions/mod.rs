@@ -6,6 +6,7 @@
 //! never cancels a turn; `cancel` does.
 
 mod actor;
+mod agents;
 mod approver;
 mod attach;
 mod decisions;
@@ -61,6 +62,10 @@ pub enum SessionError {
     },
     #[error("cannot use model {model:?}: {message}")]
     Model { model: String, message: String },
+    /// A sub-agent request that cannot be done as asked (the limit, an
+    /// unknown worker, a worker spawning).
+    #[error("{0}")]
+    Agent(String),
     #[error(transparent)]
     Approval(#[from] crate::approvals::ApprovalError),
     #[error(transparent)]
@@ -87,6 +92,8 @@ pub struct TurnDefaults {
     /// How sessions created without a mode settle `ask`: config
     /// `permissionMode` (`ask`, or `auto`).
     pub approve: ApprovalMode,
+    /// Config `subAgents`: workers per session and their limits.
+    pub sub_agents: crate::config::SubAgents,
 }
 
 /// A session's live side right now (all zero when it has none).
@@ -105,6 +112,8 @@ pub struct Sessions {
     pub(crate) desk: Arc<Desk>,
     pub(crate) skills: Arc<Skills>,
     pub(crate) tools: ToolRegistry,
+    /// What a worker's turns get: the read tools only.
+    pub(crate) worker_tools: ToolRegistry,
     pub(crate) approvals: Arc<Approvals>,
     pub(crate) workspace: PathBuf,
     pub(crate) defaults: TurnDefaults,
@@ -114,6 +123,10 @@ pub struct Sessions {
     send_locks: crate::sync::Striped<16>,
     live: Mutex<std::collections::HashMap<String, Arc<Live>>>,
     counter: AtomicU64,
+    /// Workers told to stop (their turn may not have started yet).
+    closing: Mutex<std::collections::HashSet<String>>,
+    /// Woken when a worker's end is recorded (`wait_agent`).
+    agent_news: tokio::sync::Notify,
 }
 
 impl Sessions {
@@ -129,11 +142,18 @@ impl Sessions {
         defaults: TurnDefaults,
     ) -> Result<Arc<Self>, SessionError> {
         let projector = Projector::spawn(&store, Arc::new(model::SessionsModel))?;
+        let mut tools = ToolRegistry::standard();
+        for tool in crate::tools::agents::agent_tools() {
+            tools.register(tool);
+        }
         let sessions = Arc::new(Self {
             store,
             desk,
             skills,
-            tools: ToolRegistry::standard(),
+            tools,
+            worker_tools: ToolRegistry::read_only(
+                "a worker only reads: report what you found, and the agent that spawned you decides what to change",
+            ),
             approvals,
             workspace,
             defaults,
@@ -141,6 +161,8 @@ impl Sessions {
             send_locks: crate::sync::Striped::default(),
             live: Mutex::new(std::collections::HashMap::new()),
             counter: AtomicU64::new(0),
+            closing: Mutex::new(std::collections::HashSet::new()),
+            agent_news: tokio::sync::Notify::new(),
         });
         sessions.caught_up().await?;
         // Approval events a crash kept from reaching the session's copy.
@@ -164,6 +186,18 @@ impl Sessions {
                 }
             }
             if !interrupted.is_empty() {
+                // A worker's parent learns first (its wait returns).
+                if state.parent.is_some() {
+                    let end = agents::WorkerEnd {
+                        outcome: TurnOutcome::Interrupted,
+                        text: String::new(),
+                        steps: 0,
+                        tool_calls: 0,
+                        usage: Default::default(),
+                        error: "the daemon stopped while this worker ran".into(),
+                    };
+                    sessions.worker_finished(&state, end).await?;
+                }
                 sessions
                     .store
                     .append(&session_stream(&id), ExpectedVersion::Any, interrupted)
@@ -332,6 +366,15 @@ impl Sessions {
     pub async fn delete(self: &Arc<Self>, raw: &str, by: ClientRef) -> Result<bool, SessionError> {
         let id = self.get(raw)?.id;
         let cancelled = self.cancel(&id)?;
+        // Its workers go with it.
+        for child in self.children(&id)? {
+            self.stop_worker(&child.id);
+            let deleted = tinycode_shared::proto::SessionDeleted {
+                by: Some(by.clone()),
+            };
+            self.record(&child.id, vec![Payload::SessionDeleted(deleted)])
+                .await?;
+        }
         let deleted = tinycode_shared::proto::SessionDeleted { by: Some(by) };
         self.record(&id, vec![Payload::SessionDeleted(deleted)])
             .await?;
@@ -402,6 +445,8 @@ impl Sessions {
             approve: source.approve.as_str().into(),
             forked_from: source.id.clone(),
             forked_at,
+            // A fork is a session of its own, even a worker's.
+            parent: None,
         })];
         payloads.extend(copied.into_iter().filter_map(|e| match e.payload {
             Some(
@@ -438,9 +483,11 @@ impl Sessions {
         self.get(&id)
     }
 
-    /// Newest first, deleted sessions left out.
+    /// Root sessions (workers are listed under their parent), newest
+    /// first, deleted sessions left out.
     pub fn list(&self, limit: usize) -> Result<Vec<SessionState>, SessionError> {
         Ok(model::newest(self.projector.tree())
+            .filter(|s| s.as_ref().map_or(true, |s| s.parent.is_none()))
             .take(limit)
             .collect::<Result<_, _>>()?)
     }

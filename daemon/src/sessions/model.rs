@@ -6,7 +6,9 @@
 //! - `o/<last sequence><id>` → `()` for each session not deleted, so the
 //!   newest are listed first without reading the others;
 //! - `u/<id>` → `()` while the session has turns without an outcome, so a
-//!   start finds the turns a previous run left unfinished without a scan.
+//!   start finds the turns a previous run left unfinished without a scan;
+//! - `c/<parent id>/<child id>` → `()` for each worker session, so a
+//!   session's workers are listed without a scan.
 
 use tinycode_shared::proto::Event;
 use tinycode_shared::proto::event::Payload;
@@ -17,6 +19,11 @@ use crate::projection::{Projection, ProjectionError, Writes};
 const STATE: &[u8] = b"s/";
 const ORDER: &[u8] = b"o/";
 const UNFINISHED: &[u8] = b"u/";
+const CHILD: &[u8] = b"c/";
+
+fn child_key(parent: &str, child: &str) -> Vec<u8> {
+    [CHILD, parent.as_bytes(), b"/", child.as_bytes()].concat()
+}
 
 fn state_key(id: &str) -> Vec<u8> {
     [STATE, id.as_bytes()].concat()
@@ -62,6 +69,17 @@ pub fn newest(
     })
 }
 
+/// The ids of `parent`'s worker sessions.
+pub fn children(tree: &sled::Tree, parent: &str) -> Result<Vec<String>, ProjectionError> {
+    let prefix = child_key(parent, "");
+    let mut found = Vec::new();
+    for row in tree.scan_prefix(&prefix) {
+        let (key, _) = row?;
+        found.push(String::from_utf8_lossy(&key[prefix.len()..]).to_string());
+    }
+    Ok(found)
+}
+
 /// Sessions with turns that have no outcome.
 pub fn with_unfinished_turns(tree: &sled::Tree) -> Result<Vec<SessionState>, ProjectionError> {
     let mut found = Vec::new();
@@ -83,7 +101,7 @@ impl Projection for SessionsModel {
     }
 
     fn version(&self) -> u32 {
-        2 // 2: `last_at`
+        3 // 2: `last_at`; 3: workers (`parent`, `agents`, `c/`)
     }
 
     fn apply(&self, writes: &mut Writes<'_>, event: &Event) -> Result<(), ProjectionError> {
@@ -107,6 +125,9 @@ impl Projection for SessionsModel {
             !state.unfinished().is_empty(),
         );
         state.apply(event);
+        if let (Some(Payload::SessionCreated(_)), Some(parent)) = (&event.payload, &state.parent) {
+            writes.put(child_key(&parent.session_id, id), Vec::new());
+        }
         if let Some(sequence) = listed {
             writes.remove(order_key(sequence, id));
         }

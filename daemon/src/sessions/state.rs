@@ -62,6 +62,44 @@ pub struct SessionState {
     /// When its last event was recorded (Unix seconds).
     #[serde(default)]
     pub last_at: i64,
+    /// A worker's link to the call that spawned it (`None`: a root session).
+    #[serde(default)]
+    pub parent: Option<ParentRef>,
+    /// The workers this session spawned, by agent id (`a1`, …).
+    #[serde(default)]
+    pub agents: BTreeMap<String, AgentBrief>,
+}
+
+/// Where a worker session came from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParentRef {
+    pub session_id: String,
+    pub turn: u64,
+    pub call_id: String,
+    pub agent_id: String,
+}
+
+/// One worker as its parent's state keeps it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentBrief {
+    /// Spawn order (1, 2, …).
+    pub number: u32,
+    pub session_id: String,
+    pub task: String,
+    pub turn: u64,
+    pub call_id: String,
+    /// How it ended; `None` while it runs.
+    pub end: Option<AgentEnd>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentEnd {
+    /// A `TurnOutcome` number.
+    pub outcome: i32,
+    pub steps: u32,
+    pub tool_calls: u32,
+    pub text: String,
+    pub error: String,
 }
 
 /// What one event adds to a session's history.
@@ -281,6 +319,42 @@ impl SessionState {
                 self.created_sequence = event.sequence;
                 self.forked_from = e.forked_from.clone();
                 self.history_from = 1;
+                self.parent = e.parent.as_ref().map(|p| ParentRef {
+                    session_id: p.session_id.clone(),
+                    turn: p.turn,
+                    call_id: p.call_id.clone(),
+                    agent_id: p.agent_id.clone(),
+                });
+            }
+            Payload::SubAgentSpawned(e) => {
+                let number = self.agents.len() as u32 + 1;
+                self.agents
+                    .entry(e.agent_id.clone())
+                    .or_insert_with(|| AgentBrief {
+                        number,
+                        session_id: e.session_id.clone(),
+                        task: e.task.clone(),
+                        turn: e.turn,
+                        call_id: e.call_id.clone(),
+                        end: None,
+                    });
+            }
+            Payload::SubAgentFinished(e) => {
+                // The first finish counts (one recorded again after a crash
+                // changes nothing).
+                if let Some(agent) = self
+                    .agents
+                    .get_mut(&e.agent_id)
+                    .filter(|a| a.end.is_none() && a.session_id == e.session_id)
+                {
+                    agent.end = Some(AgentEnd {
+                        outcome: e.outcome,
+                        steps: e.steps,
+                        tool_calls: e.tool_calls,
+                        text: e.summary.clone(),
+                        error: e.error.clone(),
+                    });
+                }
             }
             Payload::SessionRenamed(e) => self.title = e.title.clone(),
             Payload::SessionDeleted(_) => self.deleted = true,

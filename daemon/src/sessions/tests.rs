@@ -29,6 +29,7 @@ pub(crate) fn defaults() -> TurnDefaults {
         compaction: crate::config::Compaction::default(),
         approval_timeout: None,
         approve: crate::permissions::ApprovalMode::Ask,
+        sub_agents: crate::config::SubAgents::default(),
     }
 }
 

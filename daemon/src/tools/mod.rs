@@ -6,6 +6,7 @@
 //! errors and cancellation all become an error result holding one
 //! actionable sentence for the model.
 
+pub mod agents;
 mod business;
 pub mod schema;
 
@@ -70,6 +71,9 @@ pub struct ToolContext {
     /// [`ToolContext::for_call`] adds the call id. Stored on the change a
     /// tool makes, so a resumed turn never makes it twice.
     pub origin: Option<ToolOrigin>,
+    /// The running session's workers (`None`: no sub-agents here — a
+    /// worker's own turn, a direct call).
+    pub agents: Option<Arc<dyn agents::SubAgents>>,
 }
 
 impl ToolContext {
@@ -146,6 +150,9 @@ impl DynamicTools {
 pub struct ToolRegistry {
     tools: BTreeMap<String, Arc<dyn Tool>>,
     dynamic: Arc<DynamicTools>,
+    /// A read-only registry's answer to any other tool: the call is denied
+    /// before the permission gate asks anyone.
+    refusal: Option<&'static str>,
 }
 
 impl ToolRegistry {
@@ -158,6 +165,21 @@ impl ToolRegistry {
         registry
     }
 
+    /// The read-only business tools and `load_skill` (a worker's); any
+    /// other call is denied with `why`.
+    pub fn read_only(why: &'static str) -> Self {
+        let mut registry = Self {
+            refusal: Some(why),
+            ..Self::default()
+        };
+        for tool in business_tools() {
+            if crate::permissions::is_read_only(tool.name()) {
+                registry.register(tool);
+            }
+        }
+        registry
+    }
+
     /// Add a tool; a later tool with the same name replaces the earlier one.
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
         self.tools.insert(tool.name().to_string(), tool);
@@ -165,6 +187,11 @@ impl ToolRegistry {
 
     /// The permission rule a tool carries itself, if any.
     pub fn rule(&self, name: &str) -> Option<crate::permissions::Rule> {
+        if let Some(why) = self.refusal
+            && !self.tools.contains_key(name)
+        {
+            return Some(crate::permissions::Rule::Deny(why.to_string()));
+        }
         self.tools
             .get(name)
             .cloned()

@@ -33,6 +33,7 @@ async fn setup() -> Setup {
             skills: Arc::new(skills),
             cancel: cancel_rx,
             origin: None,
+            agents: None,
         },
         registry: ToolRegistry::standard(),
         store,

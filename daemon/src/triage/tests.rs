@@ -171,7 +171,20 @@ async fn with_one_slot_no_two_triage_turns_overlap() {
     until(&b.triage, |s| s.done == 8).await;
     let mut running = 0i32;
     let mut most = 0;
-    for e in b.store.read_range(1, u64::MAX, usize::MAX).await.unwrap() {
+    let events = b.store.read_range(1, u64::MAX, usize::MAX).await.unwrap();
+    // A triage's sub-agents (the offline model asks one before an L2
+    // escalation) run inside its slot: only triage sessions count.
+    let workers: Vec<String> = events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            Some(Payload::SubAgentSpawned(s)) => Some(format!("session-{}", s.session_id)),
+            _ => None,
+        })
+        .collect();
+    for e in events
+        .into_iter()
+        .filter(|e| !workers.contains(&e.stream_id))
+    {
         match e.payload {
             Some(Payload::TurnStarted(_)) => running += 1,
             Some(Payload::TurnCompleted(_)) => running -= 1,

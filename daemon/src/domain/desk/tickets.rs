@@ -88,9 +88,8 @@ impl Desk {
         self.stored_ticket(id).ok().flatten().as_ref().map(f)
     }
 
-    /// Every stored ticket, ordered by id.
-    /// Every stored ticket, in id order.
-    fn stored_tickets(&self) -> impl Iterator<Item = Result<Ticket, DomainError>> + '_ {
+    /// Every stored ticket, in id order (read one at a time).
+    pub fn all_tickets(&self) -> impl Iterator<Item = Result<Ticket, DomainError>> + '_ {
         self.tickets.tree().scan_prefix(b"t/").map(|row| {
             let (_, value) = row.map_err(crate::projection::ProjectionError::from)?;
             Ok(decode_ticket(&value)?)
@@ -133,7 +132,7 @@ impl Desk {
             });
             Box::new(self.stored_tickets_after(after))
         } else {
-            Box::new(self.stored_tickets())
+            Box::new(self.all_tickets())
         };
         let mut bytes = 0;
         let mut full = false;

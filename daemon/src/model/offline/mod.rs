@@ -20,7 +20,9 @@ use super::{
 };
 use crate::context::{estimate_tokens, parse_rfc3339};
 use crate::domain::taxonomy::{Category, categories_in};
+use crate::learn::tickets::Field;
 
+mod learned;
 mod summary;
 
 /// Everything the offline model says starts with this.
@@ -352,8 +354,33 @@ fn triage_step(req: &ModelRequest, s: &State<'_>, id: &str, ticket: &Value) -> S
         .map(|(body, _)| escalation_rules(body))
         .unwrap_or_default();
     let (level, matched) = escalation_level(&rules, &text);
-    let category = category(&req.system, ticket, &article);
-    let priority = priority(&req.system, ticket, level);
+    // The desk's history decides what it knows well; the rules the rest.
+    let mut history = learned::History::of(ticket);
+    let category = history
+        .pick(
+            Field::Category,
+            "category",
+            Some(category(&req.system, ticket, &article)),
+            |_| true,
+        )
+        .unwrap_or_default();
+    let ruled_priority = priority(&req.system, ticket, level);
+    let priority = if level >= 2 {
+        ruled_priority // a supervisor escalation is P0 whatever the history says
+    } else {
+        history
+            .pick(Field::Priority, "priority", Some(ruled_priority), |p| {
+                ["P0", "P1", "P2", "P3"].contains(&p)
+            })
+            .unwrap_or_default()
+    };
+    let desk_queues = queues(&req.system);
+    let queue = history.pick(
+        Field::Queue,
+        "queue",
+        queue(&desk_queues, &article, &category),
+        |q| desk_queues.iter().any(|d| d == q),
+    );
     if s.first("classify_ticket").is_none() {
         let intent = intent(ticket);
         return (
@@ -362,32 +389,41 @@ fn triage_step(req: &ModelRequest, s: &State<'_>, id: &str, ticket: &Value) -> S
                 "classify_ticket",
                 json!({
                     "ticket_id": id, "category": category, "priority": priority, "intent": intent,
-                    "summary": first_line(&text, 80),
+                    "summary": format!("{} [{}]", first_line(&text, 80), history.note()),
                 }),
             )),
         );
     }
-    if level > 0 {
-        let policy_search = searches.get(1).copied();
-        let Some((policy_hits, _)) = policy_search else {
-            return (
-                None,
-                Some(tool(
-                    "search_knowledge",
-                    json!({ "query": "升级 政策 escalation policy 主管", "limit": 3 }),
-                )),
-            );
+    if level > 0 && s.first("escalate_ticket").is_none() {
+        // Before a supervisor escalation a worker reads the policy (as
+        // TinyCode's root agent does); else, or when it found nothing, one
+        // more search.
+        let (cite, via) = match policy_from_worker(req, s, level) {
+            Worker::Ask(step) => return step,
+            Worker::Found { cite, agent } => (cite, format!("（子代理 {agent} 核对）")),
+            Worker::Unavailable => {
+                let Some((policy_hits, _)) = searches.get(1).copied() else {
+                    return (
+                        None,
+                        Some(tool(
+                            "search_knowledge",
+                            json!({ "query": POLICY_QUERY, "limit": 3 }),
+                        )),
+                    );
+                };
+                let policy: Vec<Value> = list_of(first_json(policy_hits));
+                let cite = policy
+                    .first()
+                    .and_then(|h| h["id"].as_str())
+                    .or(top.as_deref())
+                    .unwrap_or("escalation-rules")
+                    .to_string();
+                (cite, String::new())
+            }
         };
-        if s.first("escalate_ticket").is_none() {
-            let policy: Vec<Value> = list_of(first_json(policy_hits));
-            let cite = policy
-                .first()
-                .and_then(|h| h["id"].as_str())
-                .or(top.as_deref())
-                .unwrap_or("escalation-rules")
-                .to_string();
+        {
             let reason = format!(
-                "命中升级规则（{}）→ L{level}；依据 {cite}",
+                "命中升级规则（{}）→ L{level}；依据 {cite}{via}",
                 matched.join("、")
             );
             return (
@@ -399,12 +435,14 @@ fn triage_step(req: &ModelRequest, s: &State<'_>, id: &str, ticket: &Value) -> S
             );
         }
     }
-    let queue = queue(&queues(&req.system), &article, &category);
     if s.first("route_ticket").is_none()
         && let Some(queue) = &queue
     {
         let cite = article.id.clone().unwrap_or_else(|| "TINY.md".into());
-        let reason = format!("{category} 类工单，依据 {cite}");
+        let reason = match history.support("queue") {
+            Some(n) => format!("{category} 类工单，依据本台历史：同类 {n} 张工单路由到 {queue}"),
+            None => format!("{category} 类工单，依据 {cite}"),
+        };
         let args = json!({ "ticket_id": id, "queue": queue, "reason": reason });
         return (None, Some(tool("route_ticket", args)));
     }
@@ -419,6 +457,72 @@ fn triage_step(req: &ModelRequest, s: &State<'_>, id: &str, ticket: &Value) -> S
         )),
         None,
     )
+}
+
+/// What the policy search asks for.
+const POLICY_QUERY: &str = "升级 政策 escalation policy 主管";
+
+/// A worker's task: the policy query, then the question (no digits, so the
+/// worker does not take a word for a ticket id).
+fn policy_task() -> String {
+    format!(
+        "{POLICY_QUERY}: what does the escalation policy require before a supervisor escalation?"
+    )
+}
+
+enum Worker {
+    /// The next call of the exchange with the worker.
+    Ask(Step),
+    /// The article the worker cited.
+    Found { cite: String, agent: String },
+    /// No worker here (not offered, not L2, or it found nothing).
+    Unavailable,
+}
+
+/// Spawn a worker to read the escalation policy, wait for it, and take the
+/// article it cites.
+fn policy_from_worker(req: &ModelRequest, s: &State<'_>, level: u32) -> Worker {
+    let offered = |name: &str| req.tools.iter().any(|t| t.name == name);
+    if level < 2 || !offered("spawn_agent") || !offered("wait_agent") {
+        return Worker::Unavailable;
+    }
+    let Some((started, failed)) = s.first("spawn_agent") else {
+        return Worker::Ask((
+            Some(format!(
+                "{MARK} Asking a worker what the escalation policy requires."
+            )),
+            Some(tool("spawn_agent", json!({ "task": policy_task() }))),
+        ));
+    };
+    // "Started worker a1 on: …"
+    let agent = started
+        .strip_prefix("Started worker ")
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_default()
+        .to_string();
+    if failed || agent.is_empty() {
+        return Worker::Unavailable;
+    }
+    let Some((answer, failed)) = s.first("wait_agent") else {
+        return Worker::Ask((
+            None,
+            Some(tool(
+                "wait_agent",
+                json!({ "agent_id": agent, "timeout_seconds": 120 }),
+            )),
+        ));
+    };
+    // The worker answers `From "<title>" (<id>): …`.
+    let cite = answer
+        .split_once("From \"")
+        .and_then(|(_, rest)| rest.split_once("\" ("))
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(id, _)| id.trim().to_string())
+        .filter(|id| !id.is_empty() && !failed && answer.contains(" completed after "));
+    match cite {
+        Some(cite) => Worker::Found { cite, agent },
+        None => Worker::Unavailable,
+    }
 }
 
 fn summary(

@@ -1,0 +1,145 @@
+//! The Evals service: requests become a typed [`RunSpec`] here; the work is
+//! `crate::eval`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tinycode_shared::proto::evals_server::Evals as EvalsRpc;
+use tinycode_shared::proto::{
+    CancelEvalRequest, CancelEvalResponse, EvalReport, EvalUpdate, GetEvalRequest,
+    ListEvalsRequest, ListEvalsResponse, RunEvalRequest, eval_update::Update,
+};
+use tokio::sync::mpsc;
+use tonic::{Request, Response, Status};
+
+use super::{IntoStatus, ResponseStream, stream_from, validate};
+use crate::eval::{EvalError, Evals, RunSpec};
+
+pub struct EvalsService {
+    evals: Arc<Evals>,
+}
+
+impl EvalsService {
+    pub fn new(evals: Arc<Evals>) -> Self {
+        Self { evals }
+    }
+}
+
+impl IntoStatus for EvalError {
+    fn into_status(self) -> Status {
+        let message = self.to_string();
+        match self {
+            EvalError::Labels(_) | EvalError::Invalid { .. } => Status::invalid_argument(message),
+            EvalError::NotFound(_) => Status::not_found(message),
+            EvalError::Scratch(_) => Status::unavailable(message),
+            EvalError::Store(e) => e.into_status(),
+            EvalError::Projection(e) => e.into_status(),
+        }
+    }
+}
+
+fn spec(req: RunEvalRequest) -> Result<RunSpec, Status> {
+    for (field, value) in [
+        ("labels", &req.labels),
+        ("train", &req.train),
+        ("model", &req.model),
+        ("target", &req.target),
+    ] {
+        validate::max_len(field, value, 4096)?;
+    }
+    if req.runs > 20 {
+        return Err(Status::invalid_argument(format!(
+            "`runs` must be at most 20, got {}",
+            req.runs
+        )));
+    }
+    if req.concurrency > 64 {
+        return Err(Status::invalid_argument(format!(
+            "`concurrency` must be at most 64, got {}",
+            req.concurrency
+        )));
+    }
+    let path = |p: &str| (!p.trim().is_empty()).then(|| PathBuf::from(p.trim()));
+    Ok(RunSpec {
+        labels: path(&req.labels),
+        from_history: req.from_history,
+        model: req.model,
+        runs: req.runs.max(1),
+        concurrency: if req.concurrency == 0 {
+            4
+        } else {
+            req.concurrency as usize
+        },
+        train: path(&req.train),
+        target: req.target,
+    })
+}
+
+#[tonic::async_trait]
+impl EvalsRpc for EvalsService {
+    type RunStream = ResponseStream<EvalUpdate>;
+
+    async fn run(
+        &self,
+        request: Request<RunEvalRequest>,
+    ) -> Result<Response<Self::RunStream>, Status> {
+        let spec = spec(request.into_inner())?;
+        let evals = Arc::clone(&self.evals);
+        Ok(Response::new(stream_from(move |tx| async move {
+            let (progress, mut updates) = mpsc::channel(16);
+            let forward = {
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    while let Some(p) = updates.recv().await {
+                        let update = EvalUpdate {
+                            update: Some(Update::Progress(p)),
+                        };
+                        if tx.send(Ok(update)).await.is_err() {
+                            return; // the client left: `progress` closes
+                        }
+                    }
+                })
+            };
+            let report = evals.run(spec, progress).await;
+            let _ = forward.await;
+            let last = report
+                .map(|r| EvalUpdate {
+                    update: Some(Update::Report(r)),
+                })
+                .map_err(IntoStatus::into_status);
+            let _ = tx.send(last).await;
+        })))
+    }
+
+    async fn cancel(
+        &self,
+        request: Request<CancelEvalRequest>,
+    ) -> Result<Response<CancelEvalResponse>, Status> {
+        let cancelled = self.evals.cancel(&request.into_inner().eval_id);
+        Ok(Response::new(CancelEvalResponse { cancelled }))
+    }
+
+    async fn list(
+        &self,
+        request: Request<ListEvalsRequest>,
+    ) -> Result<Response<ListEvalsResponse>, Status> {
+        let limit = validate::limit("limit", request.into_inner().limit, 20, 1000)?;
+        let evals = self
+            .evals
+            .list(limit)
+            .await
+            .map_err(IntoStatus::into_status)?;
+        Ok(Response::new(ListEvalsResponse { evals }))
+    }
+
+    async fn get(&self, request: Request<GetEvalRequest>) -> Result<Response<EvalReport>, Status> {
+        let req = request.into_inner();
+        validate::max_len("eval_id", &req.eval_id, 64)?;
+        let report = self
+            .evals
+            .get(&req.eval_id)
+            .await
+            .map_err(IntoStatus::into_status)?;
+        Ok(Response::new(report))
+    }
+}

@@ -1,0 +1,158 @@
+//! `tinycode eval` end to end: the offline model measured on a labelled set
+//! in a scratch desk — figures as expected, the live desk's files and log
+//! unchanged — then listed and shown again; `--from-history` takes only the
+//! decisions people made.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::Value;
+use tinycode_tests::Desk;
+
+/// Every workspace file but the daemon's state, with its content.
+fn files(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.ends_with(".tinycode/state") {
+                continue;
+            }
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let rel = path.strip_prefix(root).unwrap().display().to_string();
+                out.insert(rel, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// The log without the evaluations' own streams.
+fn log(desk: &Desk) -> Vec<Value> {
+    desk.events(&[])
+        .into_iter()
+        .filter(|e| !e["streamId"].as_str().unwrap_or("").starts_with("eval-"))
+        .collect()
+}
+
+fn field<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["field"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {report:#}"))
+}
+
+#[test]
+fn an_evaluation_measures_in_a_scratch_desk_and_never_changes_the_live_one() {
+    let desk = Desk::fixture();
+    desk.ok(&["ticket", "list"]);
+    desk.mirror_settled();
+    let (files_before, log_before) = (files(&desk.workspace()), log(&desk));
+
+    // Three rows the offline model gets right, one labelled against it.
+    let dir = tempfile::tempdir().unwrap();
+    let set = dir.path().join("labels.csv");
+    std::fs::write(
+        &set,
+        "subject,body,category,queue,escalateLevel\n\
+         退款：订单 8842 已付款但未收到货,我一直没收到货，要求全额退款。,退款,售后组,0\n\
+         物流：包裹停滞 3 天未更新,快递一直没有更新。,物流,物流组,0\n\
+         账户被冻结,我的账户被风控冻结了，无法付款。,账户,,2\n\
+         退款：耳机坏了,耳机左耳没有声音，申请退款。,技术,售后组,0\n",
+    )
+    .unwrap();
+    let report = desk.json(&["eval", set.to_str().unwrap(), "--concurrency", "2"]);
+    assert_eq!(
+        (report["rows"].as_u64(), report["measured"].as_u64()),
+        (Some(4), Some(4)),
+        "{report:#}"
+    );
+    assert_eq!(report["model"], "offline");
+    let category = field(&report, "category");
+    assert_eq!(category["accuracy"], 0.75, "{category:#}");
+    assert_eq!(
+        category["labels"],
+        serde_json::json!(["技术", "物流", "账户", "退款", "(other)"])
+    );
+    // Expected 技术, predicted 退款.
+    assert_eq!(
+        category["confusion"][0]["counts"],
+        serde_json::json!([0, 0, 0, 1, 0])
+    );
+    let queue = field(&report, "queue");
+    assert_eq!(
+        (queue["scored"].as_u64(), &queue["accuracy"]),
+        (Some(3), &Value::from(1.0)),
+        "{queue:#}"
+    );
+    assert_eq!(field(&report, "escalateLevel")["accuracy"], 1.0);
+    assert_eq!(report["allFieldsPassK"], 0.75);
+
+    // The live desk: the same files, the same log (but for the evaluation's
+    // own record).
+    desk.mirror_settled();
+    assert_eq!(
+        files(&desk.workspace()),
+        files_before,
+        "workspace files changed"
+    );
+    assert_eq!(log(&desk), log_before, "the live log changed");
+
+    // Listed, shown again, and written as Markdown with a chart.
+    let id = report["evalId"].as_str().unwrap().to_string();
+    assert!(desk.ok(&["eval", "list"]).contains(&id));
+    let shown = desk.json(&["eval", "show", &id]);
+    assert_eq!(shown, report);
+    let dir = desk.state_dir().join("evals").join(&id);
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains("| category | 4 | 75.0 % |"), "{md}");
+    assert!(dir.join("confusion-category.png").is_file());
+    assert!(!dir.join("scratch").exists(), "the scratch desk is removed");
+    desk.stop();
+}
+
+#[test]
+fn from_history_takes_the_decisions_people_made_not_the_agents() {
+    let desk = Desk::fixture();
+    // A ticket classified by hand (its file) and one triaged by the agent.
+    let mut hand = serde_json::from_str::<Value>(&desk.read("tickets/T-1002.json")).unwrap();
+    hand["category"] = "物流".into();
+    hand["queue"] = "物流组".into();
+    desk.write(
+        "tickets/T-1002.json",
+        &serde_json::to_string_pretty(&hand).unwrap(),
+    );
+    let out = desk.run(&["run", "triage T-1001", "--approve", "auto"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let report = desk.json(&["eval", "--from-history"]);
+    assert_eq!(report["source"], "history");
+    assert_eq!(
+        report["rows"].as_u64(),
+        Some(1),
+        "only the hand-made decision: {report:#}"
+    );
+    assert_eq!(field(&report, "category")["scored"].as_u64(), Some(1));
+    desk.stop();
+}
+
+#[test]
+fn a_bad_labelled_set_is_refused_with_what_to_fix() {
+    let desk = Desk::fixture();
+    let dir = tempfile::tempdir().unwrap();
+    let set = dir.path().join("labels.csv");
+    std::fs::write(&set, "text,category\nok,退款\nno label here\n").unwrap();
+    let out = desk.run(&["eval", set.to_str().unwrap()]);
+    assert_ne!(out.code, 0);
+    assert!(
+        out.stderr.contains("line 3") && out.stderr.contains("the header has 2"),
+        "{}",
+        out.stderr
+    );
+    desk.stop();
+}

@@ -1,0 +1,100 @@
+//! The offline model learns from the desk's own history: routed tickets
+//! teach it where tickets like them go, even against TINY.md's rules; with
+//! no such history the rules decide. The classification note says which.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use serde_json::json;
+use tinycode_tests::{Desk, wait_until};
+
+/// A decided ticket file, as a desk that triaged it keeps it.
+fn history(desk: &Desk, id: &str, subject: &str, body: &str, category: &str, queue: &str) {
+    let ticket = json!({
+        "id": id, "subject": subject, "customer": "历史客户", "channel": "email",
+        "createdAt": "2026-09-01T09:00:00+08:00", "slaMinutes": 240, "status": "routed",
+        "category": category, "priority": "P2", "queue": queue,
+        "messages": [{"from": "customer", "text": body, "at": "2026-09-01T09:00:00+08:00"}]
+    });
+    desk.write(
+        &format!("tickets/{id}.json"),
+        &serde_json::to_string_pretty(&ticket).unwrap(),
+    );
+}
+
+fn new_refund_ticket(desk: &Desk) -> String {
+    let created = desk.json(&[
+        "ticket",
+        "create",
+        "--subject",
+        "退款：订单 7712 申请退款",
+        "--customer",
+        "李娜",
+        "--channel",
+        "email",
+        "--body",
+        "上周买的耳机有质量问题，我想申请退款，请尽快处理。",
+    ]);
+    created["id"].as_str().unwrap().to_string()
+}
+
+fn triage(desk: &Desk, id: &str) -> serde_json::Value {
+    let out = desk.run(&["run", &format!("triage {id}"), "--approve", "auto"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    desk.mirror_settled();
+    desk.ticket_file(id)
+}
+
+#[test]
+fn refunds_go_where_the_history_sent_them_and_without_history_the_rules_decide() {
+    // This desk has always sent refunds to 技术支持 (the rules would say
+    // 售后组), and parcels to 物流组.
+    let desk = Desk::fixture();
+    for i in 0..6 {
+        history(
+            &desk,
+            &format!("H-{:03}", 10 + i),
+            &format!("退款：订单 {} 申请退款", 5000 + i),
+            "东西坏了，我要求退款，钱请退回原卡。",
+            "退款",
+            "技术支持",
+        );
+        history(
+            &desk,
+            &format!("H-{:03}", 20 + i),
+            &format!("物流：包裹 {} 停滞", 6000 + i),
+            "快递好几天没有更新，包裹停在转运中心。",
+            "物流",
+            "物流组",
+        );
+    }
+    desk.ok(&["ticket", "list"]); // starts the daemon
+    let learned = wait_until(Duration::from_secs(30), || {
+        desk.log()
+            .contains("learned from the desk's history examples=12")
+    });
+    assert!(learned, "{}", desk.log());
+    let id = new_refund_ticket(&desk);
+    let ticket = triage(&desk, &id);
+    assert_eq!(ticket["category"], "退款", "{ticket:#}");
+    assert_eq!(ticket["queue"], "技术支持", "{ticket:#}");
+    let notes = ticket["notes"].to_string();
+    assert!(
+        notes.contains("learned from history: category (6 tickets), queue (6 tickets)")
+            && notes.contains("rules: priority"),
+        "{notes}"
+    );
+    desk.stop();
+
+    // The same desk without that history: the rules route it.
+    let fresh = Desk::fixture();
+    let id = new_refund_ticket(&fresh);
+    let ticket = triage(&fresh, &id);
+    assert_eq!(ticket["queue"], "售后组", "{ticket:#}");
+    let notes = ticket["notes"].to_string();
+    assert!(
+        notes.contains("rules: category, priority, queue"),
+        "{notes}"
+    );
+    fresh.stop();
+}
