@@ -142,6 +142,14 @@ pub async fn run(ctx: &Ctx, args: EvalArgs) -> anyhow::Result<ExitCode> {
         };
         match next.and_then(|u| u.update) {
             Some(Update::Progress(p)) => {
+                if eval_id.is_empty() && asked_to_stop {
+                    // Ctrl+C came before the id did.
+                    let _ = client
+                        .cancel(CancelEvalRequest {
+                            eval_id: p.eval_id.clone(),
+                        })
+                        .await;
+                }
                 eval_id = p.eval_id;
                 if let Some(bar) = &bar {
                     bar.set_length(u64::from(p.total));

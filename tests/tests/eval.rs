@@ -67,15 +67,28 @@ fn an_evaluation_measures_in_a_scratch_desk_and_never_changes_the_live_one() {
          退款：耳机坏了,耳机左耳没有声音，申请退款。,技术,售后组,0\n",
     )
     .unwrap();
-    let report = desk.json(&["eval", set.to_str().unwrap(), "--concurrency", "2"]);
+    let report = desk.json(&[
+        "eval",
+        set.to_str().unwrap(),
+        "--concurrency",
+        "2",
+        "--runs",
+        "2",
+    ]);
     assert_eq!(
         (report["rows"].as_u64(), report["measured"].as_u64()),
         (Some(4), Some(4)),
         "{report:#}"
     );
     assert_eq!(report["model"], "offline");
+    assert_eq!(report["runs"].as_u64(), Some(2));
     let category = field(&report, "category");
     assert_eq!(category["accuracy"], 0.75, "{category:#}");
+    assert_eq!(category["scored"].as_u64(), Some(8), "4 rows × 2 runs");
+    assert_eq!(
+        category["passK"], 0.75,
+        "the offline model is deterministic"
+    );
     assert_eq!(
         category["labels"],
         serde_json::json!(["技术", "物流", "账户", "退款", "(other)"])
@@ -83,12 +96,12 @@ fn an_evaluation_measures_in_a_scratch_desk_and_never_changes_the_live_one() {
     // Expected 技术, predicted 退款.
     assert_eq!(
         category["confusion"][0]["counts"],
-        serde_json::json!([0, 0, 0, 1, 0])
+        serde_json::json!([0, 0, 0, 2, 0])
     );
     let queue = field(&report, "queue");
     assert_eq!(
         (queue["scored"].as_u64(), &queue["accuracy"]),
-        (Some(3), &Value::from(1.0)),
+        (Some(6), &Value::from(1.0)),
         "{queue:#}"
     );
     assert_eq!(field(&report, "escalateLevel")["accuracy"], 1.0);
@@ -111,7 +124,7 @@ fn an_evaluation_measures_in_a_scratch_desk_and_never_changes_the_live_one() {
     assert_eq!(shown, report);
     let dir = desk.state_dir().join("evals").join(&id);
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
-    assert!(md.contains("| category | 4 | 75.0 % |"), "{md}");
+    assert!(md.contains("| category | 8 | 75.0 % |"), "{md}");
     assert!(dir.join("confusion-category.png").is_file());
     assert!(!dir.join("scratch").exists(), "the scratch desk is removed");
     desk.stop();
@@ -154,5 +167,54 @@ fn a_bad_labelled_set_is_refused_with_what_to_fix() {
         "{}",
         out.stderr
     );
+    desk.stop();
+}
+
+#[test]
+fn ctrl_c_stops_the_evaluation_and_keeps_the_partial_report() {
+    use tinycode_tests::mock_llm::{MockLlm, Reply};
+    // A model that never answers: nothing finishes until the cancel.
+    let mock = MockLlm::respond(|_| Reply::Hang);
+    let desk = Desk::fixture()
+        .with_env("OPENAI_BASE_URL", &mock.base_url)
+        .with_env("OPENAI_API_KEY", "sk-test");
+    desk.ok(&["ticket", "list"]);
+    let dir = tempfile::tempdir().unwrap();
+    let set = dir.path().join("labels.jsonl");
+    std::fs::write(
+        &set,
+        "{\"text\": \"退款 没收到货\", \"category\": \"退款\"}\n{\"text\": \"包裹 停滞\", \"category\": \"物流\"}\n",
+    )
+    .unwrap();
+    let mut cmd = desk.cli();
+    cmd.args([
+        "--json",
+        "eval",
+        set.to_str().unwrap(),
+        "--model",
+        "openai/gpt-test",
+    ])
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    // Once the scratch desk's turns are asking the model, press Ctrl+C.
+    let asking = tinycode_tests::wait_until(std::time::Duration::from_secs(60), || {
+        !mock.requests().is_empty()
+    });
+    assert!(asking, "{}", desk.log());
+    tinycode_tests::kill(child.id(), "INT");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["partial"], true, "{report:#}");
+    assert_eq!(report["rows"].as_u64(), Some(2));
+    // Recorded like any other run.
+    let id = report["evalId"].as_str().unwrap().to_string();
+    assert_eq!(desk.json(&["eval", "show", &id])["partial"], true);
     desk.stop();
 }

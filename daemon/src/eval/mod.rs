@@ -279,6 +279,12 @@ impl Evals {
         let mut results: BTreeMap<(usize, u32), Option<scratch::Triaged>> = BTreeMap::new();
         let mut partial = false;
         let mut scratch_error = None;
+        // The client learns the id at once (it needs it to cancel).
+        let _ = progress.try_send(EvalProgress {
+            eval_id: id.to_string(),
+            done: 0,
+            total: total as u32,
+        });
         loop {
             while running.len() < concurrency.max(1) && !partial {
                 let Some((run, i)) = jobs.pop() else { break };
