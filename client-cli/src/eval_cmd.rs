@@ -45,6 +45,13 @@ pub struct EvalArgs {
     /// the set has it, else `category`).
     #[arg(long, default_value = "")]
     target: String,
+    /// The model's price per million input tokens (any currency); with
+    /// --price-out, the report gives the cost per ticket.
+    #[arg(long, default_value_t = 0.0)]
+    price_in: f64,
+    /// The model's price per million output tokens.
+    #[arg(long, default_value_t = 0.0)]
+    price_out: f64,
     #[command(subcommand)]
     action: Option<EvalAction>,
 }
@@ -117,6 +124,8 @@ pub async fn run(ctx: &Ctx, args: EvalArgs) -> anyhow::Result<ExitCode> {
         concurrency: args.concurrency,
         train: args.train.as_deref().map(absolute).unwrap_or_default(),
         target: args.target,
+        price_input_per_mtok: args.price_in,
+        price_output_per_mtok: args.price_out,
     };
     let mut updates = client.run(request).await?.into_inner();
     let bar = (!ctx.json).then(|| {
@@ -244,6 +253,11 @@ fn print_report(ctx: &Ctx, r: &EvalReport) {
         )
     } else {
         String::new()
+    };
+    let tokens = if r.cost_per_ticket > 0.0 {
+        format!("{tokens} · cost per ticket {:.6}", r.cost_per_ticket)
+    } else {
+        tokens
     };
     println!(
         "latency p50 {:.0} ms · p95 {:.0} ms{tokens} · failed turns {} · every field right {}",

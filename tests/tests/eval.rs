@@ -218,3 +218,45 @@ fn ctrl_c_stops_the_evaluation_and_keeps_the_partial_report() {
     assert_eq!(desk.json(&["eval", "show", &id])["partial"], true);
     desk.stop();
 }
+
+#[test]
+fn tokens_and_cost_per_ticket_come_from_the_providers_usage() {
+    use tinycode_tests::mock_llm::{MockLlm, text};
+    // One request per ticket; the mock reports 100 input and 10 output
+    // tokens for each.
+    let mock = MockLlm::respond(|_| text("nothing to do"));
+    let desk = Desk::fixture()
+        .with_env("OPENAI_BASE_URL", &mock.base_url)
+        .with_env("OPENAI_API_KEY", "sk-test");
+    let dir = tempfile::tempdir().unwrap();
+    let set = dir.path().join("labels.csv");
+    std::fs::write(&set, "text,category\n退款 没收到货,退款\n包裹 停滞,物流\n").unwrap();
+    let report = desk.json(&[
+        "eval",
+        set.to_str().unwrap(),
+        "--model",
+        "openai/gpt-test",
+        "--price-in",
+        "3",
+        "--price-out",
+        "15",
+    ]);
+    assert_eq!(report["model"], "openai/gpt-test");
+    assert_eq!(
+        (
+            report["inputTokens"].as_u64(),
+            report["outputTokens"].as_u64()
+        ),
+        (Some(200), Some(20)),
+        "{report:#}"
+    );
+    // (100 × 3 + 10 × 15) / 1,000,000 per ticket.
+    let cost = report["costPerTicket"].as_f64().unwrap();
+    assert!((cost - 0.00045).abs() < 1e-12, "{cost}");
+    assert_eq!(
+        field(&report, "category")["accuracy"],
+        0.0,
+        "the model decided nothing"
+    );
+    desk.stop();
+}

@@ -233,4 +233,24 @@ mod tests {
         let none = dir.path().join("missing.csv");
         assert!(load(&none).unwrap_err().to_string().contains("missing.csv"));
     }
+
+    #[test]
+    fn a_directory_of_ticket_files_with_a_labels_file() {
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../shared/fixtures/tinycode-support-desk/tickets/T-1001.json");
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::copy(&fixture, dir.path().join("T-1001.json")).unwrap();
+        std::fs::write(
+            dir.path().join("labels.csv"),
+            "id,category,queue\nT-1001,退款,售后组\n",
+        )
+        .unwrap();
+        let rows = load(dir.path()).unwrap();
+        assert_eq!(rows.len(), 1);
+        assert!(rows[0].subject.starts_with("退款"), "{:?}", rows[0]);
+        assert!(rows[0].body.contains("全额退款"), "{:?}", rows[0]);
+        assert_eq!(rows[0].labels["queue"], "售后组");
+        std::fs::write(dir.path().join("labels.csv"), "id,category\n../etc,退款\n").unwrap();
+        assert!(load(dir.path()).unwrap_err().to_string().contains("`id`"));
+    }
 }

@@ -58,6 +58,9 @@ pub struct RunSpec {
     /// A training set: measure the learner instead of the agent.
     pub train: Option<PathBuf>,
     pub target: String,
+    /// Prices per million input / output tokens (0: not given).
+    pub price_input: f64,
+    pub price_output: f64,
 }
 
 pub struct Evals {
@@ -230,6 +233,11 @@ impl Evals {
         report.source = source;
         report.rows = rows.len() as u32;
         report.started_at = started_at;
+        let tickets = f64::from(report.measured.max(1) * runs);
+        report.cost_per_ticket = (report.input_tokens as f64 * spec.price_input
+            + report.output_tokens as f64 * spec.price_output)
+            / 1e6
+            / tickets;
         report.finished_at = crate::clock::now_unix();
         let events = self
             .store

@@ -45,6 +45,13 @@ pub fn markdown(r: &EvalReport) -> String {
             r.output_tokens as f64 / per
         );
     }
+    if r.cost_per_ticket > 0.0 {
+        let _ = writeln!(
+            md,
+            "- cost per ticket: {:.6} (at the prices given)",
+            r.cost_per_ticket
+        );
+    }
     let _ = writeln!(
         md,
         "- every labelled field right in every run (pass^{}): {:.1} %\n",

@@ -59,6 +59,16 @@ fn spec(req: RunEvalRequest) -> Result<RunSpec, Status> {
             req.concurrency
         )));
     }
+    for (field, price) in [
+        ("price_input_per_mtok", req.price_input_per_mtok),
+        ("price_output_per_mtok", req.price_output_per_mtok),
+    ] {
+        if !(0.0..=1e6).contains(&price) {
+            return Err(Status::invalid_argument(format!(
+                "`{field}` must be a price from 0 to 1000000 per million tokens, got {price}"
+            )));
+        }
+    }
     let path = |p: &str| (!p.trim().is_empty()).then(|| PathBuf::from(p.trim()));
     Ok(RunSpec {
         labels: path(&req.labels),
@@ -72,6 +82,8 @@ fn spec(req: RunEvalRequest) -> Result<RunSpec, Status> {
         },
         train: path(&req.train),
         target: req.target,
+        price_input: req.price_input_per_mtok,
+        price_output: req.price_output_per_mtok,
     })
 }
 
