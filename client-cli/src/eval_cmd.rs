@@ -2,6 +2,7 @@
 //! measures in a scratch desk; this client sends the request, shows
 //! progress, and prints the report). `eval list|show` read past runs.
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -128,14 +129,7 @@ pub async fn run(ctx: &Ctx, args: EvalArgs) -> anyhow::Result<ExitCode> {
         price_output_per_mtok: args.price_out,
     };
     let mut updates = client.run(request).await?.into_inner();
-    let bar = (!ctx.json).then(|| {
-        let bar = indicatif::ProgressBar::new(0);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} tickets · {elapsed} · Ctrl+C stops and keeps the partial report")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        bar
-    });
+    let mut progress = Progress::new(ctx.json);
     let mut eval_id = String::new();
     let mut asked_to_stop = false;
     let report = loop {
@@ -160,18 +154,13 @@ pub async fn run(ctx: &Ctx, args: EvalArgs) -> anyhow::Result<ExitCode> {
                         .await;
                 }
                 eval_id = p.eval_id;
-                if let Some(bar) = &bar {
-                    bar.set_length(u64::from(p.total));
-                    bar.set_position(u64::from(p.done));
-                }
+                progress.show(p.done, p.total);
             }
             Some(Update::Report(r)) => break r,
             None => anyhow::bail!("tinycoded ended the evaluation without a report"),
         }
     };
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
+    progress.finish();
     print_report(ctx, &report);
     if !ctx.json {
         let dir = ctx.layout.state_dir.join("evals").join(&report.eval_id);
@@ -182,6 +171,54 @@ pub async fn run(ctx: &Ctx, args: EvalArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Progress on standard error: a bar on a terminal; elsewhere (a CI log,
+/// a pipe) a line at every tenth of the way; nothing with `--json`.
+enum Progress {
+    Quiet,
+    Bar(indicatif::ProgressBar),
+    Lines { shown: u32 },
+}
+
+impl Progress {
+    fn new(json: bool) -> Self {
+        if json {
+            return Self::Quiet;
+        }
+        if !std::io::stderr().is_terminal() {
+            return Self::Lines { shown: 0 };
+        }
+        let bar = indicatif::ProgressBar::new(0);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} tickets · {elapsed} · Ctrl+C stops and keeps the partial report")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        Self::Bar(bar)
+    }
+
+    fn show(&mut self, done: u32, total: u32) {
+        match self {
+            Self::Quiet => {}
+            Self::Bar(bar) => {
+                bar.set_length(u64::from(total));
+                bar.set_position(u64::from(done));
+            }
+            Self::Lines { shown } => {
+                let step = (total / 10).max(1);
+                if done > *shown && (done - *shown >= step || done == total) {
+                    *shown = done;
+                    eprintln!("eval: {done}/{total} tickets");
+                }
+            }
+        }
+    }
+
+    fn finish(self) {
+        if let Self::Bar(bar) = self {
+            bar.finish_and_clear();
+        }
+    }
 }
 
 fn pct(x: f64) -> String {

@@ -127,6 +127,23 @@ fn an_evaluation_measures_in_a_scratch_desk_and_never_changes_the_live_one() {
     assert!(md.contains("| category | 8 | 75.0 % |"), "{md}");
     assert!(dir.join("confusion-category.png").is_file());
     assert!(!dir.join("scratch").exists(), "the scratch desk is removed");
+
+    // On a terminal a bar shows progress; in a log or a pipe, lines do,
+    // counting up to every ticket of every run.
+    let out = desk.run(&["eval", set.to_str().unwrap(), "--runs", "2"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let counts: Vec<(u32, u32)> = out
+        .stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("eval: ")?.strip_suffix(" tickets"))
+        .filter_map(|c| {
+            let (done, total) = c.split_once('/')?;
+            Some((done.parse().ok()?, total.parse().ok()?))
+        })
+        .collect();
+    assert_eq!(counts.last(), Some(&(8, 8)), "{}", out.stderr);
+    assert!(counts.windows(2).all(|w| w[0].0 < w[1].0), "{}", out.stderr);
+    assert!(out.stdout.contains("report: "), "{}", out.stdout);
     desk.stop();
 }
 

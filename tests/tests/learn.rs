@@ -98,3 +98,60 @@ fn refunds_go_where_the_history_sent_them_and_without_history_the_rules_decide()
     );
     fresh.stop();
 }
+
+#[test]
+fn decisions_made_while_the_daemon_runs_retrain_it() {
+    let desk = Desk::fixture();
+    desk.ok(&["ticket", "list"]); // starts the daemon, with no history
+    assert!(
+        wait_until(Duration::from_secs(30), || desk
+            .log()
+            .contains("learned from the desk's history examples=0")),
+        "{}",
+        desk.log()
+    );
+    let before = new_refund_ticket(&desk);
+    assert_eq!(
+        triage(&desk, &before)["queue"],
+        "售后组",
+        "the rules decide"
+    );
+
+    // People route tickets by hand (edited files the daemon reads back)
+    // while it runs: it learns from them without a restart.
+    for i in 0..6 {
+        history(
+            &desk,
+            &format!("H-{:03}", 10 + i),
+            &format!("退款：订单 {} 申请退款", 5000 + i),
+            "东西坏了，我要求退款，钱请退回原卡。",
+            "退款",
+            "技术支持",
+        );
+        history(
+            &desk,
+            &format!("H-{:03}", 20 + i),
+            &format!("物流：包裹 {} 停滞", 6000 + i),
+            "快递好几天没有更新，包裹停在转运中心。",
+            "物流",
+            "物流组",
+        );
+    }
+    let relearned = wait_until(Duration::from_secs(60), || {
+        desk.log()
+            .contains("learned from the desk's history examples=12")
+    });
+    assert!(relearned, "{}", desk.log());
+    let after = new_refund_ticket(&desk);
+    let ticket = triage(&desk, &after);
+    assert_eq!(ticket["queue"], "技术支持", "{ticket:#}");
+    assert!(
+        ticket["notes"]
+            .to_string()
+            .contains("learned from history: category (6 tickets), queue (6 tickets)"),
+        "{ticket:#}"
+    );
+    // The earlier decision stays as it was made.
+    assert_eq!(desk.ticket_file(&before)["queue"], "售后组");
+    desk.stop();
+}

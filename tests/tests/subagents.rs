@@ -433,3 +433,136 @@ fn the_offline_model_asks_a_worker_before_an_l2_escalation_and_cites_it() {
     assert_eq!(desk.ticket_file("T-1003")["escalateLevel"], 2);
     desk.stop();
 }
+
+fn finishes(desk: &Desk, parent: &str) -> Vec<(String, String)> {
+    payloads(&stream(desk, parent), "subAgentFinished")
+        .iter()
+        .map(|f| {
+            (
+                f["agentId"].as_str().unwrap().to_string(),
+                f["outcome"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn workers_are_bounded_in_steps_and_time_cannot_spawn_close_on_request_and_go_with_their_parent() {
+    let mock = MockLlm::respond(|req| {
+        let (user, after) = this_turn(req);
+        if system(req).starts_with(WORKER) {
+            if user.contains("loop") {
+                return calls(&[("search_knowledge", json!({"query": "refund"}))]);
+            }
+            if user.contains("spawn") && after.is_empty() {
+                return calls(&[("spawn_agent", json!({"task": "a grandchild"}))]);
+            }
+            if user.contains("spawn") {
+                return text("no helpers for me");
+            }
+            return Reply::Hang;
+        }
+        let done = results(&after);
+        match (user.as_str(), done.len()) {
+            ("limits", 0) => calls(&[
+                ("spawn_agent", json!({"task": "loop forever"})),
+                ("spawn_agent", json!({"task": "hang forever"})),
+                ("spawn_agent", json!({"task": "spawn a helper"})),
+            ]),
+            ("limits", 3) => calls(&[
+                (
+                    "wait_agent",
+                    json!({"agent_id": "a1", "timeout_seconds": 60}),
+                ),
+                (
+                    "wait_agent",
+                    json!({"agent_id": "a2", "timeout_seconds": 60}),
+                ),
+                (
+                    "wait_agent",
+                    json!({"agent_id": "a3", "timeout_seconds": 60}),
+                ),
+            ]),
+            ("close", 0) => calls(&[("spawn_agent", json!({"task": "hang until closed"}))]),
+            ("close", 1) => calls(&[("close_agent", json!({"agent_id": "a4"}))]),
+            _ => text(&format!("done: {}", done.join(" / "))),
+        }
+    });
+    let desk = desk_with(&mock);
+    desk.edit_config(|c| {
+        c["subAgents"] = json!({"maxSteps": 2, "timeoutSeconds": 3});
+    });
+    let parent = desk.new_session(&["--approve", "auto"]);
+    desk.ok(&["session", "send", &parent, "limits"]);
+    assert!(
+        wait_until(Duration::from_secs(60), || turn_outcome(&desk, &parent)
+            .is_some()),
+        "{}",
+        desk.log()
+    );
+    // a1 ran out of steps, a2 out of time, a3 could not spawn and answered.
+    let mut ends = finishes(&desk, &parent);
+    ends.sort();
+    assert_eq!(
+        ends,
+        [
+            ("a1".to_string(), "TURN_OUTCOME_MAX_STEPS".to_string()),
+            ("a2".to_string(), "TURN_OUTCOME_TIMED_OUT".to_string()),
+            ("a3".to_string(), "TURN_OUTCOME_COMPLETED".to_string()),
+        ]
+    );
+    let workers = workers_of(&desk, &parent);
+    let looped = payloads(&stream(&desk, &workers[0]), "toolCallFinished").len();
+    assert_eq!(looped, 2, "maxSteps 2 allows two rounds of tool calls");
+    let spawner = stream(&desk, &workers[2]);
+    let refused = payloads(&spawner, "toolCallFinished")
+        .into_iter()
+        .find(|f| f["call"]["name"] == "spawn_agent")
+        .expect("the worker's spawn attempt")
+        .clone();
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert!(
+        payloads(&spawner, "subAgentSpawned").is_empty(),
+        "a worker has no workers"
+    );
+    assert_eq!(
+        turn_outcome(&desk, &parent).unwrap(),
+        "TURN_OUTCOME_COMPLETED"
+    );
+
+    // close_agent stops one worker at once, its parent's turn goes on.
+    desk.ok(&["session", "send", &parent, "close"]);
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            payloads(&stream(&desk, &parent), "turnCompleted").len() == 2
+        }),
+        "{}",
+        desk.log()
+    );
+    let ends = finishes(&desk, &parent);
+    assert_eq!(
+        ends.last().unwrap(),
+        &("a4".to_string(), "TURN_OUTCOME_CANCELLED".to_string())
+    );
+    let closed = payloads(&stream(&desk, &parent), "toolCallFinished")
+        .into_iter()
+        .find(|f| f["call"]["name"] == "close_agent")
+        .map(|f| f["content"].as_str().unwrap().to_string())
+        .unwrap();
+    assert!(closed.contains("a4 cancelled"), "{closed}");
+    assert_eq!(
+        turn_outcome(&desk, &parent).unwrap(),
+        "TURN_OUTCOME_COMPLETED"
+    );
+
+    // Deleting the parent takes its workers with it.
+    let workers = workers_of(&desk, &parent);
+    assert_eq!(workers.len(), 4);
+    desk.ok(&["session", "delete", &parent]);
+    for w in &workers {
+        let shown = desk.run(&["session", "show", w]);
+        assert_ne!(shown.code, 0, "{w} is still shown");
+        assert!(shown.stderr.contains("deleted"), "{}", shown.stderr);
+    }
+    desk.stop();
+}

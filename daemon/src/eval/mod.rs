@@ -173,7 +173,11 @@ impl Evals {
                 let path = self.path(path);
                 let rows = labels::load(&path)?;
                 let train = match train {
-                    Some(t) => Some((self.path(t), labels::load(&self.path(t))?)),
+                    Some(t) => {
+                        let t = self.path(t);
+                        let rows = labels::load(&t)?;
+                        Some((t, rows))
+                    }
                     None => None,
                 };
                 let source = match &train {
