@@ -177,8 +177,45 @@ async fn status(ctx: &Ctx) -> anyhow::Result<ExitCode> {
             "  read models {} (last sequence applied)",
             models.join(", ")
         );
+        println!("  daemon id   {}", s.daemon_id);
+        if s.daemons.len() > 1 {
+            println!("  daemons sharing the log:");
+            for d in &s.daemons {
+                println!("    {}", member_line(d));
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One daemon sharing the log, for `daemon status`.
+fn member_line(d: &tinycode_shared::proto::DaemonMember) -> String {
+    let state = if d.alive {
+        format!("alive, heard {} ago", human_ms(d.heartbeat_age_ms))
+    } else {
+        format!(
+            "not heard from for {} (lease {}): its work is taken over",
+            human_ms(d.heartbeat_age_ms),
+            human_ms(d.lease_ms)
+        )
+    };
+    format!(
+        "{}{} {} pid {} · {} · {} triage held",
+        if d.this_daemon { "* " } else { "  " },
+        d.id,
+        d.host,
+        d.pid,
+        state,
+        d.triage_leases
+    )
+}
+
+fn human_ms(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else {
+        human_duration(ms)
+    }
 }
 
 fn human_duration(ms: u64) -> String {

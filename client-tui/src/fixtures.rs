@@ -67,7 +67,10 @@ pub fn tui_client() -> ClientRef {
 }
 
 pub fn started(turn: u64) -> Payload {
-    Payload::TurnStarted(TurnStarted { turn })
+    Payload::TurnStarted(TurnStarted {
+        turn,
+        ..TurnStarted::default()
+    })
 }
 
 pub fn said(text: &str, turn: u64) -> Payload {

@@ -8,6 +8,7 @@ pub mod agent;
 pub mod approvals;
 pub mod calls;
 pub mod clock;
+pub mod cluster;
 pub mod config;
 pub mod context;
 pub mod domain;

@@ -164,6 +164,15 @@ fn store_url(config: &Config) -> Option<String> {
         .or_else(|| config.store_url.clone())
 }
 
+/// `$TINYCODE_LEASE_SECONDS` (1..=600), else config `store.leaseSeconds`.
+fn lease(config: &Config) -> std::time::Duration {
+    std::env::var("TINYCODE_LEASE_SECONDS")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .filter(|s| (1..=600).contains(s))
+        .map_or(config.lease, std::time::Duration::from_secs)
+}
+
 /// Did the previous run end without `DaemonStopped`?
 async fn previous_run_unclean(store: &EventStore) -> Result<bool, StoreError> {
     let version = store.stream_version(DAEMON_STREAM).await?;
@@ -239,10 +248,22 @@ pub fn maintain(layout: &Layout, command: &Maintenance) -> Result<String, Daemon
     };
     if let Some(workspace) = &layout.workspace
         && let Ok(config) = Config::load(workspace)
-        && store_url(&config).is_some()
+        && let Some(url) = store_url(&config)
     {
-        return Err(DaemonError::Maintenance(
-            "verify, export and import work on the embedded log; this desk's log is in PostgreSQL: back it up with pg_dump".into(),
+        let Maintenance::Import(file) = command else {
+            return Err(DaemonError::Maintenance(
+                "verify and export work on the embedded log; this desk's log is in PostgreSQL: back it up with pg_dump".into(),
+            ));
+        };
+        // Moving an embedded desk to PostgreSQL: its export, restored.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(io("cannot start the import", &layout.state_dir))?;
+        let n = runtime.block_on(EventStore::import_postgres(&url, file))?;
+        return Ok(format!(
+            "imported {n} events from {} into PostgreSQL",
+            file.display()
         ));
     }
     let db = layout.db_path();
@@ -354,6 +375,23 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
             })],
         )
         .await?;
+    // Heard from before anything is claimed (daemons sharing the log).
+    let cluster = crate::cluster::Cluster::join(
+        store.clone(),
+        crate::store::Member {
+            id: crate::cluster::daemon_id(&layout.state_dir)
+                .map_err(io("cannot keep the daemon id in", &layout.state_dir))?,
+            host: crate::cluster::host_name(),
+            pid: std::process::id(),
+            socket: layout.socket.display().to_string(),
+            workspace: workspace.display().to_string(),
+            started_at: crate::clock::now_unix(),
+            heartbeat_age_ms: 0,
+        },
+        lease(&config),
+    )
+    .await?;
+    tracing::info!(daemon = cluster.id(), lease = ?cluster.lease(), "joined the log");
     let (desk, report) = Desk::open(store.clone(), &workspace, &config).await?;
     stages.done("desk");
     // The offline model learns from the desk's history, in the background.
@@ -397,6 +435,7 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
             approve: config.permission_mode,
             sub_agents: config.sub_agents.clone(),
         },
+        Arc::clone(&cluster),
     )
     .await?;
     stages.done("sessions");
@@ -411,6 +450,7 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
         Arc::clone(&desk),
         Arc::clone(&sessions),
         config.auto_triage.clone(),
+        Arc::clone(&cluster),
     )
     .await?;
     stages.done("triage");
@@ -486,6 +526,8 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
         .await
         .unwrap_or_else(|_| "server error".to_string());
     mcp.stop();
+    // Others take this daemon's work over at once, not after the lease.
+    cluster.leave().await;
 
     // In-flight requests have completed; record the stop and flush.
     let stopped = store

@@ -133,7 +133,10 @@ fn session_events(n: usize) -> Vec<Payload> {
             turn,
             ..UserMessageAdded::default()
         }));
-        out.push(Payload::TurnStarted(TurnStarted { turn }));
+        out.push(Payload::TurnStarted(TurnStarted {
+            turn,
+            ..TurnStarted::default()
+        }));
         for step in 0..7u32 {
             let call = ToolCallRef {
                 id: format!("call_{step}"),

@@ -7,6 +7,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod mock_llm;
+pub mod pg;
+pub mod shared_desk;
 pub mod targets;
 
 use std::io::{BufRead, BufReader};

@@ -3,62 +3,8 @@
 //! own schema.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::Command;
-
 use tinycode_tests::Desk;
-
-fn base_url() -> String {
-    std::env::var("TINYCODE_TEST_PG")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
-}
-
-fn psql(sql: &str) -> String {
-    let out = Command::new("psql")
-        .args([&base_url(), "-Atc", sql])
-        .output()
-        .expect("psql (PostgreSQL's client) runs");
-    assert!(
-        out.status.success(),
-        "psql {sql}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-/// A schema of its own, dropped at the end.
-struct Schema(String);
-
-impl Schema {
-    fn new(tag: &str) -> Self {
-        let name = format!("tc_e2e_{tag}_{}", std::process::id());
-        psql(&format!(
-            "DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}"
-        ));
-        Self(name)
-    }
-
-    fn url(&self) -> String {
-        format!("{}?options=-csearch_path%3D{}", base_url(), self.0)
-    }
-
-    fn events(&self) -> u64 {
-        psql(&format!("SELECT count(*) FROM {}.tinycode_events", self.0))
-            .parse()
-            .unwrap()
-    }
-}
-
-impl Drop for Schema {
-    fn drop(&mut self) {
-        let _ = Command::new("psql")
-            .args([
-                &base_url(),
-                "-Atc",
-                &format!("DROP SCHEMA {} CASCADE", self.0),
-            ])
-            .output();
-    }
-}
+use tinycode_tests::pg::Schema;
 
 fn ids(list: &serde_json::Value) -> Vec<String> {
     list["tickets"]
@@ -122,4 +68,35 @@ fn an_unreachable_store_stops_the_daemon_with_one_sentence() {
         "{err}"
     );
     assert!(!err.contains("hunter2"), "{err}");
+}
+
+#[test]
+fn an_embedded_desk_moves_to_postgres_by_export_and_import() {
+    let embedded = Desk::fixture();
+    embedded.ok(&["ticket", "message", "T-1002", "搬家前的留言"]);
+    let before = embedded.json(&["ticket", "show", "T-1002"]);
+    embedded.stop();
+    let file = embedded.state_dir().join("desk.tclog");
+    let exported = embedded.ok(&["admin", "export", file.to_str().unwrap()]);
+    assert!(exported.contains("exported"), "{exported}");
+
+    let schema = Schema::new("move");
+    let moved = Desk::fixture().with_env("TINYCODE_STORE_URL", &schema.url());
+    let imported = moved.ok(&["admin", "import", file.to_str().unwrap()]);
+    assert!(imported.contains("into PostgreSQL"), "{imported}");
+    let n: u64 = imported
+        .split_whitespace()
+        .nth(1)
+        .and_then(|w| w.parse().ok())
+        .unwrap();
+    assert_eq!(schema.events(), n);
+    // The desk on PostgreSQL is the same desk.
+    assert_eq!(moved.json(&["ticket", "show", "T-1002"]), before);
+    // A second import would mix two logs: refused, nothing changed.
+    moved.stop();
+    let held = schema.events();
+    let again = moved.run(&["admin", "import", file.to_str().unwrap()]);
+    assert_ne!(again.code, 0);
+    assert!(again.stderr.contains("already holds"), "{}", again.stderr);
+    assert_eq!(schema.events(), held);
 }

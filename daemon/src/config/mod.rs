@@ -19,6 +19,9 @@ use crate::model::catalog::ProviderSpec;
 
 pub const CONFIG_FILE: &str = ".tinycode/config.json";
 pub const DEFAULT_MAX_STEPS: u32 = 12;
+/// How long a daemon sharing the log may go unheard before its work is
+/// taken over (`store.leaseSeconds`).
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(15);
 const KEYS: [&str; 18] = [
     "knowledgeDir",
     "ticketsDir",
@@ -71,6 +74,10 @@ pub struct Config {
     /// `store.url`: the log in PostgreSQL (`postgres://…`); `None`: the
     /// embedded sled log. `$TINYCODE_STORE_URL` overrides it.
     pub store_url: Option<String>,
+    /// `store.leaseSeconds`: a daemon sharing the log that has not been
+    /// heard from for this long is taken for dead, and its work is taken
+    /// over. `$TINYCODE_LEASE_SECONDS` overrides it.
+    pub lease: Duration,
     /// `subAgents`: the read-only workers a session may spawn.
     pub sub_agents: SubAgents,
 }
@@ -162,6 +169,7 @@ impl Default for Config {
             approval_timeout: None,
             auto_triage: AutoTriage::default(),
             store_url: None,
+            lease: DEFAULT_LEASE,
             mcp_servers: Vec::new(),
             turn_timeout: None,
             sub_agents: SubAgents::default(),
@@ -338,6 +346,9 @@ impl Config {
         }
         if let Some(v) = obj.get("store") {
             config.store_url = sections::store_url(v).map_err(|p| bad("store", p))?;
+            if let Some(lease) = sections::store_lease(v).map_err(|p| bad("store", p))? {
+                config.lease = lease;
+            }
         }
         Ok(config)
     }

@@ -183,7 +183,7 @@ pub fn sub_agents(v: &Value) -> Result<super::SubAgents, String> {
 /// url means the embedded log.
 pub fn store_url(v: &Value) -> Result<Option<String>, String> {
     let obj = object(v, "the section")?;
-    known_keys(obj, &["url"], "")?;
+    known_keys(obj, &["url", "leaseSeconds"], "")?;
     match obj.get("url") {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(url)) if url.trim().is_empty() => Ok(None),
@@ -200,4 +200,11 @@ pub fn store_url(v: &Value) -> Result<Option<String>, String> {
         }
         Some(other) => Err(format!("`url` must be a string, got {other}")),
     }
+}
+
+/// `store.leaseSeconds`: how long a daemon sharing the log may go unheard
+/// before another takes over its work (1..=600; default 15).
+pub fn store_lease(v: &Value) -> Result<Option<std::time::Duration>, String> {
+    let obj = object(v, "the section")?;
+    Ok(number(obj, "leaseSeconds", 1..=600)?.map(std::time::Duration::from_secs))
 }

@@ -1,8 +1,8 @@
 use tinycode_shared::PROTOCOL_VERSION;
 use tinycode_shared::proto::daemon_server::Daemon;
 use tinycode_shared::proto::{
-    DaemonStatus, GetStatusRequest, McpServerStatus, ProjectionProgress, RebuildRequest,
-    RebuildResponse, ShutdownRequest, ShutdownResponse, SkillSummary,
+    DaemonMember, DaemonStatus, GetStatusRequest, McpServerStatus, ProjectionProgress,
+    RebuildRequest, RebuildResponse, ShutdownRequest, ShutdownResponse, SkillSummary,
 };
 
 use super::IntoStatus;
@@ -18,6 +18,32 @@ pub struct DaemonService {
 impl DaemonService {
     pub fn new(shared: Shared) -> Self {
         Self { shared }
+    }
+}
+
+impl DaemonService {
+    /// The daemons sharing the log, with the triage records each holds.
+    async fn daemons(&self) -> Vec<DaemonMember> {
+        let cluster = self.shared.triage.cluster();
+        let leases = self.shared.triage.leases();
+        cluster
+            .members()
+            .await
+            .into_iter()
+            .map(|(m, alive)| DaemonMember {
+                triage_leases: leases.get(&m.id).copied().unwrap_or(0),
+                this_daemon: m.id == cluster.id(),
+                lease_ms: cluster.lease().as_millis() as u64,
+                id: m.id,
+                host: m.host,
+                pid: m.pid,
+                socket: m.socket,
+                workspace: m.workspace,
+                started_at: m.started_at,
+                heartbeat_age_ms: m.heartbeat_age_ms,
+                alive,
+            })
+            .collect()
     }
 }
 
@@ -66,6 +92,8 @@ impl Daemon for DaemonService {
                 })
                 .collect(),
             mcp_servers: self.shared.mcp.status().iter().map(mcp_status).collect(),
+            daemon_id: self.shared.triage.cluster().id().to_string(),
+            daemons: self.daemons().await,
         }))
     }
 

@@ -111,6 +111,7 @@ impl IntoStatus for crate::triage::TriageError {
             E::Store(e) => e.into_status(),
             E::Projection(e) => e.into_status(),
             e @ E::Invalid { .. } => Status::invalid_argument(e.to_string()),
+            e @ E::Elsewhere(_) => Status::failed_precondition(e.to_string()),
         }
     }
 }

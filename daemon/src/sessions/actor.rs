@@ -297,7 +297,10 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
             sessions,
             live,
             id,
-            Payload::TurnStarted(TurnStarted { turn }),
+            Payload::TurnStarted(TurnStarted {
+                turn,
+                daemon_id: sessions.cluster.id().to_string(),
+            }),
         )
         .await;
     }

@@ -168,6 +168,7 @@ impl Sessions {
                         timeout_seconds: limits.timeout.as_secs() as u32,
                         skill: skill_name,
                         skill_body,
+                        daemon_id: self.cluster.id().to_string(),
                     }),
                 ],
             )

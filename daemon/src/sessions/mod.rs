@@ -28,11 +28,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tinycode_shared::proto::event::Payload;
 use tinycode_shared::proto::{
-    ClientRef, Delta, SessionCreated, TurnCompleted, TurnOutcome, UserMessageAdded,
+    ClientRef, Delta, SessionCreated, TurnCompleted, TurnOutcome, TurnStarted, UserMessageAdded,
 };
 use tokio::sync::broadcast;
 
 use crate::approvals::Approvals;
+use crate::cluster::Cluster;
 use crate::domain::desk::Desk;
 use crate::domain::ids::sanitize_id;
 use crate::permissions::ApprovalMode;
@@ -117,6 +118,8 @@ pub struct Sessions {
     pub(crate) approvals: Arc<Approvals>,
     pub(crate) workspace: PathBuf,
     pub(crate) defaults: TurnDefaults,
+    /// The daemons sharing the log: whose turns are whose.
+    pub(crate) cluster: Arc<Cluster>,
     /// The sessions read model (`model.rs`).
     projector: ProjectorHandle,
     /// New turns of one session are numbered one at a time.
@@ -140,6 +143,7 @@ impl Sessions {
         approvals: Arc<Approvals>,
         workspace: PathBuf,
         defaults: TurnDefaults,
+        cluster: Arc<Cluster>,
     ) -> Result<Arc<Self>, SessionError> {
         let projector = Projector::spawn(&store, Arc::new(model::SessionsModel))?;
         let mut tools = ToolRegistry::standard();
@@ -157,6 +161,7 @@ impl Sessions {
             approvals,
             workspace,
             defaults,
+            cluster,
             projector,
             send_locks: crate::sync::Striped::default(),
             live: Mutex::new(std::collections::HashMap::new()),
@@ -168,48 +173,194 @@ impl Sessions {
         // Approval events a crash kept from reaching the session's copy.
         sessions.reconcile_approvals().await?;
         sessions.caught_up().await?;
+        sessions.settle_orphans(true).await?;
+        tokio::spawn(Arc::clone(&sessions).watch_orphans());
+        Ok(sessions)
+    }
+
+    /// Unfinished turns nobody runs: this daemon's from a previous run
+    /// (`at_start`), or those of a daemon sharing the log that stopped being
+    /// heard from. Each is marked interrupted, or — waiting for an
+    /// approval — resumed here; on another daemon's turn the first append
+    /// is at the session's version, so one daemon takes it.
+    async fn settle_orphans(self: &Arc<Self>, at_start: bool) -> Result<(), SessionError> {
+        let me = self.cluster.id().to_string();
+        let mut dead: std::collections::HashMap<String, bool> = std::collections::HashMap::new();
         let mut resume = Vec::new();
-        for state in model::with_unfinished_turns(sessions.projector.tree())? {
+        for state in model::with_unfinished_turns(self.projector.tree())? {
             let id = state.id.clone();
             let mut interrupted = Vec::new();
+            let mut foreign = false;
             for turn in state.unfinished() {
-                if sessions.approvals.pending_of_turn(&id, turn)?.is_empty() {
+                let runner = state
+                    .turns
+                    .get(&turn)
+                    .map(|t| t.runner.clone())
+                    .unwrap_or_default();
+                let mine = runner.is_empty() || runner == me;
+                if mine && !at_start {
+                    continue; // running here
+                }
+                if !mine {
+                    let is_dead = match dead.get(&runner) {
+                        Some(d) => *d,
+                        None => {
+                            let d = !self.cluster.alive(&runner).await.unwrap_or(false);
+                            dead.insert(runner.clone(), d);
+                            d
+                        }
+                    };
+                    if !is_dead {
+                        continue;
+                    }
+                    foreign = true;
+                }
+                if self.approvals.pending_of_turn(&id, turn)?.is_empty() {
                     interrupted.push(Payload::TurnCompleted(TurnCompleted {
                         turn,
                         outcome: TurnOutcome::Interrupted as i32,
-                        error: "the daemon stopped while this turn was running or queued".into(),
+                        error: if mine {
+                            "the daemon stopped while this turn was running or queued".into()
+                        } else {
+                            format!("daemon {runner} stopped being heard from while this turn was running or queued")
+                        },
                         ..TurnCompleted::default()
                     }));
-                    tracing::warn!(session = %id, turn, "marked an interrupted turn");
+                    tracing::warn!(session = %id, turn, runner = %runner, "marked an interrupted turn");
                 } else {
-                    resume.push((id.clone(), turn));
+                    resume.push((id.clone(), turn, foreign, state.last_version));
                 }
             }
-            if !interrupted.is_empty() {
+            if interrupted.is_empty() {
+                continue;
+            }
+            let end = agents::WorkerEnd {
+                outcome: TurnOutcome::Interrupted,
+                text: String::new(),
+                steps: 0,
+                tool_calls: 0,
+                usage: Default::default(),
+                error: "the daemon stopped while this worker ran".into(),
+            };
+            if foreign {
+                // Another daemon's turns: the append (at the version judged)
+                // decides who settles them; then a worker's parent learns.
+                let appended = self
+                    .store
+                    .append(
+                        &session_stream(&id),
+                        ExpectedVersion::Exact(state.last_version),
+                        interrupted,
+                    )
+                    .await;
+                match appended {
+                    Ok(_) => {}
+                    Err(StoreError::Conflict { .. }) => continue,
+                    Err(e) => return Err(e.into()),
+                }
+                if state.parent.is_some() {
+                    self.worker_finished(&state, end).await?;
+                }
+            } else {
                 // A worker's parent learns first (its wait returns).
                 if state.parent.is_some() {
-                    let end = agents::WorkerEnd {
-                        outcome: TurnOutcome::Interrupted,
-                        text: String::new(),
-                        steps: 0,
-                        tool_calls: 0,
-                        usage: Default::default(),
-                        error: "the daemon stopped while this worker ran".into(),
-                    };
-                    sessions.worker_finished(&state, end).await?;
+                    self.worker_finished(&state, end).await?;
                 }
-                sessions
-                    .store
+                self.store
                     .append(&session_stream(&id), ExpectedVersion::Any, interrupted)
                     .await?;
             }
         }
-        sessions.caught_up().await?;
-        for (id, turn) in resume {
+        self.caught_up().await?;
+        for (id, turn, foreign, version) in resume {
+            if foreign {
+                // Take the turn over: one daemon's `TurnStarted` lands.
+                let claim = Payload::TurnStarted(TurnStarted {
+                    turn,
+                    daemon_id: me.clone(),
+                });
+                let claimed = self
+                    .store
+                    .append(
+                        &session_stream(&id),
+                        ExpectedVersion::Exact(version),
+                        vec![claim],
+                    )
+                    .await;
+                match claimed {
+                    Ok(events) => self.read_at(last(&events)).await?,
+                    Err(StoreError::Conflict { .. }) => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            }
             tracing::info!(session = %id, turn, "resuming a turn that waits for an approval");
-            sessions.submit(&id, Job::Resume(turn))?;
+            self.submit(&id, Job::Resume(turn))?;
         }
-        Ok(sessions)
+        Ok(())
+    }
+
+    /// Every half lease: settle the turns of daemons not heard from.
+    async fn watch_orphans(self: Arc<Self>) {
+        let every = (self.cluster.lease() / 2).max(Duration::from_millis(200));
+        let mut closing = self.store.closing();
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(every) => {}
+                _ = closing.changed() => return,
+            }
+            if let Err(e) = self.settle_orphans(false).await {
+                tracing::warn!(error = %e, "cannot settle the turns of dead daemons");
+            }
+        }
+    }
+
+    /// Record `turn` of `session` as interrupted: the daemon that ran it
+    /// died, and this one took its work over. At the session's version, so
+    /// a turn another daemon settled meanwhile is left as it ended.
+    pub(crate) async fn interrupt(
+        &self,
+        session: &str,
+        turn: u64,
+        why: &str,
+    ) -> Result<(), SessionError> {
+        for _ in 0..20 {
+            self.caught_up().await?;
+            let state = self.get(session)?;
+            if state.turns.get(&turn).is_none_or(|t| t.outcome.is_some()) {
+                return Ok(());
+            }
+            let ended = Payload::TurnCompleted(TurnCompleted {
+                turn,
+                outcome: TurnOutcome::Interrupted as i32,
+                error: why.to_string(),
+                ..TurnCompleted::default()
+            });
+            match self
+                .store
+                .append(
+                    &session_stream(session),
+                    ExpectedVersion::Exact(state.last_version),
+                    vec![ended],
+                )
+                .await
+            {
+                Ok(events) => {
+                    tracing::warn!(session, turn, "marked a turn of a dead daemon interrupted");
+                    return self.read_at(last(&events)).await;
+                }
+                // Someone wrote first: look again once it is here.
+                Err(StoreError::Conflict { .. }) => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(SessionError::Invalid {
+            field: "session_id",
+            problem: format!(
+                "names a session whose turn {turn} keeps changing; it is not abandoned"
+            ),
+        })
     }
 
     /// The sessions model's projector (status, rebuild).
@@ -579,6 +730,7 @@ impl Sessions {
                     timeout_seconds,
                     skill,
                     skill_body,
+                    daemon_id: self.cluster.id().to_string(),
                 })],
             )
             .await?;

@@ -101,7 +101,7 @@ impl Projection for SessionsModel {
     }
 
     fn version(&self) -> u32 {
-        3 // 2: `last_at`; 3: workers (`parent`, `agents`, `c/`)
+        4 // 2: `last_at`; 3: workers (`parent`, `agents`, `c/`); 4: `last_version`, turn runners
     }
 
     fn apply(&self, writes: &mut Writes<'_>, event: &Event) -> Result<(), ProjectionError> {

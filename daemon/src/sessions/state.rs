@@ -33,6 +33,10 @@ pub struct TurnBrief {
     pub messages: u32,
     /// Characters of the user message and every message the turn added.
     pub chars: u64,
+    /// The daemon running the turn (sent through, then started by; empty
+    /// in logs written before daemons shared a log).
+    #[serde(default)]
+    pub runner: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -68,6 +72,10 @@ pub struct SessionState {
     /// The workers this session spawned, by agent id (`a1`, …).
     #[serde(default)]
     pub agents: BTreeMap<String, AgentBrief>,
+    /// Stream version of its last event (appends that must not race go
+    /// at this version).
+    #[serde(default)]
+    pub last_version: u64,
 }
 
 /// Where a worker session came from.
@@ -301,6 +309,7 @@ impl SessionState {
     /// The one fold of a session's events.
     pub fn apply(&mut self, event: &Event) {
         self.last_sequence = event.sequence;
+        self.last_version = event.stream_version;
         if let Some(at) = event.recorded_at {
             self.last_at = at.seconds;
         }
@@ -358,7 +367,14 @@ impl SessionState {
             }
             Payload::SessionRenamed(e) => self.title = e.title.clone(),
             Payload::SessionDeleted(_) => self.deleted = true,
-            Payload::TurnStarted(e) => self.turns.entry(e.turn).or_default().started = true,
+            Payload::TurnStarted(e) => {
+                let t = self.turns.entry(e.turn).or_default();
+                t.started = true;
+                t.runner = e.daemon_id.clone();
+            }
+            Payload::UserMessageAdded(e) => {
+                self.turns.entry(e.turn).or_default().runner = e.daemon_id.clone();
+            }
             Payload::AssistantMessageAdded(e) => {
                 // The request covered everything before; the answer is
                 // counted in output tokens.

@@ -49,9 +49,24 @@ pub(crate) async fn open_with(
     let approvals = crate::approvals::Approvals::open(store.clone())
         .await
         .unwrap();
-    Sessions::open(store.clone(), desk, skills, approvals, ws.to_path_buf(), d)
+    let me = crate::store::Member {
+        id: "test-daemon".into(),
+        ..Default::default()
+    };
+    let cluster = crate::cluster::Cluster::join(store.clone(), me, Duration::from_secs(15))
         .await
-        .unwrap()
+        .unwrap();
+    Sessions::open(
+        store.clone(),
+        desk,
+        skills,
+        approvals,
+        ws.to_path_buf(),
+        d,
+        cluster,
+    )
+    .await
+    .unwrap()
 }
 
 /// Stored events of the session until turn `turn` completes, returned once
@@ -207,7 +222,10 @@ async fn a_turn_left_running_by_a_crash_is_marked_interrupted_on_open() {
                     turn: 1,
                     ..Default::default()
                 }),
-                Payload::TurnStarted(TurnStarted { turn: 1 }),
+                Payload::TurnStarted(TurnStarted {
+                    turn: 1,
+                    ..TurnStarted::default()
+                }),
             ],
         )
         .await

@@ -76,4 +76,36 @@ pub trait Backend: Send + Sync + 'static {
     fn recovered(&self) -> Option<&LogRecovered> {
         None
     }
+
+    /// Record that `me` is alive now, by the store's clock (a log only one
+    /// daemon opens has nobody to tell: the default does nothing).
+    fn heartbeat(&self, _me: Member) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(futures::future::ready(Ok(())))
+    }
+
+    /// The daemons sharing this log, with how long ago each was last heard
+    /// from (by the store's clock, so machines' clocks do not matter).
+    fn members(&self) -> BoxFuture<'_, Result<Vec<Member>, StoreError>> {
+        Box::pin(futures::future::ready(Ok(Vec::new())))
+    }
+
+    /// `id` stopped cleanly: forget it (its leases are free at once).
+    fn leave(&self, _id: String) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(futures::future::ready(Ok(())))
+    }
+}
+
+/// A daemon sharing the log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Member {
+    /// Stable per state dir (`<state dir>/daemon-id`).
+    pub id: String,
+    pub host: String,
+    pub pid: u32,
+    pub socket: String,
+    pub workspace: String,
+    /// Unix seconds.
+    pub started_at: i64,
+    /// Milliseconds since its last heartbeat (0 when just sent).
+    pub heartbeat_age_ms: u64,
 }

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use tinycode_shared::proto::{Event, event::Payload};
 use tokio::sync::watch;
 
-pub use backend::Backend;
+pub use backend::{Backend, Member};
 pub use error::StoreError;
 pub use sled::Report;
 use sled::SledLog;
@@ -199,6 +199,28 @@ impl EventStore {
         }
     }
 
+    /// Restore an export (of an embedded log) into the empty PostgreSQL
+    /// log at `url`, every event at its sequence; returns the number of
+    /// events.
+    pub async fn import_postgres(url: &str, file: &std::path::Path) -> Result<u64, StoreError> {
+        postgres::import(url, file).await
+    }
+
+    /// Record that `me` is alive (see [`Backend::heartbeat`]).
+    pub async fn heartbeat(&self, me: Member) -> Result<(), StoreError> {
+        self.inner.log.heartbeat(me).await
+    }
+
+    /// The daemons sharing this log (see [`Backend::members`]).
+    pub async fn members(&self) -> Result<Vec<Member>, StoreError> {
+        self.inner.log.members().await
+    }
+
+    /// `id` stopped cleanly (see [`Backend::leave`]).
+    pub async fn leave(&self, id: &str) -> Result<(), StoreError> {
+        self.inner.log.leave(id.to_string()).await
+    }
+
     /// Which backend holds the log (`sled`, `postgres`).
     pub fn backend(&self) -> &'static str {
         self.inner.log.name()
@@ -341,7 +363,7 @@ impl EventStore {
         Ok(())
     }
 
-    fn closing(&self) -> watch::Receiver<bool> {
+    pub(crate) fn closing(&self) -> watch::Receiver<bool> {
         self.inner.log.closing()
     }
 }

@@ -54,6 +54,11 @@ pub struct Record {
     pub queued_sequence: u64,
     /// Sequence of the last `TriageStarted`.
     pub started_sequence: u64,
+    /// The daemon that started the last attempt (it holds the record
+    /// while it is alive); empty while queued, and in records written
+    /// before leases.
+    #[serde(default)]
+    pub owner: String,
 }
 
 impl Record {
@@ -72,6 +77,7 @@ impl Record {
             sequence: 0,
             queued_sequence: 0,
             started_sequence: 0,
+            owner: String::new(),
         }
     }
 
@@ -89,6 +95,7 @@ impl Record {
                 self.approve = e.approve.clone();
                 self.model = e.model.clone();
                 self.attempt = 0;
+                self.owner.clear();
                 self.outcome.clear();
                 self.error.clear();
                 self.queued_sequence = event.sequence;
@@ -98,6 +105,7 @@ impl Record {
                 self.session = e.session_id.clone();
                 self.attempt = e.attempt;
                 self.started_sequence = event.sequence;
+                self.owner = e.daemon_id.clone();
             }
             Some(Payload::TriageAttemptFailed(e)) => {
                 self.phase = Phase::Retrying;
@@ -260,6 +268,7 @@ mod tests {
                 ticket_id: "T-1".into(),
                 session_id: "s1".into(),
                 attempt: 1,
+                daemon_id: "d1".into(),
             }),
         );
         let finished = event(
@@ -280,6 +289,7 @@ mod tests {
             (Phase::Running, 1, "s1")
         );
         assert_eq!((r.queued_sequence, r.started_sequence), (10, 12));
+        assert_eq!(r.owner, "d1", "the daemon that started it holds it");
         r.apply(&finished);
         assert_eq!(r.phase, Phase::Done);
         // A second round starts from zero attempts, same session kept.
@@ -297,6 +307,7 @@ mod tests {
             (Phase::Queued, 0, 30)
         );
         assert_eq!(r.session, "s1");
+        assert_eq!(r.owner, "", "a new round is nobody's until started");
         assert!(!r.phase.finished());
     }
 }

@@ -12,19 +12,30 @@
 //! `TriageQueued` at expected version "no stream": the store's version check
 //! is what makes automatic triage happen at most once per ticket, even when
 //! a file drop and a `Tickets.Create` race.
+//!
+//! Several daemons on one log (PostgreSQL) share the work: every daemon
+//! lines up every queued record, and a free slot *claims* one by appending
+//! `TriageStarted` (with its daemon id) at the record's version — of
+//! daemons claiming at once exactly one wins, the others drop the job. The
+//! claimer holds the record while it is alive ([`crate::cluster`]); every
+//! later append of the attempt is at the record's version too, so a daemon
+//! whose record was taken over stops. When the holder dies, another daemon
+//! ([`Triage::watch_leases`]) claims it again after the lease.
 
 mod board;
 mod intake;
+mod leases;
 mod status;
 mod worker;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use tinycode_shared::proto::event::Payload;
 use tinycode_shared::proto::{ClientRef, Event, TriageQueued, TurnOutcome};
 use tokio::sync::{Notify, Semaphore, watch};
 
+use crate::cluster::Cluster;
 use crate::config::AutoTriage;
 use crate::domain::desk::{Desk, DomainError, ticket_id};
 use crate::permissions::ApprovalMode;
@@ -50,6 +61,9 @@ pub enum TriageError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Projection(#[from] ProjectionError),
+    /// Another daemon holds (or took over) the ticket's triage.
+    #[error("the triage of {0} is held by another daemon")]
+    Elsewhere(String),
     #[error("`{field}` {problem}")]
     Invalid {
         field: &'static str,
@@ -71,6 +85,10 @@ pub struct Triage {
     desk: Arc<Desk>,
     sessions: Arc<Sessions>,
     config: AutoTriage,
+    /// The daemons sharing the log: whose records are whose.
+    cluster: Arc<Cluster>,
+    /// Tickets lined up or running here (a ticket is lined up once).
+    local: Mutex<HashSet<String>>,
     /// The records (`board.rs`).
     board: ProjectorHandle,
     /// Work waiting for a slot, in order.
@@ -99,6 +117,7 @@ impl Triage {
         desk: Arc<Desk>,
         sessions: Arc<Sessions>,
         config: AutoTriage,
+        cluster: Arc<Cluster>,
     ) -> Result<Arc<Self>, TriageError> {
         let head = store.last_sequence();
         let (changed_tx, changed) = watch::channel(0);
@@ -115,6 +134,8 @@ impl Triage {
             sessions,
             slots: Arc::new(Semaphore::new(config.concurrency.max(1))),
             config,
+            cluster,
+            local: Mutex::new(HashSet::new()),
             board,
             queue: Mutex::new(VecDeque::new()),
             turns: Mutex::new(HashMap::new()),
@@ -131,11 +152,18 @@ impl Triage {
         }
         tokio::spawn(Arc::clone(&triage).dispatch());
         tokio::spawn(Arc::clone(&triage).follow_tickets(head + 1));
+        tokio::spawn(Arc::clone(&triage).follow_queued(head + 1));
+        tokio::spawn(Arc::clone(&triage).watch_leases());
         Ok(triage)
     }
 
     pub fn config(&self) -> &AutoTriage {
         &self.config
+    }
+
+    /// The daemons sharing the log.
+    pub fn cluster(&self) -> &Arc<Cluster> {
+        &self.cluster
     }
 
     /// Changes of the board, and of the records' live side.
@@ -175,8 +203,12 @@ impl Triage {
         let mut open = self.records().unfinished()?;
         open.sort_by_key(|r| (r.phase != Phase::Running, r.queued_sequence));
         let mut waiting = Vec::new();
-        let mut queue = lock(&self.queue);
+        let mut lined_up = 0;
         for r in open {
+            // Another daemon's: `watch_leases` claims it if that one died.
+            if !r.owner.is_empty() && r.owner != self.cluster.id() {
+                continue;
+            }
             let ticket = r.ticket.clone();
             let start = match r.phase {
                 Phase::Queued | Phase::Retrying => Start::Fresh,
@@ -196,11 +228,13 @@ impl Triage {
                     }
                 }
             };
-            queue.push_back(Job { ticket, start });
+            if self.line_up(Job { ticket, start }) {
+                lined_up += 1;
+            }
         }
-        if !queue.is_empty() {
+        if lined_up > 0 {
             tracing::info!(
-                jobs = queue.len(),
+                jobs = lined_up,
                 waiting = waiting.len(),
                 "triage resumes what the previous run left"
             );
@@ -274,13 +308,39 @@ impl Triage {
             Err(e) => return Err(e.into()),
         };
         self.folded(&events).await?;
-        lock(&self.queue).push_back(Job {
+        self.line_up(Job {
             ticket: ticket.to_string(),
             start: Start::Fresh,
         });
         tracing::info!(ticket, source, "queued for triage");
-        self.wake.notify_one();
         Ok(true)
+    }
+
+    /// Line a job up for a slot here, unless its ticket is lined up or
+    /// running here already. Returns whether it was.
+    fn line_up(&self, job: Job) -> bool {
+        if !lock(&self.local).insert(job.ticket.clone()) {
+            return false;
+        }
+        lock(&self.queue).push_back(job);
+        self.wake.notify_one();
+        true
+    }
+
+    /// The job of `ticket` left this daemon (done, or held elsewhere).
+    fn let_go(&self, ticket: &str) {
+        lock(&self.local).remove(ticket);
+    }
+
+    /// Records each daemon holds (unfinished ones), by daemon id.
+    pub fn leases(&self) -> HashMap<String, u32> {
+        let mut held = HashMap::new();
+        for r in self.records().unfinished().unwrap_or_default() {
+            if !r.owner.is_empty() {
+                *held.entry(r.owner).or_insert(0) += 1;
+            }
+        }
+        held
     }
 
     /// Queue tickets on request (`Triage.Enqueue`): returns (queued,

@@ -29,6 +29,17 @@ fn config(concurrency: usize) -> AutoTriage {
     }
 }
 
+/// The daemon alone on its log.
+async fn alone(store: &EventStore) -> Arc<Cluster> {
+    let me = crate::store::Member {
+        id: "test-daemon".into(),
+        ..Default::default()
+    };
+    Cluster::join(store.clone(), me, Duration::from_secs(15))
+        .await
+        .unwrap()
+}
+
 async fn start(approve: &str, concurrency: usize) -> Bench {
     let (tmp, ws) = fixture_copy();
     let store = EventStore::open(&tmp.path().join("db")).unwrap();
@@ -41,6 +52,7 @@ async fn start(approve: &str, concurrency: usize) -> Bench {
         desk,
         Arc::clone(&sessions),
         config(concurrency),
+        alone(&store).await,
     )
     .await
     .unwrap();
@@ -136,6 +148,7 @@ async fn open_tickets_and_new_ones_are_triaged_once_and_a_restart_adds_nothing()
         Arc::clone(&b.sessions.desk),
         Arc::clone(&b.sessions),
         config(2),
+        alone(&b.store).await,
     )
     .await
     .unwrap();

@@ -14,7 +14,7 @@ use tinycode_shared::proto::{
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::sync::broadcast::error::RecvError;
 
-use super::board::{Job, Record, Start};
+use super::board::{Job, Phase, Record, Start};
 use super::{Triage, TriageError, outcome_name, triage_stream, worker_client};
 use crate::sessions::LiveUpdate;
 use crate::store::ExpectedVersion;
@@ -104,11 +104,37 @@ impl Triage {
         }
     }
 
+    /// Append to a record this daemon holds (or one nobody holds yet), at
+    /// its version: a record another daemon took over is
+    /// [`TriageError::Elsewhere`].
     async fn append(&self, ticket: &str, payload: Payload) -> Result<(), TriageError> {
-        let events = self
+        let expected = match self.record(ticket)? {
+            Some(r) if !r.owner.is_empty() && r.owner != self.cluster.id() => {
+                return Err(TriageError::Elsewhere(ticket.to_string()));
+            }
+            Some(r) => ExpectedVersion::Exact(r.version),
+            None => ExpectedVersion::NoStream,
+        };
+        self.append_at(ticket, payload, expected).await
+    }
+
+    async fn append_at(
+        &self,
+        ticket: &str,
+        payload: Payload,
+        expected: ExpectedVersion,
+    ) -> Result<(), TriageError> {
+        let events = match self
             .store
-            .append(&triage_stream(ticket), ExpectedVersion::Any, vec![payload])
-            .await?;
+            .append(&triage_stream(ticket), expected, vec![payload])
+            .await
+        {
+            Ok(events) => events,
+            Err(crate::store::StoreError::Conflict { .. }) => {
+                return Err(TriageError::Elsewhere(ticket.to_string()));
+            }
+            Err(e) => return Err(e.into()),
+        };
         if !matches!(
             events.last().and_then(|e| e.payload.as_ref()),
             Some(Payload::TriageStarted(_))
@@ -118,19 +144,26 @@ impl Triage {
         self.folded(&events).await
     }
 
-    /// One triage: attempts until one completes or none are left.
+    /// One triage: attempts until one completes or none are left (or
+    /// another daemon holds it).
     async fn run(self: Arc<Self>, job: Job, slot: Option<OwnedSemaphorePermit>) {
         let mut slot = slot;
-        let ended = self.attempt(&job, &mut slot).await;
-        self.settle(job, ended, slot).await;
+        let ticket = job.ticket.clone();
+        if let Some(ended) = self.attempt(&job, &mut slot).await {
+            Arc::clone(&self).settle(job, ended, slot).await;
+        }
+        self.let_go(&ticket);
     }
 
     /// Start (or restart) an attempt and follow its turn; an error ends it
-    /// as failed. `slot` is given back while the turn waits for a human.
-    async fn attempt(&self, job: &Job, slot: &mut Option<OwnedSemaphorePermit>) -> Ended {
-        self.try_attempt(job, slot)
-            .await
-            .unwrap_or_else(Ended::failed)
+    /// as failed; `None` when another daemon holds the ticket. `slot` is
+    /// given back while the turn waits for a human.
+    async fn attempt(&self, job: &Job, slot: &mut Option<OwnedSemaphorePermit>) -> Option<Ended> {
+        match self.try_attempt(job, slot).await {
+            Ok(ended) => Some(ended),
+            Err(TriageError::Elsewhere(_)) => None,
+            Err(e) => Some(Ended::failed(e)),
+        }
     }
 
     async fn try_attempt(
@@ -138,9 +171,21 @@ impl Triage {
         job: &Job,
         slot: &mut Option<OwnedSemaphorePermit>,
     ) -> Result<Ended, TriageError> {
+        // Every claim stored so far is on the board before judging.
+        self.board.wait_for(self.store.last_sequence()).await?;
         let Some(record) = self.record(&job.ticket)? else {
             return Ok(Ended::failed("the triage record is missing"));
         };
+        if record.phase.finished() {
+            return Err(TriageError::Elsewhere(job.ticket.clone()));
+        }
+        let me = self.cluster.id().to_string();
+        if record.phase != Phase::Queued && !record.owner.is_empty() && record.owner != me {
+            if self.cluster.alive(&record.owner).await? {
+                return Err(TriageError::Elsewhere(job.ticket.clone()));
+            }
+            return self.take_over(job, &record, slot).await;
+        }
         if job.start == Start::Again {
             // After a restart: did the interrupted attempt's turn end?
             match self
@@ -185,8 +230,73 @@ impl Triage {
             ticket_id: job.ticket.clone(),
             session_id: session.clone(),
             attempt,
+            daemon_id: me,
         });
-        self.append(&job.ticket, started).await?;
+        // The claim: at the version judged above, so of daemons claiming
+        // at once one wins.
+        self.append_at(&job.ticket, started, ExpectedVersion::Exact(record.version))
+            .await?;
+        self.send_and_follow(job, &session, slot).await
+    }
+
+    /// Claim the record of a daemon that stopped being heard from: its
+    /// turn is recorded as interrupted; a ticket it already placed is done;
+    /// otherwise the session is asked again.
+    async fn take_over(
+        &self,
+        job: &Job,
+        record: &Record,
+        slot: &mut Option<OwnedSemaphorePermit>,
+    ) -> Result<Ended, TriageError> {
+        let session = match self.sessions.get(&record.session) {
+            Ok(s) => s.id,
+            Err(_) => {
+                let title = format!("triage {}", job.ticket);
+                let created = self
+                    .sessions
+                    .create(&title, &record.model, &record.approve, worker_client())
+                    .await;
+                created?.id
+            }
+        };
+        let started = Payload::TriageStarted(TriageStarted {
+            ticket_id: job.ticket.clone(),
+            session_id: session.clone(),
+            attempt: record.attempt.max(1),
+            daemon_id: self.cluster.id().to_string(),
+        });
+        self.append_at(&job.ticket, started, ExpectedVersion::Exact(record.version))
+            .await?;
+        tracing::warn!(ticket = %job.ticket, from = %record.owner, "took over the triage of a daemon that stopped being heard from");
+        if let Some((turn, None)) = self
+            .sessions
+            .last_turn_after(&session, record.started_sequence)
+        {
+            let why = format!(
+                "daemon {} stopped being heard from while this turn ran; daemon {} took the ticket over",
+                record.owner,
+                self.cluster.id()
+            );
+            self.sessions.interrupt(&session, turn, &why).await?;
+        }
+        if self.decisions(&job.ticket, &session).await.1 {
+            let error = String::new();
+            return Ok(Ended {
+                outcome: TurnOutcome::Completed,
+                error,
+            });
+        }
+        self.send_and_follow(job, &session, slot).await
+    }
+
+    /// Send the triage prompt to `session` and follow the turn.
+    async fn send_and_follow(
+        &self,
+        job: &Job,
+        session: &str,
+        slot: &mut Option<OwnedSemaphorePermit>,
+    ) -> Result<Ended, TriageError> {
+        let session = session.to_string();
         // Subscribe before sending: the turn's end cannot be missed.
         let (rx, _, _) = self.sessions.attach(&session)?;
         let prompt = self.config.prompt.replace("{id}", &job.ticket);
@@ -249,6 +359,10 @@ impl Triage {
         let mut job = job;
         loop {
             let (phase, attempt, session) = match self.record(&job.ticket) {
+                Ok(Some(r)) if !r.owner.is_empty() && r.owner != self.cluster.id() => {
+                    tracing::warn!(ticket = %job.ticket, owner = %r.owner, "another daemon took this triage over");
+                    return;
+                }
                 Ok(Some(r)) => (r.phase, r.attempt, r.session),
                 Ok(None) => return,
                 Err(e) => {
@@ -315,7 +429,10 @@ impl Triage {
                 ticket: job.ticket,
                 start: Start::Fresh,
             };
-            ended = self.attempt(&job, &mut slot).await;
+            match self.attempt(&job, &mut slot).await {
+                Some(next) => ended = next,
+                None => return,
+            }
         }
     }
 

@@ -17,7 +17,7 @@ use tokio_postgres::{Client, Statement};
 use super::{CHANNEL, ExpectedVersion, StoreError, cause, connect, from_i64, to_i64};
 
 /// Serializes appends across every daemon on the database.
-const APPEND_LOCK: i64 = 0x7469_6e79_0002;
+pub(super) const APPEND_LOCK: i64 = 0x7469_6e79_0002;
 
 /// A batch stops growing at this many requests or bytes.
 const MAX_BATCH: usize = 1024;

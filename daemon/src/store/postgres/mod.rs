@@ -22,6 +22,9 @@
 
 mod commit;
 mod follow;
+mod import;
+
+pub(crate) use import::import;
 mod schema;
 
 use std::sync::Arc;
@@ -34,7 +37,7 @@ use tinycode_shared::proto::{Event, event::Payload};
 use tokio::sync::{Mutex, broadcast, mpsc, oneshot, watch};
 use tokio_postgres::{Client, NoTls, Statement};
 
-use super::backend::Backend;
+use super::backend::{Backend, Member};
 use super::{ExpectedVersion, StoreError, StoreOptions, StoreStats};
 use commit::Request;
 
@@ -231,6 +234,76 @@ impl Backend for PgLog {
             0,
             self.transactions.load(Ordering::Relaxed),
         )
+    }
+
+    fn heartbeat(&self, me: Member) -> BoxFuture<'_, Result<(), StoreError>> {
+        async move {
+            let reader = self.reader().await?;
+            reader
+                .client
+                .execute(
+                    "INSERT INTO tinycode_daemons \
+                     (id, host, pid, socket, workspace, started_at, heartbeat_at) \
+                     VALUES ($1, $2, $3, $4, $5, to_timestamp($6), now()) \
+                     ON CONFLICT (id) DO UPDATE SET host = $2, pid = $3, socket = $4, \
+                     workspace = $5, started_at = to_timestamp($6), heartbeat_at = now()",
+                    &[
+                        &me.id,
+                        &me.host,
+                        &i32::try_from(me.pid).unwrap_or(i32::MAX),
+                        &me.socket,
+                        &me.workspace,
+                        &(me.started_at as f64),
+                    ],
+                )
+                .await
+                .map_err(|e| failed(&self.target, &e))?;
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn members(&self) -> BoxFuture<'_, Result<Vec<Member>, StoreError>> {
+        async move {
+            let reader = self.reader().await?;
+            let rows = reader
+                .client
+                .query(
+                    "SELECT id, host, pid, socket, workspace, \
+                     extract(epoch FROM started_at)::BIGINT, \
+                     greatest(extract(epoch FROM now() - heartbeat_at) * 1000, 0)::BIGINT \
+                     FROM tinycode_daemons ORDER BY started_at, id",
+                    &[],
+                )
+                .await
+                .map_err(|e| failed(&self.target, &e))?;
+            Ok(rows
+                .iter()
+                .map(|r| Member {
+                    id: r.get(0),
+                    host: r.get(1),
+                    pid: u32::try_from(r.get::<_, i32>(2)).unwrap_or(0),
+                    socket: r.get(3),
+                    workspace: r.get(4),
+                    started_at: r.get(5),
+                    heartbeat_age_ms: from_i64(r.get(6)),
+                })
+                .collect())
+        }
+        .boxed()
+    }
+
+    fn leave(&self, id: String) -> BoxFuture<'_, Result<(), StoreError>> {
+        async move {
+            let reader = self.reader().await?;
+            reader
+                .client
+                .execute("DELETE FROM tinycode_daemons WHERE id = $1", &[&id])
+                .await
+                .map_err(|e| failed(&self.target, &e))?;
+            Ok(())
+        }
+        .boxed()
     }
 
     fn close(&self) -> BoxFuture<'_, Result<(), StoreError>> {

@@ -13,7 +13,7 @@ const MIGRATION_LOCK: i64 = 0x7469_6e79_0001;
 
 /// Each migration, in order; version = index + 1. Never edit one that has
 /// shipped: add the next.
-const MIGRATIONS: [&str; 1] = [
+const MIGRATIONS: [&str; 2] = [
     // 1: the log.
     "CREATE TABLE tinycode_events (
          sequence       BIGINT PRIMARY KEY,
@@ -21,6 +21,17 @@ const MIGRATIONS: [&str; 1] = [
          stream_version BIGINT NOT NULL,
          body           BYTEA  NOT NULL,
          UNIQUE (stream_id, stream_version)
+     )",
+    // 2: the daemons sharing the log and their heartbeats (liveness, not
+    // history: a row per daemon, updated in place).
+    "CREATE TABLE tinycode_daemons (
+         id           TEXT        PRIMARY KEY,
+         host         TEXT        NOT NULL,
+         pid          INT         NOT NULL,
+         socket       TEXT        NOT NULL,
+         workspace    TEXT        NOT NULL,
+         started_at   TIMESTAMPTZ NOT NULL,
+         heartbeat_at TIMESTAMPTZ NOT NULL
      )",
 ];
 

@@ -194,3 +194,47 @@ async fn two_handles_on_one_database_see_each_others_appends_in_one_order() {
         assert!(all.iter().zip(1..).all(|(e, s)| e.sequence == s));
     }
 }
+
+#[tokio::test]
+async fn daemons_sharing_a_log_see_each_others_heartbeats_and_leaves() {
+    let backing = PgSchema::fresh().await;
+    let a = PgLog::open(&backing.url, StoreOptions::default())
+        .await
+        .unwrap();
+    let b = PgLog::open(&backing.url, StoreOptions::default())
+        .await
+        .unwrap();
+    let member = |id: &str| Member {
+        id: id.into(),
+        host: "h".into(),
+        pid: 7,
+        socket: format!("/run/{id}.sock"),
+        workspace: "/desk".into(),
+        started_at: 1_800_000_000,
+        heartbeat_age_ms: 0,
+    };
+    a.heartbeat(member("a")).await.unwrap();
+    b.heartbeat(member("b")).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    a.heartbeat(member("a")).await.unwrap();
+    let seen = b.members().await.unwrap();
+    let ids: Vec<&str> = seen.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids.len(), 2, "{seen:?}");
+    let age = |id: &str| seen.iter().find(|m| m.id == id).unwrap().heartbeat_age_ms;
+    // By the database's clock: b beat 300 ms before a did.
+    assert!(age("b") >= 250 && age("a") < age("b"), "{seen:?}");
+    let a_row = seen.iter().find(|m| m.id == "a").unwrap();
+    assert_eq!(
+        (a_row.pid, a_row.socket.as_str(), a_row.started_at),
+        (7, "/run/a.sock", 1_800_000_000)
+    );
+    b.leave("b".into()).await.unwrap();
+    let left: Vec<String> = a
+        .members()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    assert_eq!(left, ["a"]);
+}

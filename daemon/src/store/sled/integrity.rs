@@ -297,7 +297,7 @@ pub(super) fn export(events: &sled::Tree, path: &Path) -> Result<u64, StoreError
 }
 
 /// Read an export file, checking every record; calls `each` per event.
-pub(super) fn read_export(
+pub(crate) fn read_export(
     path: &Path,
     mut each: impl FnMut(Event) -> Result<(), StoreError>,
 ) -> Result<u64, StoreError> {

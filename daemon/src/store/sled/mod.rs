@@ -33,6 +33,7 @@ use super::backend::Backend;
 use super::{ExpectedVersion, StoreError, StoreOptions, StoreStats};
 use commit::{Committer, Files, Request};
 pub use integrity::Report;
+pub(crate) use integrity::read_export;
 use keys::{decode_sequence, stream_key, stream_prefix};
 
 pub(crate) struct SledLog {

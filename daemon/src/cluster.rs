@@ -1,0 +1,198 @@
+//! The daemons sharing one log: who this daemon is, its heartbeat, and
+//! whether another daemon is still alive.
+//!
+//! A daemon's identity is stable per state dir (`<state dir>/daemon-id`),
+//! so a restarted daemon picks up its own work. It tells the store it is
+//! alive every quarter lease; the store keeps one row per daemon and
+//! answers with how long ago each was heard from by the *store's* clock,
+//! so the machines' clocks never decide who is dead. A daemon unheard for
+//! a lease is taken for dead: its work (triage records it holds) goes to
+//! whoever claims it first, through the claimed stream's expected version.
+//! A daemon that stops cleanly leaves at once. On the embedded log the
+//! daemon is alone and all of this is a no-op.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use crate::store::{EventStore, Member, StoreError};
+use crate::sync::lock;
+
+pub struct Cluster {
+    me: Member,
+    lease: Duration,
+    store: EventStore,
+    /// The last answer of the store, for status.
+    seen: RwLock<Vec<Member>>,
+    /// Why the last heartbeat failed (empty: it did not).
+    trouble: Mutex<String>,
+}
+
+impl Cluster {
+    /// Join: the first heartbeat is stored before anything is claimed, then
+    /// one every quarter `lease` in the background.
+    pub async fn join(
+        store: EventStore,
+        me: Member,
+        lease: Duration,
+    ) -> Result<Arc<Self>, StoreError> {
+        let cluster = Arc::new(Self {
+            me,
+            lease,
+            store,
+            seen: RwLock::new(Vec::new()),
+            trouble: Mutex::new(String::new()),
+        });
+        cluster.beat().await?;
+        let weak = Arc::downgrade(&cluster);
+        tokio::spawn(async move {
+            let every = lease / 4;
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(cluster) = weak.upgrade() else {
+                    return;
+                };
+                if *cluster.store.closing().borrow() {
+                    return;
+                }
+                if let Err(e) = cluster.beat().await {
+                    tracing::warn!(error = %e, "the heartbeat to the shared log failed");
+                    *lock(&cluster.trouble) = e.to_string();
+                }
+            }
+        });
+        Ok(cluster)
+    }
+
+    async fn beat(&self) -> Result<(), StoreError> {
+        self.store.heartbeat(self.me.clone()).await?;
+        let members = self.store.members().await?;
+        *self.seen.write().unwrap_or_else(|p| p.into_inner()) = members;
+        lock(&self.trouble).clear();
+        Ok(())
+    }
+
+    /// This daemon's id.
+    pub fn id(&self) -> &str {
+        &self.me.id
+    }
+
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// Whether `id` was heard from within the lease, asked of the store now
+    /// (never from a cached answer: a daemon that started a moment ago must
+    /// not look dead). This daemon is always alive to itself.
+    pub async fn alive(&self, id: &str) -> Result<bool, StoreError> {
+        if id == self.me.id {
+            return Ok(true);
+        }
+        let members = self.store.members().await?;
+        let alive = members
+            .iter()
+            .any(|m| m.id == id && Duration::from_millis(m.heartbeat_age_ms) < self.lease);
+        *self.seen.write().unwrap_or_else(|p| p.into_inner()) = members;
+        Ok(alive)
+    }
+
+    /// The daemons sharing the log as the store has them now (as last
+    /// heard, when it cannot answer), this one included also on a log
+    /// nobody else shares, and whether each is alive.
+    pub async fn members(&self) -> Vec<(Member, bool)> {
+        match self.store.members().await {
+            Ok(members) => *self.seen.write().unwrap_or_else(|p| p.into_inner()) = members,
+            Err(e) => tracing::warn!(error = %e, "cannot list the daemons sharing the log"),
+        }
+        let mut all = self.seen.read().unwrap_or_else(|p| p.into_inner()).clone();
+        if !all.iter().any(|m| m.id == self.me.id) {
+            all.insert(0, self.me.clone());
+        }
+        all.into_iter()
+            .map(|m| {
+                let alive =
+                    m.id == self.me.id || Duration::from_millis(m.heartbeat_age_ms) < self.lease;
+                (m, alive)
+            })
+            .collect()
+    }
+
+    /// Why the last heartbeat failed, if it did.
+    pub fn trouble(&self) -> String {
+        lock(&self.trouble).clone()
+    }
+
+    /// Stopping cleanly: leave at once, so others take over without
+    /// waiting out the lease.
+    pub async fn leave(&self) {
+        if let Err(e) = self.store.leave(&self.me.id).await {
+            tracing::warn!(error = %e, "could not leave the shared log's daemon list");
+        }
+    }
+}
+
+/// This state dir's daemon id: `<host>-<8 hex>`, made once and kept in
+/// `<state dir>/daemon-id`.
+pub fn daemon_id(state_dir: &Path) -> std::io::Result<String> {
+    let file = state_dir.join("daemon-id");
+    match std::fs::read_to_string(&file) {
+        Ok(id) if !id.trim().is_empty() => return Ok(id.trim().to_string()),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let seed = format!("{nanos}-{}-{}", std::process::id(), state_dir.display());
+    let id = format!(
+        "{}-{:08x}",
+        host_name(),
+        crate::fnv::fnv1a(seed.bytes()) as u32
+    );
+    std::fs::write(&file, format!("{id}\n"))?;
+    Ok(id)
+}
+
+/// The machine's name (`/proc/sys/kernel/hostname`, else `$HOSTNAME`).
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_state_dir_keeps_its_daemon_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = daemon_id(dir.path()).unwrap();
+        assert!(first.starts_with(&host_name()), "{first}");
+        assert_eq!(daemon_id(dir.path()).unwrap(), first);
+        let other = tempfile::tempdir().unwrap();
+        assert_ne!(daemon_id(other.path()).unwrap(), first);
+    }
+
+    #[tokio::test]
+    async fn alone_on_the_embedded_log_it_is_the_only_member() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = EventStore::open(&dir.path().join("db")).unwrap();
+        let me = Member {
+            id: "me".into(),
+            ..Member::default()
+        };
+        let cluster = Cluster::join(store, me, Duration::from_secs(8))
+            .await
+            .unwrap();
+        assert!(cluster.alive("me").await.unwrap());
+        assert!(!cluster.alive("someone-else").await.unwrap());
+        let members = cluster.members().await;
+        assert_eq!(members.len(), 1);
+        assert_eq!((members[0].0.id.as_str(), members[0].1), ("me", true));
+    }
+}

@@ -1,0 +1,113 @@
+//! Moving a desk's log into PostgreSQL: an export file (`tinycode admin
+//! export` of an embedded log) restored into an empty database, every
+//! event at its own sequence and stream version, in one transaction under
+//! the append lock (a daemon appending meanwhile waits, then sees it all
+//! or nothing).
+
+use std::path::Path;
+
+use prost::Message;
+use tinycode_shared::proto::Event;
+
+use super::commit::APPEND_LOCK;
+use super::{CHANNEL, StoreError, connect, describe, failed, schema, to_i64};
+
+/// Events per `INSERT`.
+const BATCH: usize = 2_048;
+
+/// Restore `file` into the empty log at `url`; returns the number of events.
+pub(crate) async fn import(url: &str, file: &Path) -> Result<u64, StoreError> {
+    let config: tokio_postgres::Config = url.parse().map_err(|e| {
+        StoreError::Unreachable(format!(
+            "the store URL {} is not valid: {e}",
+            super::redact(url)
+        ))
+    })?;
+    let target = describe(&config);
+    let client = connect(&config, &target).await?;
+    schema::migrate(&client, &target).await?;
+    let db = |e: tokio_postgres::Error| failed(&target, &e);
+    client
+        .batch_execute(&format!(
+            "BEGIN; SELECT pg_advisory_xact_lock({APPEND_LOCK})"
+        ))
+        .await
+        .map_err(db)?;
+    let held: i64 = client
+        .query_one("SELECT count(*) FROM tinycode_events", &[])
+        .await
+        .map_err(db)?
+        .get(0);
+    if held > 0 {
+        let _ = client.batch_execute("ROLLBACK").await;
+        return Err(StoreError::Io(format!(
+            "the log at {target} already holds {held} events; import restores into an empty database (or schema)"
+        )));
+    }
+    let insert = client
+        .prepare(
+            "INSERT INTO tinycode_events (sequence, stream_id, stream_version, body) \
+             SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bytea[])",
+        )
+        .await
+        .map_err(db)?;
+    // The file is read (and checked) on a blocking thread, in batches.
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<Event>>(4);
+    let path = file.to_path_buf();
+    let reading = tokio::task::spawn_blocking(move || {
+        let mut batch = Vec::with_capacity(BATCH);
+        let mut last = 0u64;
+        let n = super::super::sled::read_export(&path, |event| {
+            if event.sequence <= last {
+                return Err(StoreError::Io(format!(
+                    "{}: event {} comes after event {last}",
+                    path.display(),
+                    event.sequence
+                )));
+            }
+            last = event.sequence;
+            batch.push(event);
+            if batch.len() >= BATCH {
+                tx.blocking_send(std::mem::take(&mut batch))
+                    .map_err(|_| StoreError::Closed)?;
+            }
+            Ok(())
+        })?;
+        if !batch.is_empty() {
+            tx.blocking_send(batch).map_err(|_| StoreError::Closed)?;
+        }
+        Ok::<_, StoreError>((n, last))
+    });
+    let mut written = Ok(());
+    while let Some(batch) = rx.recv().await {
+        let sequences: Vec<i64> = batch.iter().map(|e| to_i64(e.sequence)).collect();
+        let streams: Vec<&str> = batch.iter().map(|e| e.stream_id.as_str()).collect();
+        let versions: Vec<i64> = batch.iter().map(|e| to_i64(e.stream_version)).collect();
+        let bodies: Vec<Vec<u8>> = batch.iter().map(Message::encode_to_vec).collect();
+        if let Err(e) = client
+            .execute(&insert, &[&sequences, &streams, &versions, &bodies])
+            .await
+        {
+            written = Err(db(e));
+            break;
+        }
+    }
+    drop(rx);
+    let read = reading
+        .await
+        .map_err(|e| StoreError::Io(format!("reading {}: {e}", file.display())))
+        .and_then(|r| r);
+    let (n, last) = match (written, read) {
+        (Ok(()), Ok(done)) => done,
+        (Err(e), _) | (_, Err(e)) => {
+            let _ = client.batch_execute("ROLLBACK").await;
+            return Err(e);
+        }
+    };
+    client
+        .execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &last.to_string()])
+        .await
+        .map_err(db)?;
+    client.batch_execute("COMMIT").await.map_err(db)?;
+    Ok(n)
+}

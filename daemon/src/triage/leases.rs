@@ -1,0 +1,83 @@
+//! Work shared between daemons on one log: every daemon lines up every
+//! queued record (whoever queued it), so the first free slot anywhere
+//! claims it; and records held by a daemon that stopped being heard from
+//! are lined up again here, to be claimed after the lease.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tinycode_shared::proto::event::Payload;
+
+use super::Triage;
+use super::board::{Job, Start};
+use crate::store::SubscriptionOptions;
+
+impl Triage {
+    /// Follow the triage streams from `from` on: line up each ticket queued
+    /// by any daemon.
+    pub(super) async fn follow_queued(self: Arc<Self>, from: u64) {
+        let mut sub = self.store.subscribe(SubscriptionOptions {
+            from_sequence: from,
+            stream_prefix: "triage-".into(),
+            follow: true,
+        });
+        while let Some(event) = sub.recv().await {
+            let event = match event {
+                Ok(e) => e,
+                Err(e) => {
+                    tracing::error!(error = %e, "the triage worker lost the triage feed");
+                    return;
+                }
+            };
+            if let Some(Payload::TriageQueued(q)) = &event.payload {
+                self.line_up(Job {
+                    ticket: q.ticket_id.clone(),
+                    start: Start::Fresh,
+                });
+            }
+        }
+    }
+
+    /// Every half lease: line up the records held by daemons the store has
+    /// not heard from within the lease (the claim decides who takes each).
+    pub(super) async fn watch_leases(self: Arc<Self>) {
+        let every = (self.cluster.lease() / 2).max(Duration::from_millis(200));
+        let mut closing = self.store.closing();
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(every) => {}
+                _ = closing.changed() => return,
+            }
+            if let Err(e) = self.line_up_orphans().await {
+                tracing::warn!(error = %e, "cannot look for triage held by dead daemons");
+            }
+        }
+    }
+
+    async fn line_up_orphans(&self) -> Result<(), super::TriageError> {
+        let me = self.cluster.id().to_string();
+        let mut dead: std::collections::HashMap<String, bool> = std::collections::HashMap::new();
+        for r in self.records().unfinished()? {
+            if r.owner.is_empty() || r.owner == me {
+                continue;
+            }
+            let is_dead = match dead.get(&r.owner) {
+                Some(d) => *d,
+                None => {
+                    let d = !self.cluster.alive(&r.owner).await?;
+                    dead.insert(r.owner.clone(), d);
+                    d
+                }
+            };
+            if is_dead
+                && self.line_up(Job {
+                    ticket: r.ticket.clone(),
+                    start: Start::Again,
+                })
+            {
+                tracing::info!(ticket = %r.ticket, owner = %r.owner, "lined up the triage of a daemon not heard from");
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,316 @@
+//! Several daemons, one desk: three `tinycoded` on one PostgreSQL log share
+//! the triage — every ticket triaged and routed exactly once, also when
+//! one of them is killed mid-triage (the others take its tickets over after
+//! the lease) — and each lists the others with their heartbeats.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::Value;
+use tinycode_tests::pg::Schema;
+use tinycode_tests::shared_desk::{member, router, ticket_file};
+use tinycode_tests::{Desk, kill, wait_until};
+
+fn daemon_id(desk: &Desk) -> String {
+    std::fs::read_to_string(desk.state_dir().join("daemon-id"))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// Per ticket of `prefix…`: its triage events, in order.
+fn triage_events(desk: &Desk, prefix: &str) -> BTreeMap<String, Vec<Value>> {
+    let mut out: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    for e in desk.events(&["--stream", &format!("triage-{prefix}")]) {
+        let ticket = e["streamId"].as_str().unwrap()["triage-".len()..].to_string();
+        out.entry(ticket).or_default().push(e);
+    }
+    out
+}
+
+fn finished(events: &[Value]) -> usize {
+    events
+        .iter()
+        .filter(|e| e.get("triageFinished").is_some())
+        .count()
+}
+
+/// Per ticket of `prefix…`: how many times it was routed.
+fn routes(desk: &Desk, prefix: &str) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for e in desk.events(&["--stream", &format!("ticket-{prefix}")]) {
+        if e.get("ticketRouted").is_some() {
+            let ticket = e["streamId"].as_str().unwrap()["ticket-".len()..].to_string();
+            *out.entry(ticket).or_default() += 1;
+        }
+    }
+    out
+}
+
+fn wait_all_finished(desk: &Desk, prefix: &str, n: usize, within: Duration) {
+    let mut done = 0;
+    let ok = wait_until(within, || {
+        done = triage_events(desk, prefix)
+            .values()
+            .filter(|e| finished(e) == 1)
+            .count();
+        done == n
+    });
+    assert!(ok, "{done} of {n} finished\n{}", desk.log());
+}
+
+#[test]
+fn three_daemons_on_one_log_triage_three_hundred_tickets_exactly_once() {
+    let schema = Schema::new("three");
+    let mock = router(Duration::from_millis(20));
+    let desks: Vec<Desk> = (0..3).map(|_| member(&schema, &mock, 4)).collect();
+    for d in &desks {
+        d.ok(&["ticket", "list"]); // start it
+    }
+    let ids: Vec<String> = desks.iter().map(daemon_id).collect();
+    // 300 tickets dropped into one daemon's workspace: its mirror imports
+    // them into the shared log, and every daemon lines them up.
+    for n in 0..300 {
+        let id = format!("T-5{n:03}");
+        desks[0].write(&format!("tickets/{id}.json"), &ticket_file(&id));
+    }
+    wait_all_finished(&desks[0], "T-5", 300, Duration::from_secs(240));
+
+    let records = triage_events(&desks[0], "T-5");
+    let mut by_daemon: BTreeMap<String, usize> = BTreeMap::new();
+    for (ticket, events) in &records {
+        let started: Vec<&Value> = events
+            .iter()
+            .filter_map(|e| e.get("triageStarted"))
+            .collect();
+        assert_eq!(started.len(), 1, "{ticket} started once: {events:#?}");
+        let done = events.iter().find_map(|e| e.get("triageFinished")).unwrap();
+        assert_eq!(done["result"], "done", "{ticket}: {done}");
+        let owner = started[0]["daemonId"].as_str().unwrap().to_string();
+        assert!(ids.contains(&owner), "{owner} is one of {ids:?}");
+        *by_daemon.entry(owner).or_default() += 1;
+    }
+    assert_eq!(records.len(), 300);
+    let routed = routes(&desks[0], "T-5");
+    assert_eq!(routed.len(), 300);
+    assert!(
+        routed.values().all(|n| *n == 1),
+        "routed exactly once: {routed:?}"
+    );
+    // The work was shared.
+    assert!(by_daemon.len() >= 2, "{by_daemon:?}");
+    eprintln!("tickets triaged per daemon: {by_daemon:?}");
+
+    // Each lists the three, alive, and which one it is.
+    for (d, id) in desks.iter().zip(&ids) {
+        let status = d.json(&["daemon", "status"]);
+        assert_eq!(status["daemonId"], id.as_str());
+        let daemons = status["daemons"].as_array().unwrap();
+        assert_eq!(daemons.len(), 3, "{status:#}");
+        assert!(daemons.iter().all(|m| m["alive"] == true), "{status:#}");
+        let me: Vec<&Value> = daemons.iter().filter(|m| m["thisDaemon"] == true).collect();
+        assert_eq!(me.len(), 1);
+        assert_eq!(me[0]["id"], id.as_str());
+    }
+    // One stops cleanly: the others stop listing it at once.
+    desks[2].stop();
+    let status = desks[0].json(&["daemon", "status"]);
+    assert_eq!(status["daemons"].as_array().unwrap().len(), 2, "{status:#}");
+    desks[0].stop();
+    desks[1].stop();
+}
+
+#[test]
+fn a_daemon_killed_mid_triage_has_its_tickets_finished_by_the_others() {
+    let schema = Schema::new("takeover");
+    let mock = router(Duration::from_millis(400));
+    let desks: Vec<Desk> = (0..3).map(|_| member(&schema, &mock, 2)).collect();
+    for d in &desks {
+        d.ok(&["ticket", "list"]);
+    }
+    let victim = daemon_id(&desks[1]);
+    for n in 0..30 {
+        let id = format!("T-6{n:03}");
+        desks[0].write(&format!("tickets/{id}.json"), &ticket_file(&id));
+    }
+    // Kill it while it holds a running triage.
+    let holding = wait_until(Duration::from_secs(60), || {
+        triage_events(&desks[0], "T-6").values().any(|events| {
+            finished(events) == 0
+                && events
+                    .iter()
+                    .rev()
+                    .find_map(|e| e.get("triageStarted"))
+                    .is_some_and(|s| s["daemonId"] == victim.as_str())
+        })
+    });
+    assert!(holding, "{}", desks[1].log());
+    let pid = desks[1].daemon_pid().unwrap();
+    kill(pid, "KILL");
+    assert!(wait_until(Duration::from_secs(10), || {
+        !tinycode_tests::alive(pid)
+    }));
+
+    wait_all_finished(&desks[0], "T-6", 30, Duration::from_secs(120));
+    let records = triage_events(&desks[0], "T-6");
+    let mut taken_over = 0;
+    for (ticket, events) in &records {
+        let done = events.iter().find_map(|e| e.get("triageFinished")).unwrap();
+        assert_eq!(done["result"], "done", "{ticket}: {events:#?}");
+        let owners: Vec<&str> = events
+            .iter()
+            .filter_map(|e| e.get("triageStarted"))
+            .map(|s| s["daemonId"].as_str().unwrap())
+            .collect();
+        if owners.len() > 1 {
+            // Only the dead daemon's tickets change hands, once.
+            assert_eq!(owners.len(), 2, "{ticket}: {owners:?}");
+            assert_eq!(owners[0], victim, "{ticket}: {owners:?}");
+            assert_ne!(owners[1], victim);
+            taken_over += 1;
+            // The dead daemon's turn was ended once, as interrupted.
+            let session = events
+                .iter()
+                .find_map(|e| e.get("triageStarted"))
+                .and_then(|s| s["sessionId"].as_str())
+                .unwrap();
+            let ends: Vec<String> = desks[0]
+                .events(&["--stream", &format!("session-{session}")])
+                .iter()
+                .filter_map(|e| e.get("turnCompleted"))
+                .map(|c| format!("{}:{}", c["turn"], c["outcome"]))
+                .collect();
+            let mut unique = ends.clone();
+            unique.sort();
+            unique.dedup();
+            assert_eq!(unique.len(), ends.len(), "each turn ends once: {ends:?}");
+        }
+    }
+    assert!(
+        taken_over >= 1,
+        "the victim's running tickets were taken over"
+    );
+    let routed = routes(&desks[0], "T-6");
+    assert_eq!(routed.len(), 30);
+    assert!(
+        routed.values().all(|n| *n == 1),
+        "nothing routed twice: {routed:?}"
+    );
+    // The others see it dead until its lease row is gone.
+    let status = desks[0].json(&["daemon", "status"]);
+    let dead: Vec<&Value> = status["daemons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["id"] == victim.as_str())
+        .collect();
+    assert_eq!(dead.len(), 1, "{status:#}");
+    assert!(
+        dead[0].get("alive").is_none_or(|a| a == false),
+        "{status:#}"
+    );
+    desks[0].stop();
+    desks[2].stop();
+}
+
+#[test]
+fn an_approval_asked_on_one_daemon_is_answered_through_another_and_the_turn_resumes() {
+    let schema = Schema::new("approve");
+    let on = |_: usize| {
+        Desk::fixture()
+            .with_env("TINYCODE_STORE_URL", &schema.url())
+            .with_env("TINYCODE_LEASE_SECONDS", "3")
+    };
+    let (a, b) = (on(0), on(1));
+    // The offline model escalates T-1003 to L2, which needs a human.
+    let session = a.new_session(&["--approve", "ask"]);
+    a.ok(&["session", "send", &session, "triage T-1003"]);
+    let mut id = String::new();
+    let asked = wait_until(Duration::from_secs(60), || {
+        let list = b.json(&["approvals", "list"]);
+        id = list[0]["request"]["approvalId"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        !id.is_empty()
+    });
+    assert!(asked, "daemon B lists the approval daemon A asked for");
+    assert!(
+        b.ok(&["approvals", "show", &id])
+            .contains("escalate_ticket")
+    );
+    b.ok(&["approvals", "approve", &id]);
+
+    // The turn resumes where it waits: on A.
+    let completed = wait_until(Duration::from_secs(60), || {
+        a.events(&["--stream", &format!("session-{session}")])
+            .iter()
+            .any(|e| e["turnCompleted"]["outcome"] == "TURN_OUTCOME_COMPLETED")
+    });
+    assert!(completed, "{}", a.log());
+    let escalated = b
+        .events(&["--stream", "ticket-T-1003"])
+        .into_iter()
+        .filter(|e| e.get("ticketEscalated").is_some())
+        .count();
+    assert_eq!(escalated, 1);
+    // B tells the same story as A.
+    let shown = b.ok(&["session", "show", &session]);
+    assert!(shown.contains("● escalate_ticket T-1003 → ✓ L2"), "{shown}");
+    a.stop();
+    b.stop();
+}
+
+#[test]
+fn a_turn_left_waiting_by_a_killed_daemon_is_taken_over_and_finished_by_another() {
+    let schema = Schema::new("orphan");
+    let on = || {
+        Desk::fixture()
+            .with_env("TINYCODE_STORE_URL", &schema.url())
+            .with_env("TINYCODE_LEASE_SECONDS", "2")
+    };
+    let (a, b) = (on(), on());
+    b.ok(&["ticket", "list"]);
+    let session = a.new_session(&["--approve", "ask"]);
+    a.ok(&["session", "send", &session, "triage T-1003"]);
+    let mut id = String::new();
+    assert!(wait_until(Duration::from_secs(60), || {
+        let list = b.json(&["approvals", "list"]);
+        id = list[0]["request"]["approvalId"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        !id.is_empty()
+    }));
+    let pid = a.daemon_pid().unwrap();
+    kill(pid, "KILL");
+    assert!(wait_until(Duration::from_secs(10), || {
+        !tinycode_tests::alive(pid)
+    }));
+
+    // After the lease, B takes the waiting turn over (one `TurnStarted` of
+    // its own), and the approval answered through B finishes it there.
+    let b_id = daemon_id(&b);
+    let stream = format!("session-{session}");
+    let taken = wait_until(Duration::from_secs(30), || {
+        b.events(&["--stream", &stream])
+            .iter()
+            .any(|e| e["turnStarted"]["daemonId"] == b_id.as_str())
+    });
+    assert!(taken, "{}", b.log());
+    b.ok(&["approvals", "approve", &id]);
+    let completed = wait_until(Duration::from_secs(60), || {
+        b.events(&["--stream", &stream])
+            .iter()
+            .any(|e| e["turnCompleted"]["outcome"] == "TURN_OUTCOME_COMPLETED")
+    });
+    assert!(completed, "{}", b.log());
+    let escalated = b
+        .events(&["--stream", "ticket-T-1003"])
+        .into_iter()
+        .filter(|e| e.get("ticketEscalated").is_some())
+        .count();
+    assert_eq!(escalated, 1);
+    b.stop();
+}
