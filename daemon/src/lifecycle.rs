@@ -173,13 +173,23 @@ fn lease(config: &Config) -> std::time::Duration {
         .map_or(config.lease, std::time::Duration::from_secs)
 }
 
+/// The stream of this daemon's `DaemonStarted`/`DaemonStopped`: `daemon`
+/// on the embedded log, `daemon-<id>` on a shared one.
+fn lifecycle_stream(store: &EventStore, daemon_id: &str) -> String {
+    if store.backend() == "sled" {
+        DAEMON_STREAM.to_string()
+    } else {
+        format!("{DAEMON_STREAM}-{daemon_id}")
+    }
+}
+
 /// Did the previous run end without `DaemonStopped`?
-async fn previous_run_unclean(store: &EventStore) -> Result<bool, StoreError> {
-    let version = store.stream_version(DAEMON_STREAM).await?;
+async fn previous_run_unclean(store: &EventStore, stream: &str) -> Result<bool, StoreError> {
+    let version = store.stream_version(stream).await?;
     if version == 0 {
         return Ok(false);
     }
-    let last = store.read_stream(DAEMON_STREAM, version, 1).await?;
+    let last = store.read_stream(stream, version, 1).await?;
     Ok(matches!(
         last.first().and_then(|e| e.payload.as_ref()),
         Some(Payload::DaemonStarted(_))
@@ -356,7 +366,11 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
         );
     }
     stages.done("store");
-    let unclean = previous_run_unclean(&store).await?;
+    let daemon_id = crate::cluster::daemon_id(&layout.state_dir)
+        .map_err(io("cannot keep the daemon id in", &layout.state_dir))?;
+    // Each daemon on a shared log keeps its own lifecycle stream.
+    let lifecycle = lifecycle_stream(&store, &daemon_id);
+    let unclean = previous_run_unclean(&store, &lifecycle).await?;
     if unclean {
         tracing::warn!(
             "the previous run did not stop cleanly; the log is intact up to its last acknowledged append"
@@ -364,7 +378,7 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
     }
     store
         .append(
-            DAEMON_STREAM,
+            &lifecycle,
             ExpectedVersion::Any,
             vec![Payload::DaemonStarted(DaemonStarted {
                 version: env!("CARGO_PKG_VERSION").to_string(),
@@ -379,8 +393,7 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
     let cluster = crate::cluster::Cluster::join(
         store.clone(),
         crate::store::Member {
-            id: crate::cluster::daemon_id(&layout.state_dir)
-                .map_err(io("cannot keep the daemon id in", &layout.state_dir))?,
+            id: daemon_id,
             host: crate::cluster::host_name(),
             pid: std::process::id(),
             socket: layout.socket.display().to_string(),
@@ -532,7 +545,7 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
     // In-flight requests have completed; record the stop and flush.
     let stopped = store
         .append(
-            DAEMON_STREAM,
+            &lifecycle,
             ExpectedVersion::Any,
             vec![Payload::DaemonStopped(DaemonStopped {
                 pid: std::process::id(),

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tinycode_tests::pg::Schema;
 use tinycode_tests::shared_desk::{member, router, ticket_file};
-use tinycode_tests::{Desk, kill, wait_until};
+use tinycode_tests::{Desk, LineReader, kill, wait_until};
 
 fn daemon_id(desk: &Desk) -> String {
     std::fs::read_to_string(desk.state_dir().join("daemon-id"))
@@ -222,7 +222,7 @@ fn an_approval_asked_on_one_daemon_is_answered_through_another_and_the_turn_resu
             .with_env("TINYCODE_STORE_URL", &schema.url())
             .with_env("TINYCODE_LEASE_SECONDS", "3")
     };
-    let (a, b) = (on(0), on(1));
+    let (a, b, c) = (on(0), on(1), on(2));
     // The offline model escalates T-1003 to L2, which needs a human.
     let session = a.new_session(&["--approve", "ask"]);
     a.ok(&["session", "send", &session, "triage T-1003"]);
@@ -240,6 +240,15 @@ fn an_approval_asked_on_one_daemon_is_answered_through_another_and_the_turn_resu
         b.ok(&["approvals", "show", &id])
             .contains("escalate_ticket")
     );
+    // A client of a third daemon follows the session from here on.
+    let mut watcher = LineReader::spawn({
+        let mut cmd = c.cli();
+        cmd.args(["--json", "session", "attach", &session]);
+        cmd
+    });
+    watcher.until(Duration::from_secs(30), |lines| {
+        lines.iter().any(|l| l.contains("approvalRequested"))
+    });
     b.ok(&["approvals", "approve", &id]);
 
     // The turn resumes where it waits: on A.
@@ -258,8 +267,37 @@ fn an_approval_asked_on_one_daemon_is_answered_through_another_and_the_turn_resu
     // B tells the same story as A.
     let shown = b.ok(&["session", "show", &session]);
     assert!(shown.contains("● escalate_ticket T-1003 → ✓ L2"), "{shown}");
+    // C's client saw the rest live: every stored event, in order.
+    let seen = watcher
+        .until(Duration::from_secs(30), |lines| {
+            lines
+                .iter()
+                .any(|l| l.contains("turnCompleted") && l.contains("TURN_OUTCOME_COMPLETED"))
+        })
+        .to_vec();
+    let sequences: Vec<u64> = seen
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| {
+            let e = &v["event"];
+            e["sequence"]
+                .as_u64()
+                .or_else(|| e["sequence"].as_str()?.parse().ok())
+        })
+        .collect();
+    let stored: Vec<u64> = a
+        .events(&["--stream", &format!("session-{session}")])
+        .iter()
+        .filter_map(|e| {
+            e["sequence"]
+                .as_u64()
+                .or_else(|| e["sequence"].as_str()?.parse().ok())
+        })
+        .collect();
+    assert_eq!(sequences, stored, "what C's client saw, and the stream");
     a.stop();
     b.stop();
+    c.stop();
 }
 
 #[test]
@@ -312,5 +350,65 @@ fn a_turn_left_waiting_by_a_killed_daemon_is_taken_over_and_finished_by_another(
         .filter(|e| e.get("ticketEscalated").is_some())
         .count();
     assert_eq!(escalated, 1);
+    b.stop();
+}
+
+#[test]
+fn a_message_sent_through_another_daemon_queues_where_the_session_runs() {
+    let schema = Schema::new("route");
+    let mock = tinycode_tests::mock_llm::MockLlm::respond(|_| {
+        tinycode_tests::mock_llm::Reply::Delayed(
+            Duration::from_millis(1500),
+            Box::new(tinycode_tests::mock_llm::text("ok")),
+        )
+    });
+    let on = || {
+        Desk::fixture()
+            .with_env("TINYCODE_STORE_URL", &schema.url())
+            .with_env("OPENAI_BASE_URL", &mock.base_url)
+            .with_env("OPENAI_API_KEY", "sk-test")
+            .with_env("TINYCODE_MODEL", "openai/gpt-test")
+    };
+    let (a, b) = (on(), on());
+    a.ok(&["ticket", "list"]);
+    b.ok(&["ticket", "list"]);
+    let a_id = daemon_id(&a);
+    let session = a.new_session(&[]);
+    let stream = format!("session-{session}");
+    a.ok(&["session", "send", &session, "first"]);
+    assert!(wait_until(Duration::from_secs(30), || {
+        a.events(&["--stream", &stream])
+            .iter()
+            .any(|e| e.get("turnStarted").is_some())
+    }));
+    // Sent through B while A runs turn 1: turn 2 queues on A.
+    let sent = b.json(&["session", "send", &session, "second"]);
+    assert_eq!(sent["turn"], 2, "{sent}");
+    let both = wait_until(Duration::from_secs(60), || {
+        b.events(&["--stream", &stream])
+            .iter()
+            .filter(|e| e["turnCompleted"]["outcome"] == "TURN_OUTCOME_COMPLETED")
+            .count()
+            == 2
+    });
+    assert!(both, "{}\n{}", a.log(), b.log());
+    let events = a.events(&["--stream", &stream]);
+    let started: Vec<(u64, String)> = events
+        .iter()
+        .filter_map(|e| e.get("turnStarted"))
+        .map(|s| {
+            (
+                s["turn"].as_u64().unwrap_or(0),
+                s["daemonId"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(started, [(1, a_id.clone()), (2, a_id)], "{events:#?}");
+    // One after the other: turn 2 started after turn 1 ended.
+    let position = |pred: &dyn Fn(&Value) -> bool| events.iter().position(pred).unwrap();
+    let first_end = position(&|e| e["turnCompleted"]["turn"] == 1);
+    let second_start = position(&|e| e["turnStarted"]["turn"] == 2);
+    assert!(first_end < second_start, "{events:#?}");
+    a.stop();
     b.stop();
 }

@@ -152,6 +152,47 @@ impl Sessions {
         }
     }
 
+    /// Several daemons on one log: publish what other daemons store in a
+    /// session to the clients attached here, from `from` on. A session
+    /// whose turn runs here publishes its own events already (and its
+    /// deltas); the follower of an attach drops repeats and fills gaps
+    /// from the store, so the order stays the stream's.
+    pub(super) async fn follow_remote(self: Arc<Self>, from: u64) {
+        if self.store.backend() == "sled" {
+            return; // alone on its log
+        }
+        let mut sub = self.store.subscribe(crate::store::SubscriptionOptions {
+            from_sequence: from,
+            stream_prefix: "session-".into(),
+            follow: true,
+        });
+        while let Some(event) = sub.recv().await {
+            let event = match event {
+                Ok(e) => e,
+                Err(e) => {
+                    tracing::error!(error = %e, "attached clients lost other daemons' session events");
+                    return;
+                }
+            };
+            let id = event.stream_id.get("session-".len()..).unwrap_or_default();
+            // A message sent through another daemon for a turn to run here
+            // (a repeat of one sent here is skipped by the actor).
+            if let Some(Payload::UserMessageAdded(m)) = &event.payload
+                && m.daemon_id == self.cluster.id()
+                && let Err(e) = self.submit(id, super::actor::Job::Turn(m.turn))
+            {
+                tracing::warn!(session = id, turn = m.turn, error = %e, "cannot run a turn sent through another daemon");
+            }
+            let live = lock(&self.live).get(id).cloned();
+            if let Some(live) = live
+                && live.running.load(Ordering::Acquire) == 0
+                && live.updates.receiver_count() > 0
+            {
+                live.publish(&[event]);
+            }
+        }
+    }
+
     /// Called by an idle actor: leave the map when nothing needs it.
     /// `true` when it retired (and must stop).
     pub(super) fn retire(

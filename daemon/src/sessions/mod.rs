@@ -175,6 +175,8 @@ impl Sessions {
         sessions.caught_up().await?;
         sessions.settle_orphans(true).await?;
         tokio::spawn(Arc::clone(&sessions).watch_orphans());
+        let head = sessions.store.last_sequence();
+        tokio::spawn(Arc::clone(&sessions).follow_remote(head + 1));
         Ok(sessions)
     }
 
@@ -717,27 +719,67 @@ impl Sessions {
         // Turns are numbered one at a time: each send waits for the model
         // to have its message before the next reads the next number.
         let numbering = self.send_locks.lock(&id).await;
-        let turn = self.get(&id)?.next_turn();
-        let events = self
-            .store
-            .append(
-                &session_stream(&id),
-                ExpectedVersion::Any,
-                vec![Payload::UserMessageAdded(UserMessageAdded {
-                    text: text.into(),
-                    from: Some(from),
-                    turn,
-                    timeout_seconds,
-                    skill,
-                    skill_body,
-                    daemon_id: self.cluster.id().to_string(),
-                })],
-            )
-            .await?;
+        // Several daemons on one log: the message is appended at the
+        // session's version (so two daemons never number one turn twice),
+        // and a session with a turn on another live daemon gets its next
+        // turn there, behind that one (that daemon sees the message in the
+        // log and runs it).
+        let me = self.cluster.id().to_string();
+        let shared = self.store.backend() != "sled";
+        let mut conflicts = 0;
+        let (events, turn, runner) = loop {
+            if shared {
+                self.caught_up().await?;
+            }
+            let state = self.get(&id)?;
+            let turn = state.next_turn();
+            let busy_on = state
+                .turns
+                .values()
+                .rev()
+                .find(|t| t.outcome.is_none())
+                .map(|t| t.runner.clone())
+                .filter(|r| shared && !r.is_empty() && *r != me);
+            let runner = match busy_on {
+                Some(r) if self.cluster.alive(&r).await.unwrap_or(false) => r,
+                _ => me.clone(),
+            };
+            let expected = if shared {
+                ExpectedVersion::Exact(state.last_version)
+            } else {
+                ExpectedVersion::Any
+            };
+            let message = Payload::UserMessageAdded(UserMessageAdded {
+                text: text.into(),
+                from: Some(from.clone()),
+                turn,
+                timeout_seconds,
+                skill: skill.clone(),
+                skill_body: skill_body.clone(),
+                daemon_id: runner.clone(),
+            });
+            match self
+                .store
+                .append(&session_stream(&id), expected, vec![message])
+                .await
+            {
+                Ok(events) => break (events, turn, runner),
+                Err(StoreError::Conflict { .. }) if conflicts < 100 => {
+                    conflicts += 1;
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        };
         self.publish(&id, &events);
         self.read_at(last(&events)).await?;
         drop(numbering);
-        let queued = self.submit(&id, Job::Turn(turn))?;
+        let queued = if runner == me {
+            self.submit(&id, Job::Turn(turn))?
+        } else {
+            tracing::info!(session = %id, turn, runner = %runner, "the turn runs on the daemon running this session");
+            true
+        };
         Ok((
             events.first().map(|e| e.sequence).unwrap_or(0),
             turn,
