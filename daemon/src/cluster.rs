@@ -81,6 +81,16 @@ impl Cluster {
         self.lease
     }
 
+    /// Wait half a lease (the pace of looking for dead daemons' work);
+    /// `false` once the store is closing.
+    pub async fn half_lease(&self, closing: &mut tokio::sync::watch::Receiver<bool>) -> bool {
+        let every = (self.lease / 2).max(Duration::from_millis(200));
+        tokio::select! {
+            () = tokio::time::sleep(every) => !*closing.borrow(),
+            _ = closing.changed() => false,
+        }
+    }
+
     /// Whether `id` was heard from within the lease, asked of the store now
     /// (never from a cached answer: a daemon that started a moment ago must
     /// not look dead). This daemon is always alive to itself.

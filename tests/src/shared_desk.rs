@@ -4,37 +4,40 @@
 
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::Desk;
 use crate::mock_llm::{MockLlm, Reply, text, tool};
 use crate::pg::Schema;
 
+/// The reply of a mock that routes whatever ticket its session triages:
+/// `route_ticket` first, then a final text.
+pub fn route_reply(request: &Value) -> Reply {
+    let messages = request["messages"].as_array().cloned().unwrap_or_default();
+    let last_user = messages
+        .iter()
+        .rposition(|m| m["role"] == "user")
+        .unwrap_or(0);
+    let prompt = messages[last_user]["content"].to_string();
+    let ticket = prompt
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .find(|w| w.starts_with("T-"))
+        .unwrap_or("T-0")
+        .to_string();
+    if messages[last_user..].iter().any(|m| m["role"] == "tool") {
+        text(&format!("{ticket} routed."))
+    } else {
+        tool(
+            "route_ticket",
+            json!({"ticket_id": ticket, "queue": "物流组", "reason": "parcel"}),
+        )
+    }
+}
+
 /// A mock that routes whatever ticket its session triages, after `delay`
 /// per request (the work is latency-bound, as with a real model).
 pub fn router(delay: Duration) -> MockLlm {
-    MockLlm::respond(move |request| {
-        let messages = request["messages"].as_array().cloned().unwrap_or_default();
-        let last_user = messages
-            .iter()
-            .rposition(|m| m["role"] == "user")
-            .unwrap_or(0);
-        let prompt = messages[last_user]["content"].to_string();
-        let ticket = prompt
-            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
-            .find(|w| w.starts_with("T-"))
-            .unwrap_or("T-0")
-            .to_string();
-        let reply = if messages[last_user..].iter().any(|m| m["role"] == "tool") {
-            text(&format!("{ticket} routed."))
-        } else {
-            tool(
-                "route_ticket",
-                json!({"ticket_id": ticket, "queue": "物流组", "reason": "parcel"}),
-            )
-        };
-        Reply::Delayed(delay, Box::new(reply))
-    })
+    MockLlm::respond(move |request| Reply::Delayed(delay, Box::new(route_reply(request))))
 }
 
 /// A daemon of the shared desk: its own workspace copy and state, the

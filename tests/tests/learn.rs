@@ -22,6 +22,29 @@ fn history(desk: &Desk, id: &str, subject: &str, body: &str, category: &str, que
     );
 }
 
+/// Six refunds a person routed to 技术支持 (the rules would say 售后组),
+/// and six parcels to 物流组.
+fn refunds_to_tech_support(desk: &Desk) {
+    for i in 0..6 {
+        history(
+            desk,
+            &format!("H-{:03}", 10 + i),
+            &format!("退款：订单 {} 申请退款", 5000 + i),
+            "东西坏了，我要求退款，钱请退回原卡。",
+            "退款",
+            "技术支持",
+        );
+        history(
+            desk,
+            &format!("H-{:03}", 20 + i),
+            &format!("物流：包裹 {} 停滞", 6000 + i),
+            "快递好几天没有更新，包裹停在转运中心。",
+            "物流",
+            "物流组",
+        );
+    }
+}
+
 fn new_refund_ticket(desk: &Desk) -> String {
     let created = desk.json(&[
         "ticket",
@@ -50,24 +73,7 @@ fn refunds_go_where_the_history_sent_them_and_without_history_the_rules_decide()
     // This desk has always sent refunds to 技术支持 (the rules would say
     // 售后组), and parcels to 物流组.
     let desk = Desk::fixture();
-    for i in 0..6 {
-        history(
-            &desk,
-            &format!("H-{:03}", 10 + i),
-            &format!("退款：订单 {} 申请退款", 5000 + i),
-            "东西坏了，我要求退款，钱请退回原卡。",
-            "退款",
-            "技术支持",
-        );
-        history(
-            &desk,
-            &format!("H-{:03}", 20 + i),
-            &format!("物流：包裹 {} 停滞", 6000 + i),
-            "快递好几天没有更新，包裹停在转运中心。",
-            "物流",
-            "物流组",
-        );
-    }
+    refunds_to_tech_support(&desk);
     desk.ok(&["ticket", "list"]); // starts the daemon
     let learned = wait_until(Duration::from_secs(30), || {
         desk.log()
@@ -119,24 +125,7 @@ fn decisions_made_while_the_daemon_runs_retrain_it() {
 
     // People route tickets by hand (edited files the daemon reads back)
     // while it runs: it learns from them without a restart.
-    for i in 0..6 {
-        history(
-            &desk,
-            &format!("H-{:03}", 10 + i),
-            &format!("退款：订单 {} 申请退款", 5000 + i),
-            "东西坏了，我要求退款，钱请退回原卡。",
-            "退款",
-            "技术支持",
-        );
-        history(
-            &desk,
-            &format!("H-{:03}", 20 + i),
-            &format!("物流：包裹 {} 停滞", 6000 + i),
-            "快递好几天没有更新，包裹停在转运中心。",
-            "物流",
-            "物流组",
-        );
-    }
+    refunds_to_tech_support(&desk);
     let relearned = wait_until(Duration::from_secs(60), || {
         desk.log()
             .contains("learned from the desk's history examples=12")

@@ -12,6 +12,21 @@ use tinycode_tests::pg::Schema;
 use tinycode_tests::shared_desk::{member, router, ticket_file};
 use tinycode_tests::{Desk, LineReader, kill, wait_until};
 
+/// The first approval `desk` lists as pending, once there is one.
+fn pending_approval(desk: &Desk) -> String {
+    let mut id = String::new();
+    let asked = wait_until(Duration::from_secs(60), || {
+        let list = desk.json(&["approvals", "list"]);
+        id = list[0]["request"]["approvalId"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        !id.is_empty()
+    });
+    assert!(asked, "no approval was listed");
+    id
+}
+
 fn daemon_id(desk: &Desk) -> String {
     std::fs::read_to_string(desk.state_dir().join("daemon-id"))
         .unwrap()
@@ -226,16 +241,8 @@ fn an_approval_asked_on_one_daemon_is_answered_through_another_and_the_turn_resu
     // The offline model escalates T-1003 to L2, which needs a human.
     let session = a.new_session(&["--approve", "ask"]);
     a.ok(&["session", "send", &session, "triage T-1003"]);
-    let mut id = String::new();
-    let asked = wait_until(Duration::from_secs(60), || {
-        let list = b.json(&["approvals", "list"]);
-        id = list[0]["request"]["approvalId"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        !id.is_empty()
-    });
-    assert!(asked, "daemon B lists the approval daemon A asked for");
+    // Daemon B lists the approval daemon A asked for.
+    let id = pending_approval(&b);
     assert!(
         b.ok(&["approvals", "show", &id])
             .contains("escalate_ticket")
@@ -312,15 +319,7 @@ fn a_turn_left_waiting_by_a_killed_daemon_is_taken_over_and_finished_by_another(
     b.ok(&["ticket", "list"]);
     let session = a.new_session(&["--approve", "ask"]);
     a.ok(&["session", "send", &session, "triage T-1003"]);
-    let mut id = String::new();
-    assert!(wait_until(Duration::from_secs(60), || {
-        let list = b.json(&["approvals", "list"]);
-        id = list[0]["request"]["approvalId"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        !id.is_empty()
-    }));
+    let id = pending_approval(&b);
     let pid = a.daemon_pid().unwrap();
     kill(pid, "KILL");
     assert!(wait_until(Duration::from_secs(10), || {

@@ -50,6 +50,12 @@ fn calls(list: &[(&str, Value)]) -> Reply {
     )
 }
 
+/// `wait_agent` for a1, a2 and a3, a minute each.
+fn wait_for_three() -> Reply {
+    let wait = |id: &str| ("wait_agent", json!({"agent_id": id, "timeout_seconds": 60}));
+    calls(&[wait("a1"), wait("a2"), wait("a3")])
+}
+
 fn desk_with(mock: &MockLlm) -> Desk {
     Desk::fixture()
         .with_env("OPENAI_BASE_URL", &mock.base_url)
@@ -125,20 +131,7 @@ fn two_workers_run_at_once_a_fourth_is_refused_and_a_worker_cannot_write() {
                 ("spawn_agent", json!({"task": "try a write on T-1001"})),
                 ("spawn_agent", json!({"task": "one too many"})),
             ]),
-            4 => calls(&[
-                (
-                    "wait_agent",
-                    json!({"agent_id": "a1", "timeout_seconds": 60}),
-                ),
-                (
-                    "wait_agent",
-                    json!({"agent_id": "a2", "timeout_seconds": 60}),
-                ),
-                (
-                    "wait_agent",
-                    json!({"agent_id": "a3", "timeout_seconds": 60}),
-                ),
-            ]),
+            4 => wait_for_three(),
             _ => text(&format!("Workers said: {}", done[4..].join(" / "))),
         }
     });
@@ -469,20 +462,7 @@ fn workers_are_bounded_in_steps_and_time_cannot_spawn_close_on_request_and_go_wi
                 ("spawn_agent", json!({"task": "hang forever"})),
                 ("spawn_agent", json!({"task": "spawn a helper"})),
             ]),
-            ("limits", 3) => calls(&[
-                (
-                    "wait_agent",
-                    json!({"agent_id": "a1", "timeout_seconds": 60}),
-                ),
-                (
-                    "wait_agent",
-                    json!({"agent_id": "a2", "timeout_seconds": 60}),
-                ),
-                (
-                    "wait_agent",
-                    json!({"agent_id": "a3", "timeout_seconds": 60}),
-                ),
-            ]),
+            ("limits", 3) => wait_for_three(),
             ("close", 0) => calls(&[("spawn_agent", json!({"task": "hang until closed"}))]),
             ("close", 1) => calls(&[("close_agent", json!({"agent_id": "a4"}))]),
             _ => text(&format!("done: {}", done.join(" / "))),

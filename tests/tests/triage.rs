@@ -13,7 +13,8 @@ use serde_json::{Value, json};
 use tinycode_shared::client::{ClientName, connect};
 use tinycode_shared::proto::CreateTicketRequest;
 use tinycode_shared::proto::tickets_client::TicketsClient;
-use tinycode_tests::mock_llm::{MockLlm, Reply, text, tool};
+use tinycode_tests::mock_llm::{MockLlm, Reply, text};
+use tinycode_tests::shared_desk::route_reply;
 use tinycode_tests::{Desk, LineReader, kill, wait_until};
 
 /// The fixture desk with `autoTriage` on (and `extra` merged into it).
@@ -262,30 +263,6 @@ fn a_turn_that_decides_nothing_is_incomplete_retried_then_left_open_with_a_note(
         "retried once, like a failure"
     );
     desk.stop();
-}
-
-/// The reply of a mock that routes whatever ticket its session triages:
-/// `route_ticket` first, then a final text.
-fn route_reply(request: &Value) -> Reply {
-    let messages = request["messages"].as_array().cloned().unwrap_or_default();
-    let last_user = messages
-        .iter()
-        .rposition(|m| m["role"] == "user")
-        .unwrap_or(0);
-    let prompt = messages[last_user]["content"].to_string();
-    let ticket = prompt
-        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
-        .find(|w| w.starts_with("T-"))
-        .unwrap_or("T-0")
-        .to_string();
-    if messages[last_user..].iter().any(|m| m["role"] == "tool") {
-        text(&format!("{ticket} routed."))
-    } else {
-        tool(
-            "route_ticket",
-            json!({"ticket_id": ticket, "queue": "物流组", "reason": "parcel"}),
-        )
-    }
 }
 
 #[test]

@@ -169,3 +169,17 @@ fn a_tinycode_config_with_every_key_loads() {
         assert!(err.contains(expected), "{text}: {err}");
     }
 }
+
+#[test]
+fn the_store_lease_is_read_and_bounded() {
+    let c = parse(r#"{"store": {"url": "postgres://db/desk", "leaseSeconds": 5}}"#).unwrap();
+    assert_eq!(
+        (c.store_url.as_deref(), c.lease),
+        (Some("postgres://db/desk"), Duration::from_secs(5))
+    );
+    assert_eq!(parse("{}").unwrap().lease, DEFAULT_LEASE);
+    let err = parse(r#"{"store": {"leaseSeconds": 0}}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("leaseSeconds"), "{err}");
+}

@@ -303,13 +303,8 @@ impl Sessions {
 
     /// Every half lease: settle the turns of daemons not heard from.
     async fn watch_orphans(self: Arc<Self>) {
-        let every = (self.cluster.lease() / 2).max(Duration::from_millis(200));
         let mut closing = self.store.closing();
-        loop {
-            tokio::select! {
-                () = tokio::time::sleep(every) => {}
-                _ = closing.changed() => return,
-            }
+        while self.cluster.half_lease(&mut closing).await {
             if let Err(e) = self.settle_orphans(false).await {
                 tracing::warn!(error = %e, "cannot settle the turns of dead daemons");
             }

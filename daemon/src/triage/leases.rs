@@ -4,7 +4,6 @@
 //! are lined up again here, to be claimed after the lease.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tinycode_shared::proto::event::Payload;
 
@@ -41,13 +40,8 @@ impl Triage {
     /// Every half lease: line up the records held by daemons the store has
     /// not heard from within the lease (the claim decides who takes each).
     pub(super) async fn watch_leases(self: Arc<Self>) {
-        let every = (self.cluster.lease() / 2).max(Duration::from_millis(200));
         let mut closing = self.store.closing();
-        loop {
-            tokio::select! {
-                () = tokio::time::sleep(every) => {}
-                _ = closing.changed() => return,
-            }
+        while self.cluster.half_lease(&mut closing).await {
             if let Err(e) = self.line_up_orphans().await {
                 tracing::warn!(error = %e, "cannot look for triage held by dead daemons");
             }

@@ -179,8 +179,10 @@ impl Triage {
         if record.phase.finished() {
             return Err(TriageError::Elsewhere(job.ticket.clone()));
         }
-        let me = self.cluster.id().to_string();
-        if record.phase != Phase::Queued && !record.owner.is_empty() && record.owner != me {
+        if record.phase != Phase::Queued
+            && !record.owner.is_empty()
+            && record.owner != self.cluster.id()
+        {
             if self.cluster.alive(&record.owner).await? {
                 return Err(TriageError::Elsewhere(job.ticket.clone()));
             }
@@ -211,32 +213,46 @@ impl Triage {
             self.finish(&job.ticket, "skipped", "", &why).await;
             return Ok(Ended::failed(why));
         }
-        let session = match self.sessions.get(&record.session) {
-            Ok(s) => s.id,
-            Err(_) => {
-                let title = format!("triage {}", job.ticket);
-                let created = self
-                    .sessions
-                    .create(&title, &record.model, &record.approve, worker_client())
-                    .await;
-                created?.id
-            }
-        };
+        let session = self.session_of(job, &record).await?;
         let attempt = match job.start {
             Start::Fresh => record.attempt + 1,
             Start::Again => record.attempt.max(1),
         };
+        self.claim(job, &record, &session, attempt).await?;
+        self.send_and_follow(job, &session, slot).await
+    }
+
+    /// The record's session, or a new one for its first attempt.
+    async fn session_of(&self, job: &Job, record: &Record) -> Result<String, TriageError> {
+        if let Ok(s) = self.sessions.get(&record.session) {
+            return Ok(s.id);
+        }
+        let title = format!("triage {}", job.ticket);
+        let created = self
+            .sessions
+            .create(&title, &record.model, &record.approve, worker_client())
+            .await?;
+        Ok(created.id)
+    }
+
+    /// The claim: `TriageStarted` by this daemon at the version `record`
+    /// was judged at, so of daemons claiming at once one wins (the others
+    /// get [`TriageError::Elsewhere`]).
+    async fn claim(
+        &self,
+        job: &Job,
+        record: &Record,
+        session: &str,
+        attempt: u32,
+    ) -> Result<(), TriageError> {
         let started = Payload::TriageStarted(TriageStarted {
             ticket_id: job.ticket.clone(),
-            session_id: session.clone(),
+            session_id: session.to_string(),
             attempt,
-            daemon_id: me,
+            daemon_id: self.cluster.id().to_string(),
         });
-        // The claim: at the version judged above, so of daemons claiming
-        // at once one wins.
         self.append_at(&job.ticket, started, ExpectedVersion::Exact(record.version))
-            .await?;
-        self.send_and_follow(job, &session, slot).await
+            .await
     }
 
     /// Claim the record of a daemon that stopped being heard from: its
@@ -248,24 +264,8 @@ impl Triage {
         record: &Record,
         slot: &mut Option<OwnedSemaphorePermit>,
     ) -> Result<Ended, TriageError> {
-        let session = match self.sessions.get(&record.session) {
-            Ok(s) => s.id,
-            Err(_) => {
-                let title = format!("triage {}", job.ticket);
-                let created = self
-                    .sessions
-                    .create(&title, &record.model, &record.approve, worker_client())
-                    .await;
-                created?.id
-            }
-        };
-        let started = Payload::TriageStarted(TriageStarted {
-            ticket_id: job.ticket.clone(),
-            session_id: session.clone(),
-            attempt: record.attempt.max(1),
-            daemon_id: self.cluster.id().to_string(),
-        });
-        self.append_at(&job.ticket, started, ExpectedVersion::Exact(record.version))
+        let session = self.session_of(job, record).await?;
+        self.claim(job, record, &session, record.attempt.max(1))
             .await?;
         tracing::warn!(ticket = %job.ticket, from = %record.owner, "took over the triage of a daemon that stopped being heard from");
         if let Some((turn, None)) = self

@@ -58,13 +58,6 @@ pub(crate) async fn import(url: &str, file: &Path) -> Result<u64, StoreError> {
         let mut batch = Vec::with_capacity(BATCH);
         let mut last = 0u64;
         let n = super::super::sled::read_export(&path, |event| {
-            if event.sequence <= last {
-                return Err(StoreError::Io(format!(
-                    "{}: event {} comes after event {last}",
-                    path.display(),
-                    event.sequence
-                )));
-            }
             last = event.sequence;
             batch.push(event);
             if batch.len() >= BATCH {

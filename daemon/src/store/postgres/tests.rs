@@ -66,6 +66,14 @@ impl Backing for PgSchema {
     }
 }
 
+impl PgSchema {
+    /// Two handles on this log, as two daemons have.
+    async fn two_handles(&self) -> (PgLog, PgLog) {
+        let open = || PgLog::open(&self.url, StoreOptions::default());
+        (open().await.unwrap(), open().await.unwrap())
+    }
+}
+
 impl Drop for PgSchema {
     fn drop(&mut self) {
         let schema = self.schema.clone();
@@ -145,12 +153,7 @@ async fn a_schema_newer_than_the_code_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_handles_on_one_database_see_each_others_appends_in_one_order() {
     let backing = PgSchema::fresh().await;
-    let a = PgLog::open(&backing.url, StoreOptions::default())
-        .await
-        .unwrap();
-    let b = PgLog::open(&backing.url, StoreOptions::default())
-        .await
-        .unwrap();
+    let (a, b) = backing.two_handles().await;
     let mut live_b = b.live();
     let writers: Vec<_> = [a, b].into_iter().map(Arc::new).collect();
     let mut tasks = Vec::new();
@@ -198,12 +201,7 @@ async fn two_handles_on_one_database_see_each_others_appends_in_one_order() {
 #[tokio::test]
 async fn daemons_sharing_a_log_see_each_others_heartbeats_and_leaves() {
     let backing = PgSchema::fresh().await;
-    let a = PgLog::open(&backing.url, StoreOptions::default())
-        .await
-        .unwrap();
-    let b = PgLog::open(&backing.url, StoreOptions::default())
-        .await
-        .unwrap();
+    let (a, b) = backing.two_handles().await;
     let member = |id: &str| Member {
         id: id.into(),
         host: "h".into(),

@@ -296,7 +296,8 @@ pub(super) fn export(events: &sled::Tree, path: &Path) -> Result<u64, StoreError
     Ok(n)
 }
 
-/// Read an export file, checking every record; calls `each` per event.
+/// Read an export file, checking every record (and that sequences only
+/// grow); calls `each` per event.
 pub(crate) fn read_export(
     path: &Path,
     mut each: impl FnMut(Event) -> Result<(), StoreError>,
@@ -313,7 +314,7 @@ pub(crate) fn read_export(
     if magic != EXPORT_MAGIC {
         return Err(bad("the header is not `tinycode-log v1`".into()));
     }
-    let mut n = 0u64;
+    let (mut n, mut last) = (0u64, 0u64);
     loop {
         let mut frame = [0u8; 8];
         match input.read_exact(&mut frame) {
@@ -335,6 +336,13 @@ pub(crate) fn read_export(
         }
         let event: Event = prost::Message::decode(body.as_slice())
             .map_err(|e| bad(format!("record {}: {e}", n + 1)))?;
+        if event.sequence <= last {
+            return Err(bad(format!(
+                "event {} comes after event {last}",
+                event.sequence
+            )));
+        }
+        last = event.sequence;
         each(event)?;
         n += 1;
     }
@@ -357,16 +365,7 @@ pub(super) fn import(
     }
     let mut head = Head::default();
     let mut batch = (sled::Batch::default(), sled::Batch::default(), 0usize);
-    let mut last = 0u64;
     read_export(path, |event| {
-        if event.sequence <= last {
-            return Err(StoreError::Io(format!(
-                "{}: event {} comes after event {last}",
-                path.display(),
-                event.sequence
-            )));
-        }
-        last = event.sequence;
         let (value, crc) = encode_event(&event);
         batch.0.insert(&event.sequence.to_be_bytes(), value);
         batch.1.insert(
