@@ -26,6 +26,8 @@ pub struct Cluster {
     seen: RwLock<Vec<Member>>,
     /// Why the last heartbeat failed (empty: it did not).
     trouble: Mutex<String>,
+    /// Left: no heartbeat any more.
+    left: std::sync::atomic::AtomicBool,
 }
 
 impl Cluster {
@@ -42,6 +44,7 @@ impl Cluster {
             store,
             seen: RwLock::new(Vec::new()),
             trouble: Mutex::new(String::new()),
+            left: std::sync::atomic::AtomicBool::new(false),
         });
         cluster.beat().await?;
         let weak = Arc::downgrade(&cluster);
@@ -52,7 +55,7 @@ impl Cluster {
                 let Some(cluster) = weak.upgrade() else {
                     return;
                 };
-                if *cluster.store.closing().borrow() {
+                if cluster.left.load(std::sync::atomic::Ordering::Acquire) {
                     return;
                 }
                 if let Err(e) = cluster.beat().await {
@@ -65,6 +68,9 @@ impl Cluster {
     }
 
     async fn beat(&self) -> Result<(), StoreError> {
+        if self.left.load(std::sync::atomic::Ordering::Acquire) {
+            return Ok(());
+        }
         self.store.heartbeat(self.me.clone()).await?;
         let members = self.store.members().await?;
         *self.seen.write().unwrap_or_else(|p| p.into_inner()) = members;
@@ -135,6 +141,7 @@ impl Cluster {
     /// Stopping cleanly: leave at once, so others take over without
     /// waiting out the lease.
     pub async fn leave(&self) {
+        self.left.store(true, std::sync::atomic::Ordering::Release);
         if let Err(e) = self.store.leave(&self.me.id).await {
             tracing::warn!(error = %e, "could not leave the shared log's daemon list");
         }

@@ -539,8 +539,6 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
         .await
         .unwrap_or_else(|_| "server error".to_string());
     mcp.stop();
-    // Others take this daemon's work over at once, not after the lease.
-    cluster.leave().await;
 
     // In-flight requests have completed; record the stop and flush.
     let stopped = store
@@ -566,6 +564,9 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
         }
     }
     let closed = store.close().await;
+    // Nothing more is appended: others may take this daemon's work over at
+    // once, not after the lease.
+    cluster.leave().await;
     if let Err(e) = std::fs::remove_file(&layout.socket) {
         tracing::warn!(error = %e, "could not remove the socket");
     }

@@ -411,3 +411,50 @@ fn a_message_sent_through_another_daemon_queues_where_the_session_runs() {
     a.stop();
     b.stop();
 }
+
+#[test]
+fn a_triage_left_waiting_for_an_approval_by_a_killed_daemon_finishes_once_elsewhere() {
+    let schema = Schema::new("waiting");
+    let on = || {
+        let desk = Desk::fixture()
+            .with_env("TINYCODE_STORE_URL", &schema.url())
+            .with_env("TINYCODE_LEASE_SECONDS", "2");
+        desk.edit_config(|c| {
+            c["autoTriage"] =
+                serde_json::json!({"enabled": true, "concurrency": 2, "pollIntervalMs": 100});
+        });
+        desk
+    };
+    // A alone triages the fixture; its L2 escalation of T-1003 waits.
+    let a = on();
+    a.ok(&["ticket", "list"]);
+    let id = pending_approval(&a);
+    let b = on();
+    b.ok(&["ticket", "list"]);
+    let pid = a.daemon_pid().unwrap();
+    kill(pid, "KILL");
+    assert!(wait_until(Duration::from_secs(10), || {
+        !tinycode_tests::alive(pid)
+    }));
+    // B takes the record and the waiting turn over; the approval through B
+    // finishes both, once.
+    let b_id = daemon_id(&b);
+    let taken = wait_until(Duration::from_secs(30), || {
+        b.events(&["--stream", "triage-T-1003"])
+            .iter()
+            .any(|e| e["triageStarted"]["daemonId"] == b_id.as_str())
+    });
+    assert!(taken, "{}", b.log());
+    b.ok(&["approvals", "approve", &id]);
+    let done = wait_until(Duration::from_secs(60), || {
+        b.events(&["--stream", "triage-T-1003"])
+            .iter()
+            .any(|e| e["triageFinished"]["result"] == "done")
+    });
+    assert!(done, "{}", b.log());
+    let ticket = b.events(&["--stream", "ticket-T-1003"]);
+    let count = |kind: &str| ticket.iter().filter(|e| e.get(kind).is_some()).count();
+    assert_eq!(count("ticketEscalated"), 1, "{ticket:#?}");
+    assert!(count("ticketRouted") <= 1, "{ticket:#?}");
+    b.stop();
+}

@@ -161,19 +161,10 @@ impl Sessions {
         if self.store.backend() == "sled" {
             return; // alone on its log
         }
-        let mut sub = self.store.subscribe(crate::store::SubscriptionOptions {
-            from_sequence: from,
-            stream_prefix: "session-".into(),
-            follow: true,
-        });
-        while let Some(event) = sub.recv().await {
-            let event = match event {
-                Ok(e) => e,
-                Err(e) => {
-                    tracing::error!(error = %e, "attached clients lost other daemons' session events");
-                    return;
-                }
-            };
+        let mut feed = self
+            .store
+            .follow_forever("session-", from, "sessions of other daemons");
+        while let Some(event) = feed.recv().await {
             let id = event.stream_id.get("session-".len()..).unwrap_or_default();
             // A message sent through another daemon for a turn to run here
             // (a repeat of one sent here is skipped by the actor).

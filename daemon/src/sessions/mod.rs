@@ -145,6 +145,10 @@ impl Sessions {
         defaults: TurnDefaults,
         cluster: Arc<Cluster>,
     ) -> Result<Arc<Self>, SessionError> {
+        // What other daemons append from here on is followed (a message
+        // for a turn to run here included); what came before is settled
+        // below from the caught-up model.
+        let head = store.last_sequence();
         let projector = Projector::spawn(&store, Arc::new(model::SessionsModel))?;
         let mut tools = ToolRegistry::standard();
         for tool in crate::tools::agents::agent_tools() {
@@ -175,7 +179,6 @@ impl Sessions {
         sessions.caught_up().await?;
         sessions.settle_orphans(true).await?;
         tokio::spawn(Arc::clone(&sessions).watch_orphans());
-        let head = sessions.store.last_sequence();
         tokio::spawn(Arc::clone(&sessions).follow_remote(head + 1));
         Ok(sessions)
     }
@@ -207,7 +210,8 @@ impl Sessions {
                     let is_dead = match dead.get(&runner) {
                         Some(d) => *d,
                         None => {
-                            let d = !self.cluster.alive(&runner).await.unwrap_or(false);
+                            // Not knowing is not dead: look again next round.
+                            let d = !self.cluster.alive(&runner).await.unwrap_or(true);
                             dead.insert(runner.clone(), d);
                             d
                         }
@@ -663,6 +667,16 @@ impl Sessions {
         self.stored_state(id).ok()??.last_turn_after(sequence)
     }
 
+    /// The daemon running a turn (empty: unknown, or before daemons
+    /// shared a log).
+    pub fn turn_runner(&self, id: &str, turn: u64) -> String {
+        self.stored_state(id)
+            .ok()
+            .flatten()
+            .and_then(|s| s.turns.get(&turn).map(|t| t.runner.clone()))
+            .unwrap_or_default()
+    }
+
     /// A turn's outcome, once it has one.
     pub fn turn_outcome(&self, id: &str, turn: u64) -> Option<TurnOutcome> {
         self.stored_state(id).ok()??.turns.get(&turn)?.outcome
@@ -736,7 +750,7 @@ impl Sessions {
                 .map(|t| t.runner.clone())
                 .filter(|r| shared && !r.is_empty() && *r != me);
             let runner = match busy_on {
-                Some(r) if self.cluster.alive(&r).await.unwrap_or(false) => r,
+                Some(r) if self.cluster.alive(&r).await.unwrap_or(true) => r,
                 _ => me.clone(),
             };
             let expected = if shared {

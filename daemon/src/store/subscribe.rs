@@ -27,6 +27,54 @@ pub struct SubscriptionOptions {
 pub type Subscription = mpsc::Receiver<Result<Arc<Event>, StoreError>>;
 
 impl EventStore {
+    /// Follow the streams starting with `prefix` from `from` for as long as
+    /// the store is open: a subscription that fails (a lost connection to a
+    /// shared log) is opened again from the next event not yet delivered,
+    /// after a pause that doubles up to 30 s. `what` names the follower in
+    /// the log.
+    pub fn follow_forever(
+        &self,
+        prefix: &str,
+        from: u64,
+        what: &'static str,
+    ) -> mpsc::Receiver<Arc<Event>> {
+        let (tx, rx) = mpsc::channel(self.inner.subscriber_queue);
+        let store = self.clone();
+        let prefix = prefix.to_string();
+        tokio::spawn(async move {
+            let mut next = from.max(1);
+            let mut pause = std::time::Duration::from_secs(1);
+            loop {
+                let mut sub = store.subscribe(SubscriptionOptions {
+                    from_sequence: next,
+                    stream_prefix: prefix.clone(),
+                    follow: true,
+                });
+                while let Some(event) = sub.recv().await {
+                    match event {
+                        Ok(e) => {
+                            next = e.sequence + 1;
+                            pause = std::time::Duration::from_secs(1);
+                            if tx.send(e).await.is_err() {
+                                return;
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, follower = what, retry_in = ?pause, "a follower of the log lost its feed; it resumes where it was");
+                            break;
+                        }
+                    }
+                }
+                if *store.closing().borrow() || tx.is_closed() {
+                    return;
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(std::time::Duration::from_secs(30));
+            }
+        });
+        rx
+    }
+
     pub fn subscribe(&self, options: SubscriptionOptions) -> Subscription {
         let (tx, rx) = mpsc::channel(self.inner.subscriber_queue);
         // Registered before anything is read: nothing published from here on

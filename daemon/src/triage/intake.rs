@@ -9,7 +9,7 @@ use tinycode_shared::proto::event::Payload;
 
 use super::{Triage, worker_client};
 use crate::domain::ticket::Status;
-use crate::store::{ExpectedVersion, SubscriptionOptions};
+use crate::store::ExpectedVersion;
 
 /// Why a ticket event may have made a ticket open.
 fn source_of(event: &Event) -> Option<&'static str> {
@@ -28,19 +28,8 @@ impl Triage {
         if !self.config.enabled {
             return;
         }
-        let mut sub = self.store.subscribe(SubscriptionOptions {
-            from_sequence: from,
-            stream_prefix: "ticket-".into(),
-            follow: true,
-        });
-        while let Some(event) = sub.recv().await {
-            let event = match event {
-                Ok(e) => e,
-                Err(e) => {
-                    tracing::error!(error = %e, "the triage worker lost the ticket feed");
-                    return;
-                }
-            };
+        let mut feed = self.store.follow_forever("ticket-", from, "triage intake");
+        while let Some(event) = feed.recv().await {
             let (Some(source), Some(id)) =
                 (source_of(&event), event.stream_id.strip_prefix("ticket-"))
             else {

@@ -9,25 +9,13 @@ use tinycode_shared::proto::event::Payload;
 
 use super::Triage;
 use super::board::{Job, Start};
-use crate::store::SubscriptionOptions;
 
 impl Triage {
     /// Follow the triage streams from `from` on: line up each ticket queued
     /// by any daemon.
     pub(super) async fn follow_queued(self: Arc<Self>, from: u64) {
-        let mut sub = self.store.subscribe(SubscriptionOptions {
-            from_sequence: from,
-            stream_prefix: "triage-".into(),
-            follow: true,
-        });
-        while let Some(event) = sub.recv().await {
-            let event = match event {
-                Ok(e) => e,
-                Err(e) => {
-                    tracing::error!(error = %e, "the triage worker lost the triage feed");
-                    return;
-                }
-            };
+        let mut feed = self.store.follow_forever("triage-", from, "queued triage");
+        while let Some(event) = feed.recv().await {
             if let Some(Payload::TriageQueued(q)) = &event.payload {
                 self.line_up(Job {
                     ticket: q.ticket_id.clone(),

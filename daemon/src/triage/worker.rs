@@ -153,6 +153,16 @@ impl Triage {
             Arc::clone(&self).settle(job, ended, slot).await;
         }
         self.let_go(&ticket);
+        // Queued again while this job ran (its `line_up` found the ticket
+        // taken here): line it up now.
+        if let Ok(Some(r)) = self.record(&ticket)
+            && r.phase == Phase::Queued
+        {
+            self.line_up(Job {
+                ticket,
+                start: Start::Fresh,
+            });
+        }
     }
 
     /// Start (or restart) an attempt and follow its turn; an error ends it
@@ -210,7 +220,7 @@ impl Triage {
         {
             let why = "the ticket is no longer open".to_string();
             // Recorded as skipped; `settle` sees the record finished.
-            self.finish(&job.ticket, "skipped", "", &why).await;
+            self.finish(&job.ticket, "skipped", "", &why).await?;
             return Ok(Ended::failed(why));
         }
         let session = self.session_of(job, &record).await?;
@@ -272,6 +282,24 @@ impl Triage {
             .sessions
             .last_turn_after(&session, record.started_sequence)
         {
+            // A turn waiting for an approval is resumed by whichever daemon
+            // claims it (the sessions' takeover), and one whose runner is
+            // alive goes on there: follow it to its end, never run another.
+            let runner = self.sessions.turn_runner(&session, turn);
+            let runs_elsewhere = !runner.is_empty()
+                && runner != self.cluster.id()
+                && self.cluster.alive(&runner).await.unwrap_or(true);
+            let waiting = !self
+                .sessions
+                .approvals()
+                .pending_of_turn(&session, turn)
+                .map_err(crate::sessions::SessionError::from)?
+                .is_empty();
+            if runs_elsewhere || waiting {
+                let (rx, _, _) = self.sessions.attach(&session)?;
+                self.set_turn(&job.ticket, turn);
+                return Ok(self.follow_turn(&session, turn, rx, slot).await);
+            }
             let why = format!(
                 "daemon {} stopped being heard from while this turn ran; daemon {} took the ticket over",
                 record.owner,
@@ -379,7 +407,7 @@ impl Triage {
                 // an honest outcome, never "done" for nothing.
                 let (classified, placed) = self.decisions(&job.ticket, &session).await;
                 if placed {
-                    self.finish(&job.ticket, "done", &outcome, "").await;
+                    let _ = self.finish(&job.ticket, "done", &outcome, "").await;
                     return;
                 }
                 outcome = INCOMPLETE.to_string();
@@ -400,14 +428,15 @@ impl Triage {
                     )
                 };
                 self.note(&job.ticket, &why).await;
-                self.finish(&job.ticket, "failed", &outcome, &ended.error)
+                let _ = self
+                    .finish(&job.ticket, "failed", &outcome, &ended.error)
                     .await;
                 return;
             }
             let delay = self
                 .config
                 .retry_delay_ms
-                .saturating_mul(1 << (attempt - 1).min(16));
+                .saturating_mul(1 << attempt.saturating_sub(1).min(16));
             tracing::warn!(ticket = %job.ticket, attempt, %outcome, error = %ended.error, delay_ms = delay, "triage attempt failed; retrying");
             let failed = Payload::TriageAttemptFailed(TriageAttemptFailed {
                 ticket_id: job.ticket.clone(),
@@ -436,7 +465,15 @@ impl Triage {
         }
     }
 
-    async fn finish(&self, ticket: &str, result: &str, outcome: &str, error: &str) {
+    /// Record the end of a triage; a record another daemon holds (or
+    /// finished first) is [`TriageError::Elsewhere`]. Logged either way.
+    async fn finish(
+        &self,
+        ticket: &str,
+        result: &str,
+        outcome: &str,
+        error: &str,
+    ) -> Result<(), TriageError> {
         let (session, attempts) = self
             .record(ticket)
             .ok()
@@ -451,10 +488,15 @@ impl Triage {
             error: error.to_string(),
             attempts,
         });
-        match self.append(ticket, payload).await {
+        let appended = self.append(ticket, payload).await;
+        match &appended {
             Ok(()) => tracing::info!(ticket, result, outcome, "triage finished"),
+            Err(TriageError::Elsewhere(_)) => {
+                tracing::info!(ticket, "another daemon settled this triage first")
+            }
             Err(e) => tracing::error!(ticket, error = %e, "cannot record the end of a triage"),
         }
+        appended
     }
 
     /// Whether the triage session's tool calls classified the ticket, and
