@@ -27,6 +27,23 @@ fn pending_approval(desk: &Desk) -> String {
     id
 }
 
+/// Wait for a turn of `stream` to complete (as `desk` reads the log),
+/// then check T-1003 was escalated exactly once.
+fn completes_escalating_once(desk: &Desk, stream: &str) {
+    let completed = wait_until(Duration::from_secs(60), || {
+        desk.events(&["--stream", stream])
+            .iter()
+            .any(|e| e["turnCompleted"]["outcome"] == "TURN_OUTCOME_COMPLETED")
+    });
+    assert!(completed, "{}", desk.log());
+    let escalated = desk
+        .events(&["--stream", "ticket-T-1003"])
+        .into_iter()
+        .filter(|e| e.get("ticketEscalated").is_some())
+        .count();
+    assert_eq!(escalated, 1);
+}
+
 fn daemon_id(desk: &Desk) -> String {
     std::fs::read_to_string(desk.state_dir().join("daemon-id"))
         .unwrap()
@@ -259,18 +276,7 @@ fn an_approval_asked_on_one_daemon_is_answered_through_another_and_the_turn_resu
     b.ok(&["approvals", "approve", &id]);
 
     // The turn resumes where it waits: on A.
-    let completed = wait_until(Duration::from_secs(60), || {
-        a.events(&["--stream", &format!("session-{session}")])
-            .iter()
-            .any(|e| e["turnCompleted"]["outcome"] == "TURN_OUTCOME_COMPLETED")
-    });
-    assert!(completed, "{}", a.log());
-    let escalated = b
-        .events(&["--stream", "ticket-T-1003"])
-        .into_iter()
-        .filter(|e| e.get("ticketEscalated").is_some())
-        .count();
-    assert_eq!(escalated, 1);
+    completes_escalating_once(&a, &format!("session-{session}"));
     // B tells the same story as A.
     let shown = b.ok(&["session", "show", &session]);
     assert!(shown.contains("● escalate_ticket T-1003 → ✓ L2"), "{shown}");
@@ -337,18 +343,7 @@ fn a_turn_left_waiting_by_a_killed_daemon_is_taken_over_and_finished_by_another(
     });
     assert!(taken, "{}", b.log());
     b.ok(&["approvals", "approve", &id]);
-    let completed = wait_until(Duration::from_secs(60), || {
-        b.events(&["--stream", &stream])
-            .iter()
-            .any(|e| e["turnCompleted"]["outcome"] == "TURN_OUTCOME_COMPLETED")
-    });
-    assert!(completed, "{}", b.log());
-    let escalated = b
-        .events(&["--stream", "ticket-T-1003"])
-        .into_iter()
-        .filter(|e| e.get("ticketEscalated").is_some())
-        .count();
-    assert_eq!(escalated, 1);
+    completes_escalating_once(&b, &stream);
     b.stop();
 }
 
