@@ -11,12 +11,12 @@
 //! A daemon that stops cleanly leaves at once. On the embedded log the
 //! daemon is alone and all of this is a no-op.
 
+use std::collections::HashSet;
 use std::path::Path;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use crate::store::{EventStore, Member, StoreError};
-use crate::sync::lock;
 
 pub struct Cluster {
     me: Member,
@@ -24,8 +24,6 @@ pub struct Cluster {
     store: EventStore,
     /// The last answer of the store, for status.
     seen: RwLock<Vec<Member>>,
-    /// Why the last heartbeat failed (empty: it did not).
-    trouble: Mutex<String>,
     /// Left: no heartbeat any more.
     left: std::sync::atomic::AtomicBool,
 }
@@ -43,7 +41,6 @@ impl Cluster {
             lease,
             store,
             seen: RwLock::new(Vec::new()),
-            trouble: Mutex::new(String::new()),
             left: std::sync::atomic::AtomicBool::new(false),
         });
         cluster.beat().await?;
@@ -60,7 +57,6 @@ impl Cluster {
                 }
                 if let Err(e) = cluster.beat().await {
                     tracing::warn!(error = %e, "the heartbeat to the shared log failed");
-                    *lock(&cluster.trouble) = e.to_string();
                 }
             }
         });
@@ -74,7 +70,6 @@ impl Cluster {
         self.store.heartbeat(self.me.clone()).await?;
         let members = self.store.members().await?;
         *self.seen.write().unwrap_or_else(|p| p.into_inner()) = members;
-        lock(&self.trouble).clear();
         Ok(())
     }
 
@@ -97,19 +92,24 @@ impl Cluster {
         }
     }
 
-    /// Whether `id` was heard from within the lease, asked of the store now
-    /// (never from a cached answer: a daemon that started a moment ago must
-    /// not look dead). This daemon is always alive to itself.
+    /// Whether `id` was heard from within the lease (see [`Self::live_ids`]).
     pub async fn alive(&self, id: &str) -> Result<bool, StoreError> {
-        if id == self.me.id {
-            return Ok(true);
-        }
+        Ok(self.live_ids().await?.contains(id))
+    }
+
+    /// The daemons heard from within the lease, this one always among
+    /// them, asked of the store now (never from a cached answer: a daemon
+    /// that started a moment ago must not look dead).
+    pub async fn live_ids(&self) -> Result<HashSet<String>, StoreError> {
         let members = self.store.members().await?;
-        let alive = members
+        let mut live: HashSet<String> = members
             .iter()
-            .any(|m| m.id == id && Duration::from_millis(m.heartbeat_age_ms) < self.lease);
+            .filter(|m| Duration::from_millis(m.heartbeat_age_ms) < self.lease)
+            .map(|m| m.id.clone())
+            .collect();
+        live.insert(self.me.id.clone());
         *self.seen.write().unwrap_or_else(|p| p.into_inner()) = members;
-        Ok(alive)
+        Ok(live)
     }
 
     /// The daemons sharing the log as the store has them now (as last
@@ -131,11 +131,6 @@ impl Cluster {
                 (m, alive)
             })
             .collect()
-    }
-
-    /// Why the last heartbeat failed, if it did.
-    pub fn trouble(&self) -> String {
-        lock(&self.trouble).clone()
     }
 
     /// Stopping cleanly: leave at once, so others take over without

@@ -174,12 +174,12 @@ fn lease(config: &Config) -> std::time::Duration {
 }
 
 /// The stream of this daemon's `DaemonStarted`/`DaemonStopped`: `daemon`
-/// on the embedded log, `daemon-<id>` on a shared one.
+/// on a log it alone writes, `daemon-<id>` on a shared one.
 fn lifecycle_stream(store: &EventStore, daemon_id: &str) -> String {
-    if store.backend() == "sled" {
-        DAEMON_STREAM.to_string()
-    } else {
+    if store.shared() {
         format!("{DAEMON_STREAM}-{daemon_id}")
+    } else {
+        DAEMON_STREAM.to_string()
     }
 }
 

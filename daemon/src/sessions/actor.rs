@@ -293,15 +293,18 @@ async fn append(
 
 async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u64, resume: bool) {
     if !resume {
-        // A turn asked for twice (sent here, then seen in the log) runs once.
-        let _ = sessions.caught_up().await;
-        let begun = sessions
-            .stored_state(id)
-            .ok()
-            .flatten()
-            .and_then(|s| s.turns.get(&turn).map(|t| t.started || t.outcome.is_some()));
-        if begun == Some(true) {
-            return;
+        // On a shared log a turn can be asked for twice (sent here, then
+        // seen in the log): it runs once.
+        if sessions.store.shared() {
+            let _ = sessions.caught_up().await;
+            let begun = sessions
+                .stored_state(id)
+                .ok()
+                .flatten()
+                .and_then(|s| s.turns.get(&turn).map(|t| t.started || t.outcome.is_some()));
+            if begun == Some(true) {
+                return;
+            }
         }
         let _ = append(
             sessions,

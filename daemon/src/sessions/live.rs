@@ -158,7 +158,7 @@ impl Sessions {
     /// deltas); the follower of an attach drops repeats and fills gaps
     /// from the store, so the order stays the stream's.
     pub(super) async fn follow_remote(self: Arc<Self>, from: u64) {
-        if self.store.backend() == "sled" {
+        if !self.store.shared() {
             return; // alone on its log
         }
         let mut feed = self

@@ -132,6 +132,16 @@ pub struct Sessions {
     agent_news: tokio::sync::Notify,
 }
 
+/// `TurnCompleted` of a turn that will not go on, and why.
+fn interrupted_turn(turn: u64, error: String) -> Payload {
+    Payload::TurnCompleted(TurnCompleted {
+        turn,
+        outcome: TurnOutcome::Interrupted as i32,
+        error,
+        ..TurnCompleted::default()
+    })
+}
+
 impl Sessions {
     /// Follow the log into the sessions model; turns left unfinished by a
     /// previous run are marked interrupted, except those waiting for an
@@ -190,7 +200,9 @@ impl Sessions {
     /// is at the session's version, so one daemon takes it.
     async fn settle_orphans(self: &Arc<Self>, at_start: bool) -> Result<(), SessionError> {
         let me = self.cluster.id().to_string();
-        let mut dead: std::collections::HashMap<String, bool> = std::collections::HashMap::new();
+        // Asked of the store at the first other daemon's turn; not knowing
+        // is not dead (look again next round).
+        let mut live: Option<Option<std::collections::HashSet<String>>> = None;
         let mut resume = Vec::new();
         for state in model::with_unfinished_turns(self.projector.tree())? {
             let id = state.id.clone();
@@ -207,31 +219,24 @@ impl Sessions {
                     continue; // running here
                 }
                 if !mine {
-                    let is_dead = match dead.get(&runner) {
-                        Some(d) => *d,
-                        None => {
-                            // Not knowing is not dead: look again next round.
-                            let d = !self.cluster.alive(&runner).await.unwrap_or(true);
-                            dead.insert(runner.clone(), d);
-                            d
-                        }
-                    };
+                    if live.is_none() {
+                        live = Some(self.cluster.live_ids().await.ok());
+                    }
+                    let is_dead = matches!(&live, Some(Some(l)) if !l.contains(&runner));
                     if !is_dead {
                         continue;
                     }
                     foreign = true;
                 }
                 if self.approvals.pending_of_turn(&id, turn)?.is_empty() {
-                    interrupted.push(Payload::TurnCompleted(TurnCompleted {
+                    interrupted.push(interrupted_turn(
                         turn,
-                        outcome: TurnOutcome::Interrupted as i32,
-                        error: if mine {
+                        if mine {
                             "the daemon stopped while this turn was running or queued".into()
                         } else {
                             format!("daemon {runner} stopped being heard from while this turn was running or queued")
                         },
-                        ..TurnCompleted::default()
-                    }));
+                    ));
                     tracing::warn!(session = %id, turn, runner = %runner, "marked an interrupted turn");
                 } else {
                     resume.push((id.clone(), turn, foreign, state.last_version));
@@ -330,12 +335,7 @@ impl Sessions {
             if state.turns.get(&turn).is_none_or(|t| t.outcome.is_some()) {
                 return Ok(());
             }
-            let ended = Payload::TurnCompleted(TurnCompleted {
-                turn,
-                outcome: TurnOutcome::Interrupted as i32,
-                error: why.to_string(),
-                ..TurnCompleted::default()
-            });
+            let ended = interrupted_turn(turn, why.to_string());
             match self
                 .store
                 .append(
@@ -619,12 +619,10 @@ impl Sessions {
             probe.apply(&event);
         }
         for turn in probe.unfinished() {
-            payloads.push(Payload::TurnCompleted(TurnCompleted {
+            payloads.push(interrupted_turn(
                 turn,
-                outcome: TurnOutcome::Interrupted as i32,
-                error: format!("the fork was cut at sequence {forked_at}, inside this turn"),
-                ..TurnCompleted::default()
-            }));
+                format!("the fork was cut at sequence {forked_at}, inside this turn"),
+            ));
         }
         let id = self.new_id();
         let events = self
@@ -734,7 +732,7 @@ impl Sessions {
         // turn there, behind that one (that daemon sees the message in the
         // log and runs it).
         let me = self.cluster.id().to_string();
-        let shared = self.store.backend() != "sled";
+        let shared = self.store.shared();
         let mut conflicts = 0;
         let (events, turn, runner) = loop {
             if shared {

@@ -77,6 +77,12 @@ pub trait Backend: Send + Sync + 'static {
         None
     }
 
+    /// Whether other daemons may write to this log (a shared database);
+    /// `false`: this process is its only writer.
+    fn shared(&self) -> bool {
+        false
+    }
+
     /// Record that `me` is alive now, by the store's clock (a log only one
     /// daemon opens has nobody to tell: the default does nothing).
     fn heartbeat(&self, _me: Member) -> BoxFuture<'_, Result<(), StoreError>> {

@@ -221,6 +221,11 @@ impl EventStore {
         self.inner.log.leave(id.to_string()).await
     }
 
+    /// Whether other daemons may write to this log (see [`Backend::shared`]).
+    pub fn shared(&self) -> bool {
+        self.inner.log.shared()
+    }
+
     /// Which backend holds the log (`sled`, `postgres`).
     pub fn backend(&self) -> &'static str {
         self.inner.log.name()

@@ -37,21 +37,18 @@ impl Triage {
     }
 
     async fn line_up_orphans(&self) -> Result<(), super::TriageError> {
-        let me = self.cluster.id().to_string();
-        let mut dead: std::collections::HashMap<String, bool> = std::collections::HashMap::new();
-        for r in self.records().unfinished()? {
-            if r.owner.is_empty() || r.owner == me {
-                continue;
-            }
-            let is_dead = match dead.get(&r.owner) {
-                Some(d) => *d,
-                None => {
-                    let d = !self.cluster.alive(&r.owner).await?;
-                    dead.insert(r.owner.clone(), d);
-                    d
-                }
-            };
-            if is_dead
+        let held: Vec<_> = self
+            .records()
+            .unfinished()?
+            .into_iter()
+            .filter(|r| !r.owner.is_empty() && r.owner != self.cluster.id())
+            .collect();
+        if held.is_empty() {
+            return Ok(());
+        }
+        let live = self.cluster.live_ids().await?;
+        for r in held {
+            if !live.contains(&r.owner)
                 && self.line_up(Job {
                     ticket: r.ticket.clone(),
                     start: Start::Again,

@@ -236,6 +236,10 @@ impl Backend for PgLog {
         )
     }
 
+    fn shared(&self) -> bool {
+        true
+    }
+
     fn heartbeat(&self, me: Member) -> BoxFuture<'_, Result<(), StoreError>> {
         async move {
             let reader = self.reader().await?;
