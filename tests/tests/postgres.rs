@@ -82,6 +82,21 @@ fn an_embedded_desk_moves_to_postgres_by_export_and_import() {
 
     let schema = Schema::new("move");
     let moved = Desk::fixture().with_env("TINYCODE_STORE_URL", &schema.url());
+    // A damaged export (one byte flipped near its end) is refused whole:
+    // nothing of it reaches the database.
+    let damaged = embedded.state_dir().join("damaged.tclog");
+    let mut bytes = std::fs::read(&file).unwrap();
+    let at = bytes.len() - 10;
+    bytes[at] ^= 0xff;
+    std::fs::write(&damaged, bytes).unwrap();
+    let refused = moved.run(&["admin", "import", damaged.to_str().unwrap()]);
+    assert_ne!(refused.code, 0, "{refused:?}");
+    assert!(
+        refused.stderr.contains("not a sound export"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(schema.events(), 0);
     let imported = moved.ok(&["admin", "import", file.to_str().unwrap()]);
     assert!(imported.contains("into PostgreSQL"), "{imported}");
     let n: u64 = imported

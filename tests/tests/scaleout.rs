@@ -183,6 +183,17 @@ fn a_daemon_killed_mid_triage_has_its_tickets_finished_by_the_others() {
     assert!(wait_until(Duration::from_secs(10), || {
         !tinycode_tests::alive(pid)
     }));
+    // Until its lease runs out, the others list the triage it holds.
+    let held = |status: &Value| {
+        status["daemons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["id"] == victim.as_str())
+            .map(|m| m["triageLeases"].as_u64().unwrap_or(0))
+    };
+    let status = desks[0].json(&["daemon", "status"]);
+    assert!(held(&status).is_some_and(|n| n >= 1), "{status:#}");
 
     wait_all_finished(&desks[0], "T-6", 30, Duration::from_secs(120));
     let records = triage_events(&desks[0], "T-6");
@@ -238,6 +249,7 @@ fn a_daemon_killed_mid_triage_has_its_tickets_finished_by_the_others() {
         .filter(|m| m["id"] == victim.as_str())
         .collect();
     assert_eq!(dead.len(), 1, "{status:#}");
+    assert_eq!(held(&status), Some(0), "its tickets moved: {status:#}");
     assert!(
         dead[0].get("alive").is_none_or(|a| a == false),
         "{status:#}"
