@@ -178,6 +178,18 @@ async fn status(ctx: &Ctx) -> anyhow::Result<ExitCode> {
             models.join(", ")
         );
         println!("  daemon id   {}", s.daemon_id);
+        if !s.writes_paused.is_empty() {
+            println!("  writes paused: {}", s.writes_paused);
+        }
+        if !s.workspace_problems.is_empty() {
+            println!(
+                "  workspace files not read ({}):",
+                s.workspace_problems.len()
+            );
+            for p in &s.workspace_problems {
+                println!("    {}: {}", p.file, p.reason);
+            }
+        }
         if s.daemons.len() > 1 {
             println!("  daemons sharing the log:");
             for d in &s.daemons {

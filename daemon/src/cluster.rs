@@ -56,7 +56,7 @@ impl Cluster {
                     return;
                 }
                 if let Err(e) = cluster.beat().await {
-                    tracing::warn!(error = %e, "the heartbeat to the shared log failed");
+                    crate::warn_limited!("heartbeat", error = %e, "the heartbeat to the shared log failed");
                 }
             }
         });

@@ -24,6 +24,7 @@ pub mod model;
 pub mod paging;
 pub mod permissions;
 pub mod projection;
+pub mod ratelimit;
 pub mod server;
 pub mod sessions;
 pub mod skills;

@@ -31,7 +31,7 @@ const SETTLE_AT_STOP: std::time::Duration = std::time::Duration::from_secs(5);
 pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The stream holding the daemon's own lifecycle events.
-pub const DAEMON_STREAM: &str = "daemon";
+pub use crate::store::DAEMON_STREAM;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
@@ -162,6 +162,52 @@ fn store_url(config: &Config) -> Option<String> {
         .ok()
         .filter(|u| !u.trim().is_empty())
         .or_else(|| config.store_url.clone())
+}
+
+/// Every secret this daemon knows, by value, before anything is stored or
+/// logged: provider keys in the environment, MCP servers' secret-looking
+/// environment values, the store URL's password.
+fn register_secrets(config: &Config) {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+    crate::model::catalog::register_secrets(&config.providers, &env);
+    for server in &config.mcp_servers {
+        if let crate::config::McpTransport::Stdio { env, .. } = &server.transport {
+            for (name, value) in env {
+                if looks_secret(name) {
+                    tinycode_shared::secrets::register(value);
+                }
+            }
+        }
+    }
+    if let Some(url) = store_url(config)
+        && let Some(password) = url_password(&url)
+    {
+        tinycode_shared::secrets::register(&password);
+    }
+}
+
+/// A variable name that usually holds a credential.
+fn looks_secret(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    [
+        "KEY",
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "AUTH",
+        "CREDENTIAL",
+    ]
+    .iter()
+    .any(|w| upper.contains(w))
+}
+
+/// The password of a `scheme://user:password@host/…` URL, if it has one.
+fn url_password(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let userinfo = rest.split_once('@')?.0;
+    let password = userinfo.split_once(':')?.1;
+    (!password.is_empty()).then(|| password.to_string())
 }
 
 /// `$TINYCODE_LEASE_SECONDS` (1..=600), else config `store.leaseSeconds`.
@@ -339,6 +385,7 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
     let workspace = layout.workspace.clone().ok_or(DaemonError::NoWorkspace)?;
     let config = Config::load(&workspace)?;
     let _lock = lock_state_dir(&layout)?;
+    register_secrets(&config);
     let mut stages = Stages::new();
     let store_options = crate::store::StoreOptions {
         recover: options.recover,
@@ -563,7 +610,15 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
             tracing::warn!(limit = ?SETTLE_AT_STOP, "the read models did not catch up before the stop; they resume at the next start")
         }
     }
-    let closed = store.close().await;
+    // A store that cannot flush (a failed disk) must not keep the daemon
+    // from stopping: what it acknowledged is already durable.
+    let closed = match tokio::time::timeout(SETTLE_AT_STOP, store.close()).await {
+        Ok(closed) => closed,
+        Err(_) => {
+            tracing::error!(limit = ?SETTLE_AT_STOP, "the event store did not close in time; stopping anyway (every acknowledged append is durable)");
+            Ok(())
+        }
+    };
     // Nothing more is appended: others may take this daemon's work over at
     // once, not after the lease.
     cluster.leave().await;

@@ -81,5 +81,8 @@ fn run(args: Args) -> anyhow::Result<()> {
     if let Err(e) = &result {
         tracing::error!(error = %e, "tinycoded failed");
     }
+    // A blocking task still running (a training, a file scan) must not
+    // keep a stopped daemon alive.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     Ok(result?)
 }

@@ -12,6 +12,7 @@ pub mod client;
 pub mod logging;
 pub mod paths;
 pub mod render;
+pub mod secrets;
 pub mod text;
 
 /// Generated from `proto/tinycode/v1/*.proto`.

@@ -47,7 +47,7 @@ pub fn init(log_path: &Path) -> std::io::Result<()> {
     let (targets, problem) = filter(value.as_deref());
     let layer = tracing_subscriber::fmt::layer()
         .with_ansi(false)
-        .with_writer(Mutex::new(file));
+        .with_writer(Redacting(Mutex::new(file)));
     // A second init (tests in one process) keeps the first subscriber.
     if tracing_subscriber::registry()
         .with(targets)
@@ -59,6 +59,36 @@ pub fn init(log_path: &Path) -> std::io::Result<()> {
         tracing::warn!("{problem}");
     }
     Ok(())
+}
+
+/// The log file, each line passed through [`crate::secrets::redact`]
+/// before it is written: a key a provider echoed never reaches the disk.
+struct Redacting(Mutex<std::fs::File>);
+
+struct Line<'a>(std::sync::MutexGuard<'a, std::fs::File>);
+
+impl std::io::Write for Line<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if crate::secrets::any() && crate::secrets::found_in(buf) {
+            let text = String::from_utf8_lossy(buf);
+            self.0.write_all(crate::secrets::redact(&text).as_bytes())?;
+        } else {
+            self.0.write_all(buf)?;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Redacting {
+    type Writer = Line<'a>;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        Line(self.0.lock().unwrap_or_else(|p| p.into_inner()))
+    }
 }
 
 #[cfg(test)]

@@ -10,6 +10,11 @@ use prost_reflect::{DescriptorPool, DynamicMessage, SerializeOptions};
 use crate::proto::{Event, FILE_DESCRIPTOR_SET};
 
 /// The protocol's descriptors, decoded once.
+/// The descriptor of the protocol's message `full_name`.
+pub fn descriptor(full_name: &str) -> Option<prost_reflect::MessageDescriptor> {
+    pool()?.get_message_by_name(full_name)
+}
+
 fn pool() -> Option<&'static DescriptorPool> {
     static POOL: OnceLock<Option<DescriptorPool>> = OnceLock::new();
     POOL.get_or_init(|| DescriptorPool::decode(FILE_DESCRIPTOR_SET).ok())

@@ -369,3 +369,67 @@ impl tonic::codec::Encoder for RawEncoder {
         Ok(())
     }
 }
+
+/// Names a client sends are never echoed raw or whole (issue 29): control
+/// characters and a 100 KB name get a short, escaped answer; a server name
+/// with `__` is refused; cancelling an evaluation that never was is
+/// NOT_FOUND.
+#[tokio::test]
+async fn names_are_never_echoed_raw_and_unknown_ids_are_not_found() {
+    use tinycode_shared::proto::calls_client::CallsClient;
+    use tinycode_shared::proto::evals_client::EvalsClient;
+    use tinycode_shared::proto::extensions_client::ExtensionsClient;
+    use tinycode_shared::proto::{
+        AddMcpServerRequest, CancelEvalRequest, GetSkillRequest, RemoveMcpServerRequest,
+    };
+    let desk = Desk::fixture();
+    let channel = started(&desk).await;
+    let mut extensions = ExtensionsClient::new(channel.clone());
+    let mut calls = CallsClient::new(channel.clone());
+    let long = "n".repeat(100_000);
+    for bad in ["a\0b\x1b[31m", long.as_str()] {
+        let removed = extensions
+            .remove_mcp_server(RemoveMcpServerRequest { name: bad.into() })
+            .await
+            .unwrap_err();
+        let skill = calls
+            .get_skill(GetSkillRequest { name: bad.into() })
+            .await
+            .unwrap_err();
+        for err in [removed, skill] {
+            assert_ne!(err.code(), tonic::Code::ResourceExhausted, "{err:?}");
+            assert!(
+                err.message().len() < 600,
+                "{} bytes echoed",
+                err.message().len()
+            );
+            assert!(
+                !err.message().contains('\0') && !err.message().contains('\x1b'),
+                "{:?}",
+                err.message()
+            );
+        }
+    }
+    let split = extensions
+        .add_mcp_server(AddMcpServerRequest {
+            name: "a__b".into(),
+            spec_json: r#"{"command": "true"}"#.into(),
+            replace: false,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(split.code(), tonic::Code::InvalidArgument, "{split:?}");
+    assert!(
+        split.message().contains("without `__`"),
+        "{}",
+        split.message()
+    );
+    let cancel = EvalsClient::new(channel)
+        .cancel(CancelEvalRequest {
+            eval_id: "E-404".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(cancel.code(), tonic::Code::NotFound, "{cancel:?}");
+    desk.stop();
+}

@@ -465,3 +465,96 @@ fn a_triage_left_waiting_for_an_approval_by_a_killed_daemon_finishes_once_elsewh
     assert!(count("ticketRouted") <= 1, "{ticket:#?}");
     b.stop();
 }
+
+/// The counts of `triage status` (without the items, whose order and
+/// per-daemon fields may differ).
+fn triage_counts(desk: &Desk) -> Value {
+    let mut s = desk.json(&["triage", "status"]);
+    let o = s.as_object_mut().unwrap();
+    o.remove("items");
+    o.remove("sequence");
+    s
+}
+
+#[test]
+fn every_daemon_shows_the_same_triage_board_while_approvals_wait() {
+    let schema = Schema::new("board");
+    // Each triage asks for a supervisor escalation (an approval), then ends.
+    let mock = tinycode_tests::mock_llm::MockLlm::respond(|request| {
+        let messages = request["messages"].as_array().cloned().unwrap_or_default();
+        let last_user = messages
+            .iter()
+            .rposition(|m| m["role"] == "user")
+            .unwrap_or(0);
+        let prompt = messages[last_user]["content"].to_string();
+        let ticket = prompt
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+            .find(|w| w.starts_with("T-"))
+            .unwrap_or("T-0")
+            .to_string();
+        if messages[last_user..].iter().any(|m| m["role"] == "tool") {
+            tinycode_tests::mock_llm::text("escalated")
+        } else {
+            tinycode_tests::mock_llm::Reply::Tools(vec![
+                (
+                    "classify_ticket".to_string(),
+                    serde_json::json!({"ticket_id": ticket, "category": "物流", "priority": "P1", "intent": "parcel late", "summary": "parcel"}),
+                ),
+                (
+                    "escalate_ticket".to_string(),
+                    serde_json::json!({"ticket_id": ticket, "level": 2, "reason": "a supervisor decides"}),
+                ),
+            ])
+        }
+    });
+    let desks: Vec<Desk> = (0..3).map(|_| member(&schema, &mock, 2)).collect();
+    for d in &desks {
+        d.ok(&["ticket", "list"]);
+    }
+    for n in 0..9 {
+        let id = format!("T-6{n:03}");
+        desks[0].write(&format!("tickets/{id}.json"), &ticket_file(&id));
+    }
+    // The fixture's three open tickets are triaged too: 12 in all, each
+    // waiting for its approval on whichever daemon runs it.
+    let all_waiting = wait_until(Duration::from_secs(120), || {
+        desks
+            .iter()
+            .all(|d| triage_counts(d)["waitingForApproval"] == 12)
+    });
+    let boards: Vec<Value> = desks.iter().map(triage_counts).collect();
+    assert!(all_waiting, "{boards:#?}");
+    assert!(
+        boards.iter().all(|b| b == &boards[0]),
+        "boards differ: {boards:#?}"
+    );
+    assert_eq!(boards[0]["running"], 0, "{:#}", boards[0]);
+    // Decided through one daemon, every board drains alike.
+    let list = desks[1].json(&["approvals", "list"]);
+    for a in list.as_array().unwrap() {
+        desks[1].ok(&[
+            "approvals",
+            "approve",
+            a["request"]["approvalId"].as_str().unwrap(),
+        ]);
+    }
+    let drained = wait_until(Duration::from_secs(120), || {
+        desks.iter().all(|d| triage_counts(d)["done"] == 12)
+    });
+    let boards: Vec<Value> = desks.iter().map(triage_counts).collect();
+    assert!(drained, "{boards:#?}");
+    assert!(
+        boards.iter().all(|b| b == &boards[0]),
+        "boards differ: {boards:#?}"
+    );
+    assert_eq!(
+        (
+            boards[0]["running"].as_u64(),
+            boards[0]["waitingForApproval"].as_u64()
+        ),
+        (Some(0), Some(0))
+    );
+    for d in &desks {
+        d.stop();
+    }
+}

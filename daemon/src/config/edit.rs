@@ -14,7 +14,7 @@ use super::{CONFIG_FILE, Config, ConfigError};
 pub enum ConfigEditError {
     #[error(transparent)]
     Config(#[from] ConfigError),
-    #[error("no MCP server named `{name}` in {} (known: {known})", path.display())]
+    #[error("no MCP server named {name} in {} (known: {known})", path.display())]
     NoSuchServer {
         name: String,
         path: PathBuf,
@@ -54,7 +54,7 @@ pub fn remove_mcp_server(workspace: &Path, name: &str) -> Result<Config, ConfigE
     edit(workspace, |path, servers| {
         if servers.shift_remove(name).is_none() {
             return Err(ConfigEditError::NoSuchServer {
-                name: name.to_string(),
+                name: crate::domain::ids::quoted(name),
                 path: path.to_path_buf(),
                 known: if servers.is_empty() {
                     "none".into()

@@ -120,17 +120,27 @@ pub fn servers(v: &Value) -> Result<Vec<McpServerSpec>, String> {
     obj.iter().map(|(name, spec)| server(name, spec)).collect()
 }
 
-fn server(name: &str, v: &Value) -> Result<McpServerSpec, String> {
-    let valid_name = !name.is_empty()
+/// An MCP server's name becomes part of its tools' names
+/// (`mcp__<server>__<tool>`): 1–64 letters, digits, `-` or `_`, and no
+/// `__`, which would make a tool name split in two ways.
+pub fn check_server_name(name: &str) -> Result<(), String> {
+    let valid = !name.is_empty()
         && name.len() <= 64
+        && !name.contains("__")
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-    if !valid_name {
-        return Err(format!(
-            "server name {name:?} must be 1–64 letters, digits, `-` or `_` (it becomes part of tool names)"
-        ));
+    if valid {
+        return Ok(());
     }
+    Err(format!(
+        "server name {} must be 1–64 letters, digits, `-` or `_`, without `__` (it becomes part of tool names: mcp__<server>__<tool>)",
+        crate::domain::ids::quoted(name)
+    ))
+}
+
+fn server(name: &str, v: &Value) -> Result<McpServerSpec, String> {
+    check_server_name(name)?;
     let at = format!("server `{name}`: ");
     let obj = v
         .as_object()

@@ -201,7 +201,7 @@ impl Config {
     /// Load `<workspace>/.tinycode/config.json` (defaults when absent).
     pub fn load(workspace: &Path) -> Result<Self, ConfigError> {
         let path = workspace.join(CONFIG_FILE);
-        let text = match std::fs::read_to_string(&path) {
+        let text = match crate::files::read_own_text(&path, 4 * 1024 * 1024) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
             Err(source) => return Err(ConfigError::Read { path, source }),

@@ -137,7 +137,8 @@ pub fn save_artifact(
         .collect();
     std::fs::create_dir_all(dir)?;
     let path = dir.join(format!("{safe}.txt"));
-    std::fs::write(&path, text)?;
+    // A secret a tool's output echoed is not kept in the state dir either.
+    std::fs::write(&path, tinycode_shared::secrets::redact(text).as_bytes())?;
     Ok(path)
 }
 

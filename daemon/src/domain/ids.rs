@@ -17,6 +17,18 @@ pub enum IdError {
     Dots(String),
 }
 
+/// `value` as it may appear in a message: quoted, control characters
+/// escaped, at most 64 characters (then `…`). A name or id a client sent is
+/// never echoed raw or whole.
+pub fn quoted(value: &str) -> String {
+    const MAX: usize = 64;
+    let mut cut: String = value.chars().take(MAX).collect();
+    if value.chars().nth(MAX).is_some() {
+        cut.push('…');
+    }
+    format!("{cut:?}")
+}
+
 /// Normalise (trim surrounding whitespace) and check an id.
 ///
 /// Allowed: letters and digits (any script), `-`, `_`, `.`; not starting
@@ -49,6 +61,13 @@ fn shown(id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quoted_values_are_escaped_and_cut() {
+        assert_eq!(quoted("a\u{0}b\u{1b}"), "\"a\\0b\\u{1b}\"");
+        let long = quoted(&"x".repeat(100_000));
+        assert!(long.len() < 80 && long.ends_with("…\""), "{long}");
+    }
 
     #[test]
     fn ordinary_ids_pass_and_are_trimmed() {

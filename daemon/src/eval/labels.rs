@@ -50,7 +50,16 @@ fn read(path: &Path) -> Result<String, EvalError> {
             format!("{size} bytes; a labelled set may have at most {MAX_FILE}"),
         ));
     }
-    std::fs::read_to_string(path).map_err(|e| bad(path, e))
+    let bytes = std::fs::read(path).map_err(|e| bad(path, e))?;
+    String::from_utf8(bytes).map_err(|e| {
+        let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        let line = valid.iter().filter(|b| **b == b'\n').count() + 1;
+        let column = valid.len() - valid.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1) + 1;
+        bad(
+            path,
+            format!("line {line} is not UTF-8 text (at byte {column} of the line); save the file as UTF-8"),
+        )
+    })
 }
 
 /// Rows of a CSV (`.csv`) or JSON-lines (anything else) file.
@@ -215,6 +224,18 @@ mod tests {
         assert_eq!(rows[0].body, "退款 没收到\n第二行");
         assert_eq!(rows[0].labels.len(), 2);
         assert_eq!(rows[1].labels.keys().collect::<Vec<_>>(), ["queue"]);
+    }
+
+    #[test]
+    fn a_set_that_is_not_utf8_is_refused_naming_the_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("set.csv");
+        std::fs::write(&path, b"text,category\nok,\xe9\x80\x80\nbad \xff here,x\n").unwrap();
+        let err = load(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("line 3 is not UTF-8 text (at byte 5 of the line)"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -159,16 +159,25 @@ impl TicketLearner {
         let tree = self.projector.tree().clone();
         let started = std::time::Instant::now();
         let trained = tokio::task::spawn_blocking(move || {
-            Learned::train(labelled(&tree).filter_map(|row| {
-                row.inspect_err(
-                    |e| tracing::warn!(error = %e, "a history row could not be read for learning"),
-                )
-                .ok()
-            }))
+            // A row that cannot be read stops this training (a store that
+            // fails once usually fails for every row: never one warning
+            // per row); the model learned before stays in use.
+            let mut failed = None;
+            let learned = Learned::train(
+                labelled(&tree).map_while(|row| row.map_err(|e| failed = Some(e.to_string())).ok()),
+            );
+            match failed {
+                None => Ok(learned),
+                Some(e) => Err(e),
+            }
         })
         .await;
         match trained {
-            Ok(learned) => {
+            Ok(Err(e)) => tracing::warn!(
+                error = %e,
+                "the history could not be read for learning; the model learned before stays in use"
+            ),
+            Ok(Ok(learned)) => {
                 tracing::info!(
                     examples = learned.examples,
                     ms = started.elapsed().as_millis() as u64,

@@ -114,6 +114,21 @@ pub fn builtin_wire(name: &str) -> Option<Wire> {
     BUILTINS.iter().find(|b| b.name == name).map(|b| b.wire)
 }
 
+/// Remember every provider key the environment holds now (built-in and
+/// config `providers`) as a secret, so that it is redacted by value from
+/// anything stored or logged, whatever its shape.
+pub fn register_secrets(providers: &[ProviderSpec], env: &dyn Fn(&str) -> Option<String>) {
+    let names = BUILTINS
+        .iter()
+        .map(|b| b.key_env.to_string())
+        .chain(providers.iter().filter_map(|p| p.api_key_env.clone()));
+    for name in names {
+        if let Some(key) = env(&name) {
+            tinycode_shared::secrets::register(&key);
+        }
+    }
+}
+
 /// Resolve a model reference against the built-in providers and config
 /// `providers` (which win). `env` reads environment variables (injected so
 /// tests need not touch the process environment).
@@ -161,6 +176,9 @@ pub fn resolve(
         (None, None) => return Err(ModelError::UnknownModel(reference.to_string())),
     };
     let api_key = key_env.as_deref().and_then(var);
+    if let Some(key) = &api_key {
+        tinycode_shared::secrets::register(key);
+    }
     if required && api_key.is_none() {
         return Err(ModelError::MissingKey {
             provider: provider.into(),

@@ -3,7 +3,7 @@
 //! written to the log file.
 
 /// What replaces a secret.
-pub const REDACTED: &str = "[redacted]";
+pub use tinycode_shared::secrets::REDACTED;
 
 /// Shortest value treated as a secret when given explicitly (shorter values
 /// would blank out ordinary words).
@@ -12,7 +12,8 @@ const MIN_SECRET: usize = 8;
 /// `text` without any of `secrets` and without anything shaped like a
 /// credential: the token after `Bearer `, and `sk-…`-style API keys.
 pub fn redact(text: &str, secrets: &[&str]) -> String {
-    let mut out = text.to_string();
+    // Every secret the process knows, by value (`tinycode_shared::secrets`).
+    let mut out = tinycode_shared::secrets::redact(text).into_owned();
     for secret in secrets.iter().map(|s| s.trim()) {
         if secret.len() >= MIN_SECRET {
             out = out.replace(secret, REDACTED);

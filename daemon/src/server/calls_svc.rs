@@ -180,7 +180,8 @@ impl Calls for CallsService {
         let skills = self.calls.skills();
         let skill = skills.get(name.trim()).ok_or_else(|| {
             Status::not_found(format!(
-                "there is no skill named {name:?}; skills: {}",
+                "there is no skill named {}; skills: {}",
+                crate::domain::ids::quoted(&name),
                 skills.names().join(", ")
             ))
         })?;

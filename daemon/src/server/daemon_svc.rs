@@ -3,6 +3,7 @@ use tinycode_shared::proto::daemon_server::Daemon;
 use tinycode_shared::proto::{
     DaemonMember, DaemonStatus, GetStatusRequest, McpServerStatus, ProjectionProgress,
     RebuildRequest, RebuildResponse, ShutdownRequest, ShutdownResponse, SkillSummary,
+    WorkspaceProblem,
 };
 
 use super::IntoStatus;
@@ -94,6 +95,14 @@ impl Daemon for DaemonService {
             mcp_servers: self.shared.mcp.status().iter().map(mcp_status).collect(),
             daemon_id: self.shared.triage.cluster().id().to_string(),
             daemons: self.daemons().await,
+            workspace_problems: self
+                .shared
+                .desk
+                .refused_files()
+                .into_iter()
+                .map(|(file, reason)| WorkspaceProblem { file, reason })
+                .collect(),
+            writes_paused: self.shared.store.writes_paused().unwrap_or_default(),
         }))
     }
 

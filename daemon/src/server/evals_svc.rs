@@ -127,7 +127,14 @@ impl EvalsRpc for EvalsService {
         &self,
         request: Request<CancelEvalRequest>,
     ) -> Result<Response<CancelEvalResponse>, Status> {
-        let cancelled = self.evals.cancel(&request.into_inner().eval_id);
+        let id = request.into_inner().eval_id;
+        validate::max_len("eval_id", &id, 64)?;
+        let cancelled = self.evals.cancel(&id);
+        if !cancelled {
+            // Not running: one that finished is answered `false`; an id no
+            // evaluation ever had is not found.
+            self.evals.get(&id).await.map_err(IntoStatus::into_status)?;
+        }
         Ok(Response::new(CancelEvalResponse { cancelled }))
     }
 

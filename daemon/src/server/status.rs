@@ -46,9 +46,12 @@ impl IntoStatus for StoreError {
             StoreError::Corrupt { .. }
             | StoreError::Checksum { .. }
             | StoreError::Damaged { .. }
+            | StoreError::Behind { .. }
+            | StoreError::NoHead { .. }
             | StoreError::Unreadable { .. } => Status::data_loss(message),
             StoreError::Io(_) | StoreError::Database(_) => Status::internal(message),
             StoreError::Unreachable(_) => Status::unavailable(message),
+            StoreError::DiskFull { .. } => Status::resource_exhausted(message),
             StoreError::SchemaNewer { .. } => Status::failed_precondition(message),
         }
     }

@@ -17,8 +17,34 @@ use tokio::sync::{mpsc, watch};
 
 use super::{LiveUpdate, SessionError, Sessions};
 
-/// Updates queued for a follower before it is waited for.
-const QUEUE: usize = 64;
+/// Updates queued for a follower before it is waited for: with events of
+/// at most 100 KiB, a slow client holds at most this many in the daemon
+/// (beyond it, it reads the store when it catches up).
+const QUEUE: usize = 16;
+/// Stored events read per page while replaying or filling a gap: a long
+/// session is never held whole in memory for one client.
+const PAGE: usize = 64;
+
+/// Followers attached now; when the last leaves, the heap their replays
+/// used is handed back to the OS.
+static FOLLOWERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+struct Follower;
+
+impl Follower {
+    fn new() -> Self {
+        FOLLOWERS.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Self
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        if FOLLOWERS.fetch_sub(1, std::sync::atomic::Ordering::AcqRel) == 1 {
+            crate::heap::release_free_memory();
+        }
+    }
+}
 
 impl Sessions {
     /// Follow session `raw` from `from_sequence` until the receiver is
@@ -31,18 +57,36 @@ impl Sessions {
     ) -> Result<mpsc::Receiver<Result<LiveUpdate, SessionError>>, SessionError> {
         let session = self.get(raw)?;
         let (mut live, so_far, head) = self.attach(&session.id)?;
-        let replayed = self.stored(&session.id, 1, head).await?;
         let from = from_sequence.max(1);
         let (tx, rx) = mpsc::channel(QUEUE);
         tokio::spawn(async move {
+            let _follower = Follower::new();
             let send =
                 async |update: Result<LiveUpdate, SessionError>| tx.send(update).await.is_ok();
             // The last stream version sent (or skipped as older than asked).
             let mut sent = 0u64;
-            for e in replayed {
-                sent = e.stream_version;
-                if e.sequence >= from && !send(Ok(LiveUpdate::Event(Arc::new(e)))).await {
-                    return;
+            // Stored events up to the head taken with the live channel, a
+            // page at a time.
+            'replay: loop {
+                let page = match self.stored_versions(&session.id, sent + 1, PAGE).await {
+                    Ok(page) => page,
+                    Err(e) => {
+                        let _ = send(Err(e)).await;
+                        return;
+                    }
+                };
+                let full = page.len() == PAGE;
+                for e in page {
+                    if e.sequence > head {
+                        break 'replay;
+                    }
+                    sent = e.stream_version;
+                    if e.sequence >= from && !send(Ok(LiveUpdate::Event(Arc::new(e)))).await {
+                        return;
+                    }
+                }
+                if !full {
+                    break;
                 }
             }
             if let Some(delta) = so_far
@@ -64,19 +108,21 @@ impl Sessions {
                     Err(RecvError::Lagged(_)) => u64::MAX,
                     _ => sent + 1,
                 };
-                if missed_before > sent + 1 {
-                    let max = (missed_before - sent - 1) as usize;
-                    match self.stored_versions(&session.id, sent + 1, max).await {
-                        Ok(events) => {
-                            for e in events {
-                                sent = e.stream_version;
-                                if !send(Ok(LiveUpdate::Event(Arc::new(e)))).await {
-                                    return;
-                                }
-                            }
-                        }
+                while missed_before > sent + 1 {
+                    let want = (missed_before - sent - 1).min(PAGE as u64) as usize;
+                    let page = match self.stored_versions(&session.id, sent + 1, want).await {
+                        Ok(page) => page,
                         Err(e) => {
                             let _ = send(Err(e)).await;
+                            return;
+                        }
+                    };
+                    if page.is_empty() {
+                        break;
+                    }
+                    for e in page {
+                        sent = e.stream_version;
+                        if !send(Ok(LiveUpdate::Event(Arc::new(e)))).await {
                             return;
                         }
                     }

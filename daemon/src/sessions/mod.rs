@@ -132,12 +132,15 @@ pub struct Sessions {
     agent_news: tokio::sync::Notify,
 }
 
-/// `TurnCompleted` of a turn that will not go on, and why.
-fn interrupted_turn(turn: u64, error: String) -> Payload {
+/// `TurnCompleted` of a turn that will not go on, and why, with the steps
+/// and tool calls it stored before it stopped.
+fn interrupted_turn(turn: u64, brief: Option<&state::TurnBrief>, error: String) -> Payload {
     Payload::TurnCompleted(TurnCompleted {
         turn,
         outcome: TurnOutcome::Interrupted as i32,
         error,
+        steps: brief.map_or(0, |b| b.steps),
+        tool_calls: brief.map_or(0, |b| b.tool_calls),
         ..TurnCompleted::default()
     })
 }
@@ -231,6 +234,7 @@ impl Sessions {
                 if self.approvals.pending_of_turn(&id, turn)?.is_empty() {
                     interrupted.push(interrupted_turn(
                         turn,
+                        state.turns.get(&turn),
                         if mine {
                             "the daemon stopped while this turn was running or queued".into()
                         } else {
@@ -335,7 +339,7 @@ impl Sessions {
             if state.turns.get(&turn).is_none_or(|t| t.outcome.is_some()) {
                 return Ok(());
             }
-            let ended = interrupted_turn(turn, why.to_string());
+            let ended = interrupted_turn(turn, state.turns.get(&turn), why.to_string());
             match self
                 .store
                 .append(
@@ -621,6 +625,7 @@ impl Sessions {
         for turn in probe.unfinished() {
             payloads.push(interrupted_turn(
                 turn,
+                probe.turns.get(&turn),
                 format!("the fork was cut at sequence {forked_at}, inside this turn"),
             ));
         }

@@ -37,6 +37,12 @@ pub struct TurnBrief {
     /// in logs written before daemons shared a log).
     #[serde(default)]
     pub runner: String,
+    /// Model steps the turn stored (its assistant messages).
+    #[serde(default)]
+    pub steps: u32,
+    /// Tool calls the turn finished (their results stored).
+    #[serde(default)]
+    pub tool_calls: u32,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -433,6 +439,11 @@ impl SessionState {
             }
             Entry::Message(m) => {
                 brief.messages += 1;
+                match &m {
+                    Message::Assistant { .. } => brief.steps += 1,
+                    Message::ToolResult { .. } => brief.tool_calls += 1,
+                    Message::User { .. } => {}
+                }
                 brief.chars += m.chars() as u64;
                 self.chars_after_usage += match &m {
                     Message::Assistant {

@@ -31,6 +31,8 @@ pub use install::{SkillInstallError, install, remove};
 /// Where skills are found, in order of precedence; `tinycode skills
 /// install` writes to the first.
 const SKILL_DIRS: [&str; 2] = [".tinycode/skills", ".claude/skills"];
+/// A SKILL.md larger than this is skipped (its body goes into a prompt).
+const MAX_SKILL_BYTES: u64 = 1024 * 1024;
 
 #[derive(Debug, Default, Clone)]
 pub struct SkillRegistry {
@@ -139,7 +141,7 @@ impl SkillRegistry {
                 .map(|n| n.to_string_lossy().to_string())
                 .unwrap_or_default();
             let shown = format!("{under}/{folder}/SKILL.md");
-            let loaded = std::fs::read_to_string(&path)
+            let loaded = crate::files::read_own_text(&path, MAX_SKILL_BYTES)
                 .map_err(|e| e.to_string())
                 .and_then(|text| parse(&text, &folder));
             match loaded {

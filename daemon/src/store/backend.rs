@@ -77,6 +77,12 @@ pub trait Backend: Send + Sync + 'static {
         None
     }
 
+    /// Why appends are refused right now (e.g. a full disk), if they are;
+    /// they resume by themselves.
+    fn writes_paused(&self) -> Option<String> {
+        None
+    }
+
     /// Whether other daemons may write to this log (a shared database);
     /// `false`: this process is its only writer.
     fn shared(&self) -> bool {

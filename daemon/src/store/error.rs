@@ -37,9 +37,24 @@ pub enum StoreError {
         readable: u64,
     },
     #[error(
-        "the event log cannot be read ({reason}); it had acknowledged events up to {acknowledged}; nothing was changed — restore a backup with `tinycode admin import FILE`"
+        "the event log cannot be read ({reason}); it had acknowledged events up to {acknowledged}; nothing was changed — `tinycoded --recover` rebuilds it from the log's segment copy (`db/segments/`; sled's files are kept aside), or restore a backup with `tinycode admin import FILE`"
     )]
     Unreadable { acknowledged: u64, reason: String },
+    /// sled lost acknowledged events that the segment copy still holds.
+    #[error(
+        "the event log is damaged: {} acknowledged but sled can no longer read {} (it reads up to {readable}); the log's segment copy holds {}: start with `tinycoded --recover` to restore {} (nothing acknowledged is lost), or restore a backup with `tinycode admin import FILE`; nothing was changed",
+        lost(*.lost_from, *.lost_to), them(*.lost_from, *.lost_to), them(*.lost_from, *.lost_to), them(*.lost_from, *.lost_to)
+    )]
+    Behind {
+        lost_from: u64,
+        lost_to: u64,
+        readable: u64,
+    },
+    /// A non-empty log whose durable head is gone.
+    #[error(
+        "the event log holds {events} events but its durable head is missing (neither `db/segments/` nor `db/tinycode.head` is there), so nothing proves it whole; nothing was changed — restore a backup with `tinycode admin import FILE`, or start on it as it is with `tinycoded --recover` (a new head is recorded at its last readable event)"
+    )]
+    NoHead { events: u64 },
     #[error(
         "an event of {bytes} bytes for stream {stream:?} is over the limit of {limit} bytes per stored event"
     )]
@@ -50,6 +65,15 @@ pub enum StoreError {
     },
     #[error("the event store failed to write to disk: {0}")]
     Io(String),
+    /// Too little free space to write safely; appends resume by themselves.
+    #[error(
+        "writes paused: disk full ({free_mib} MiB free on {dir}, {needed_mib} MiB needed); they resume by themselves once space is freed"
+    )]
+    DiskFull {
+        free_mib: u64,
+        needed_mib: u64,
+        dir: String,
+    },
     /// The store's database cannot be reached (PostgreSQL).
     #[error("{0}")]
     Unreachable(String),
@@ -62,10 +86,36 @@ pub enum StoreError {
     SchemaNewer { found: i32, known: i32 },
 }
 
+impl StoreError {
+    /// The same error again, for each of several waiters (an I/O error
+    /// keeps its text; nothing is wrapped twice).
+    pub(crate) fn again(&self) -> Self {
+        match self {
+            Self::Io(cause) => Self::Io(cause.clone()),
+            Self::DiskFull {
+                free_mib,
+                needed_mib,
+                dir,
+            } => Self::DiskFull {
+                free_mib: *free_mib,
+                needed_mib: *needed_mib,
+                dir: dir.clone(),
+            },
+            Self::Closed => Self::Closed,
+            other => Self::Io(other.to_string()),
+        }
+    }
+}
+
 impl From<sled::Error> for StoreError {
     fn from(e: sled::Error) -> Self {
         Self::Io(e.to_string())
     }
+}
+
+/// "it" / "them".
+fn them(from: u64, to: u64) -> &'static str {
+    if from == to { "it" } else { "them" }
 }
 
 /// "event 7 was" / "events 7–9 were".

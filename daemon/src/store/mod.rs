@@ -14,6 +14,7 @@ pub(crate) mod conformance;
 mod error;
 pub(crate) mod postgres;
 pub(crate) mod sled;
+pub(crate) mod space;
 mod subscribe;
 
 use std::sync::{Arc, Mutex};
@@ -32,6 +33,11 @@ pub use subscribe::{Subscription, SubscriptionOptions};
 /// so every value stays well below it; every backend keeps the same limit
 /// so a log can move between them.
 pub const MAX_EVENT_BYTES: usize = 100 * 1024;
+
+/// The daemon's lifecycle stream (`DaemonStarted`, `DaemonStopped`,
+/// `LogRecovered`); on a shared log each daemon has `daemon-<id>`. The
+/// store owns the name: a recovery records its loss there.
+pub const DAEMON_STREAM: &str = "daemon";
 
 /// Longest stream id accepted (bytes).
 pub const MAX_STREAM_ID: usize = 200;
@@ -110,6 +116,9 @@ pub struct StoreOptions {
     /// Start on a damaged log: drop what cannot be read, record
     /// `LogRecovered` (`tinycoded --recover`).
     pub recover: bool,
+    /// Bytes that must stay free on the log's file system for an append
+    /// to be written (`None`: a twentieth of it, 4–64 MiB; see `space.rs`).
+    pub reserve_bytes: Option<u64>,
 }
 
 impl Default for StoreOptions {
@@ -119,6 +128,7 @@ impl Default for StoreOptions {
             subscriber_queue: 256,
             cache_bytes: 4 * 1024 * 1024,
             recover: false,
+            reserve_bytes: None,
         }
     }
 }
@@ -281,6 +291,9 @@ impl EventStore {
         if self.injected_failure(stream) {
             return Err(StoreError::Io("injected failure (test)".into()));
         }
+        // Nothing stored holds a secret the daemon knows, whatever carried
+        // it here (a provider's echo, an MCP error, a customer's paste).
+        let payloads = scrub_secrets(payloads);
         self.inner
             .log
             .append(stream.to_string(), expected, payloads)
@@ -360,6 +373,11 @@ impl EventStore {
         self.inner.log.stats()
     }
 
+    /// Why appends are refused right now (a full disk), if they are.
+    pub fn writes_paused(&self) -> Option<String> {
+        self.inner.log.writes_paused()
+    }
+
     /// Refuse new appends, end every subscription, let the committer finish
     /// what is queued (those appends complete normally) and flush.
     pub async fn close(&self) -> Result<(), StoreError> {
@@ -371,6 +389,28 @@ impl EventStore {
     pub(crate) fn closing(&self) -> watch::Receiver<bool> {
         self.inner.log.closing()
     }
+}
+
+/// `payloads` with every known secret redacted (see
+/// `tinycode_shared::secrets`); unchanged, and cheap, when none holds one.
+fn scrub_secrets(mut payloads: Vec<Payload>) -> Vec<Payload> {
+    if !tinycode_shared::secrets::any() {
+        return payloads;
+    }
+    for payload in &mut payloads {
+        let event = Event {
+            payload: Some(payload.clone()),
+            ..Default::default()
+        };
+        if let Some(Event {
+            payload: Some(clean),
+            ..
+        }) = tinycode_shared::secrets::scrub("tinycode.v1.Event", &event)
+        {
+            *payload = clean;
+        }
+    }
+    payloads
 }
 
 fn validate_stream_id(stream: &str) -> Result<(), StoreError> {

@@ -60,7 +60,7 @@ impl EventStore {
                             }
                         }
                         Err(e) => {
-                            tracing::warn!(error = %e, follower = what, retry_in = ?pause, "a follower of the log lost its feed; it resumes where it was");
+                            crate::warn_limited!("follower-feed", error = %e, follower = what, retry_in = ?pause, "a follower of the log lost its feed; it resumes where it was");
                             break;
                         }
                     }

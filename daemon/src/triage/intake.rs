@@ -36,7 +36,7 @@ impl Triage {
                 continue;
             };
             let known = self.records().contains(id).unwrap_or_else(|e| {
-                tracing::error!(ticket = id, error = %e, "cannot read the triage board");
+                crate::error_limited!("intake-board", ticket = id, error = %e, "cannot read the triage board");
                 true
             });
             if known || !self.is_open(id, event.sequence).await {
@@ -53,7 +53,7 @@ impl Triage {
                 )
                 .await;
             if let Err(e) = queued {
-                tracing::error!(ticket = id, error = %e, "cannot queue a ticket for triage");
+                crate::error_limited!("intake-queue", ticket = id, error = %e, "cannot queue a ticket for triage");
             }
         }
     }
@@ -62,7 +62,7 @@ impl Triage {
     /// applied every event up to `sequence`?
     pub(super) async fn is_open(&self, id: &str, sequence: u64) -> bool {
         if let Err(e) = self.desk.tickets_at(sequence).await {
-            tracing::error!(ticket = id, error = %e, "cannot read the ticket");
+            crate::error_limited!("intake-ticket", ticket = id, error = %e, "cannot read the ticket");
             return false;
         }
         self.desk

@@ -104,8 +104,16 @@ impl Triage {
     }
 
     fn item(&self, r: &Record) -> TriageItem {
+        // The attempt's turn as the log says (the sessions model), so that
+        // every daemon sharing the log counts a record alike whichever
+        // holds it; this daemon's own note of it while the model catches up.
         let turn = (r.phase == Phase::Running)
-            .then(|| self.turn_of(r))
+            .then(|| {
+                self.sessions
+                    .last_turn_after(&r.session, r.started_sequence)
+                    .map(|(turn, _)| turn)
+                    .or_else(|| self.turn_of(r))
+            })
             .flatten();
         let approvals = if let Some(turn) = turn {
             self.sessions

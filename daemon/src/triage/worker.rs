@@ -212,10 +212,22 @@ impl Triage {
                 Some((_, None)) => {}
             }
         }
+        // An attempt of this round that placed the ticket before it was cut
+        // short (a crash between the route and the turn's end): done, as
+        // it happened — never skipped because the ticket moved on.
+        if record.attempt > 0 && self.decisions(&record).await.1 {
+            return Ok(Ended {
+                outcome: TurnOutcome::Completed,
+                error: String::new(),
+            });
+        }
         // Automatic triage is for open tickets; a ticket someone already
-        // handled is skipped. (A request triages whatever it names.) The
+        // handled before any attempt is skipped. (A request triages
+        // whatever it names; a round whose attempt started — and perhaps
+        // classified the ticket — carries on until it is placed.) The
         // projection is read once it has every event stored so far.
         if record.source != "request"
+            && record.attempt == 0
             && !self.is_open(&job.ticket, self.store.last_sequence()).await
         {
             let why = "the ticket is no longer open".to_string();
@@ -307,7 +319,11 @@ impl Triage {
             );
             self.sessions.interrupt(&session, turn, &why).await?;
         }
-        if self.decisions(&job.ticket, &session).await.1 {
+        let record = Record {
+            session: session.clone(),
+            ..record.clone()
+        };
+        if self.decisions(&record).await.1 {
             let error = String::new();
             return Ok(Ended {
                 outcome: TurnOutcome::Completed,
@@ -386,30 +402,35 @@ impl Triage {
         let mut slot = slot;
         let mut job = job;
         loop {
-            let (phase, attempt, session) = match self.record(&job.ticket) {
+            let record = match self.record(&job.ticket) {
                 Ok(Some(r)) if !r.owner.is_empty() && r.owner != self.cluster.id() => {
                     tracing::warn!(ticket = %job.ticket, owner = %r.owner, "another daemon took this triage over");
                     return;
                 }
-                Ok(Some(r)) => (r.phase, r.attempt, r.session),
+                Ok(Some(r)) => r,
                 Ok(None) => return,
                 Err(e) => {
                     tracing::error!(ticket = %job.ticket, error = %e, "cannot read the triage record");
                     return;
                 }
             };
+            let (phase, attempt) = (record.phase, record.attempt);
             if phase.finished() {
                 return; // skipped
             }
             let mut outcome = outcome_name(ended.outcome);
+            // Whatever the turn's end, a round that placed the ticket is
+            // done (an interrupted turn may have routed it before it was
+            // cut short): the record says what happened.
+            let (classified, placed) = self.decisions(&record).await;
+            if placed {
+                let _ = self.finish(&job.ticket, "done", &outcome, "").await;
+                return;
+            }
+            let session = record.session;
             if ended.outcome == TurnOutcome::Completed {
                 // A completed turn is done only when it decided something:
                 // an honest outcome, never "done" for nothing.
-                let (classified, placed) = self.decisions(&job.ticket, &session).await;
-                if placed {
-                    let _ = self.finish(&job.ticket, "done", &outcome, "").await;
-                    return;
-                }
                 outcome = INCOMPLETE.to_string();
                 ended.error = if classified {
                     "the turn classified the ticket but neither routed nor escalated it".into()
@@ -447,7 +468,7 @@ impl Triage {
                 retry_in_ms: delay,
             });
             if let Err(e) = self.append(&job.ticket, failed).await {
-                tracing::error!(ticket = %job.ticket, error = %e, "cannot record a failed triage attempt");
+                crate::error_limited!("triage-record", ticket = %job.ticket, error = %e, "cannot record a failed triage attempt");
                 return;
             }
             // The backoff does not hold a slot.
@@ -494,15 +515,23 @@ impl Triage {
             Err(TriageError::Elsewhere(_)) => {
                 tracing::info!(ticket, "another daemon settled this triage first")
             }
-            Err(e) => tracing::error!(ticket, error = %e, "cannot record the end of a triage"),
+            Err(e) => {
+                crate::error_limited!("triage-record", ticket, error = %e, "cannot record the end of a triage")
+            }
         }
         appended
     }
 
-    /// Whether the triage session's tool calls classified the ticket, and
-    /// whether they routed or escalated it (judged from the ticket's events
-    /// they made). A triage is done only once the ticket is placed.
-    async fn decisions(&self, ticket: &str, session: &str) -> (bool, bool) {
+    /// Whether the triage session's tool calls classified the ticket in
+    /// this round (since its `TriageQueued`), and whether they routed or
+    /// escalated it (judged from the ticket's events they made). A triage
+    /// is done only once the ticket is placed.
+    async fn decisions(&self, record: &Record) -> (bool, bool) {
+        let ticket = record.ticket.as_str();
+        let session = record.session.as_str();
+        if session.is_empty() {
+            return (false, false);
+        }
         let stream = crate::domain::desk::ticket_stream(ticket);
         let events = match self.store.read_stream(&stream, 1, usize::MAX).await {
             Ok(events) => events,
@@ -512,7 +541,10 @@ impl Triage {
             }
         };
         let (mut classified, mut placed) = (false, false);
-        for e in &events {
+        for e in events
+            .iter()
+            .filter(|e| e.sequence > record.queued_sequence)
+        {
             let ours = crate::domain::ticket::origin_of(e).is_some_and(|o| o.session_id == session);
             match &e.payload {
                 Some(Payload::TicketClassified(_)) if ours => classified = true,
@@ -541,7 +573,7 @@ impl Triage {
             .change_ticket(ticket, |_| Ok(vec![note.clone()]))
             .await
         {
-            tracing::error!(ticket, error = %e, "cannot add the triage failure note");
+            crate::error_limited!("triage-note", ticket, error = %e, "cannot add the triage failure note");
         }
     }
 }

@@ -118,6 +118,13 @@ pub struct Desk {
     /// so concurrent writers queue instead of conflicting in a loop; the
     /// expected-version check still guards against other writers.
     ticket_locks: crate::sync::Striped<64>,
+    /// Where a symbolic link in `tickets/` or `knowledge/` may lead
+    /// (canonical): the workspace, or the folder itself when it lies
+    /// outside.
+    read_roots: [PathBuf; 2],
+    /// Workspace files that are refused, by relative path, with why; kept
+    /// until the file is fixed or removed (`daemon status` lists them).
+    refused: Mutex<std::collections::BTreeMap<String, String>>,
 }
 
 impl Desk {
@@ -135,6 +142,14 @@ impl Desk {
 
     pub fn taxonomy(&self) -> &crate::domain::taxonomy::Taxonomy {
         &self.taxonomy
+    }
+
+    /// The workspace files refused now (relative path, why), in path order.
+    pub fn refused_files(&self) -> Vec<(String, String)> {
+        lock(&self.refused)
+            .iter()
+            .map(|(f, why)| (f.clone(), why.clone()))
+            .collect()
     }
 
     /// Workspace-relative form of `path`, for messages and events.
@@ -222,9 +237,13 @@ impl Stamp {
         }
     }
 
-    /// The stamp of the file at `path` now.
+    /// The stamp of the file at `path` now (of a link that leads nowhere,
+    /// the link's own: it is read back once, and refused).
     pub fn read(path: &Path) -> Option<Self> {
-        std::fs::metadata(path).ok().map(|m| Self::of(&m))
+        std::fs::metadata(path)
+            .or_else(|_| std::fs::symlink_metadata(path))
+            .ok()
+            .map(|m| Self::of(&m))
     }
 }
 

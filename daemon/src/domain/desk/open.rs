@@ -6,7 +6,7 @@
 //! files re-written, missing ones written), then follows the log from its
 //! own checkpoint.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -69,10 +69,15 @@ impl Desk {
         let kb = Projector::spawn(&store, Arc::new(KnowledgeModel::new(Arc::clone(&index))))?;
         let (mirror_tree, checkpoint) = mirror::open_state(&store)?;
         let (mirror, reporter) = projection::channel("mirror", mirror_tree, checkpoint);
+        let tickets_dir = workspace.join(&config.tickets_dir);
+        let knowledge_dir = workspace.join(&config.knowledge_dir);
+        let read_roots = [&tickets_dir, &knowledge_dir].map(|dir| read_root(workspace, dir));
         let desk = Arc::new(Desk {
             workspace: workspace.to_path_buf(),
-            tickets_dir: workspace.join(&config.tickets_dir),
-            knowledge_dir: workspace.join(&config.knowledge_dir),
+            tickets_dir,
+            knowledge_dir,
+            read_roots,
+            refused: Mutex::default(),
             taxonomy: {
                 let rules: String = crate::domain::rules::read(workspace)
                     .into_iter()
@@ -152,4 +157,12 @@ impl Desk {
             Model::Mirror => self.mirror.applied(),
         }
     }
+}
+
+/// Where a link in `dir` may lead: the workspace when `dir` lies inside
+/// it, else `dir` itself (canonical; as given when it cannot be resolved).
+fn read_root(workspace: &Path, dir: &Path) -> PathBuf {
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let (root, dir) = (canonical(workspace), canonical(dir));
+    if dir.starts_with(&root) { root } else { dir }
 }

@@ -16,7 +16,7 @@ use sled::transaction::{ConflictableTransactionError, TransactionError};
 use tinycode_shared::proto::{Event, event::Payload};
 use tokio::sync::{broadcast, oneshot};
 
-use super::head::{Head, HeadFile};
+use super::segments::SegmentLog;
 use super::{ExpectedVersion, StoreError, keys};
 
 pub(crate) type Reply = oneshot::Sender<Result<Vec<Arc<Event>>, StoreError>>;
@@ -56,10 +56,14 @@ struct Writer {
     next_sequence: u64,
     /// Last version of each stream touched since open (filled lazily).
     versions: HashMap<String, u64>,
-    failed: Option<String>,
-    /// The durable head, recorded after each flush.
-    head: Head,
-    head_file: HeadFile,
+    /// sled's own write error: sled refuses every later write of this
+    /// database, so appends are refused until the daemon restarts.
+    failed: Option<StoreError>,
+    /// Free space on the log's file system, checked before each batch.
+    space: Arc<super::super::space::DiskSpace>,
+    /// The log's segment copy: each batch is appended there (and made
+    /// durable) before sled sees it; it carries the durable head.
+    segments: SegmentLog,
 }
 
 /// What the committer thread is given at start.
@@ -68,8 +72,8 @@ pub(crate) struct Files {
     pub events: sled::Tree,
     pub streams: sled::Tree,
     pub data_file: Option<std::fs::File>,
-    pub head: Head,
-    pub head_file: HeadFile,
+    pub segments: SegmentLog,
+    pub space: Arc<super::super::space::DiskSpace>,
 }
 
 impl Committer {
@@ -124,8 +128,8 @@ impl Committer {
             streams: files.streams,
             versions: HashMap::new(),
             failed: None,
-            head: files.head,
-            head_file: files.head_file,
+            segments: files.segments,
+            space: files.space,
         };
         loop {
             let batch: Vec<Request> = {
@@ -143,9 +147,19 @@ impl Committer {
     }
 
     fn commit(&self, writer: &mut Writer, batch: Vec<Request>) {
-        if let Some(e) = &writer.failed {
+        let refused = writer.failed.as_ref().map(StoreError::again).or_else(|| {
+            // A full disk refuses the batch before sled sees it (sled's
+            // write errors are sticky; see `space.rs`).
+            let bytes = batch
+                .iter()
+                .flat_map(|r| r.payloads.iter())
+                .map(|p| p.encoded_len() as u64 + 64)
+                .sum();
+            writer.space.check(bytes).err()
+        });
+        if let Some(e) = refused {
             for request in batch {
-                let _ = request.reply.send(Err(StoreError::Io(e.clone())));
+                let _ = request.reply.send(Err(e.again()));
             }
             return;
         }
@@ -191,13 +205,18 @@ impl Committer {
         if accepted.is_empty() {
             return;
         }
-        if let Err(e) = write_and_flush(writer, &accepted) {
+        if let Err((e, sticky)) = write_and_flush(writer, &accepted) {
             self.fsyncs.fetch_add(1, Ordering::Relaxed);
-            let message = e.to_string();
-            tracing::error!(error = %message, "writing the event store failed; appends are refused from now on");
-            writer.failed = Some(message.clone());
+            if sticky {
+                tracing::error!(error = %e, "writing the event store failed; appends are refused until the daemon restarts");
+            } else {
+                crate::error_limited!("segment-write", error = %e, "an append could not be written; nothing of it was kept");
+            }
             for (reply, _) in accepted {
-                let _ = reply.send(Err(StoreError::Io(message.clone())));
+                let _ = reply.send(Err(e.again()));
+            }
+            if sticky {
+                writer.failed = Some(e);
             }
             return;
         }
@@ -222,12 +241,14 @@ impl Committer {
 /// One stored event: sequence key, value, stream-index key, checksum.
 type Row = ([u8; 8], Vec<u8>, Vec<u8>, u32);
 
-/// One transaction over both trees for the whole batch, one flush, then
-/// the durable head.
+/// The batch into the segment copy (durable), then one transaction over
+/// both trees, one flush. A failure of the copy leaves nothing behind and
+/// the next batch tries again; sled's own failure is sticky (`true`: sled
+/// refuses every later write until the daemon restarts).
 fn write_and_flush(
     writer: &mut Writer,
     accepted: &[(Reply, Vec<Arc<Event>>)],
-) -> Result<(), StoreError> {
+) -> Result<(), (StoreError, bool)> {
     let rows: Vec<Row> = accepted
         .iter()
         .flat_map(|(_, events)| events.iter())
@@ -241,6 +262,13 @@ fn write_and_flush(
             )
         })
         .collect();
+    // Rows are in sequence order: batches are sequenced in order.
+    let copy: Vec<(u64, &[u8], u32)> = rows
+        .iter()
+        .map(|(seq, value, _, crc)| (u64::from_be_bytes(*seq), value.as_slice(), *crc))
+        .collect();
+    writer.segments.append(&copy).map_err(|e| (e, false))?;
+    let sticky = |e: StoreError| (e, true);
     (&writer.events, &writer.streams)
         .transaction(|(ev, st)| {
             for (seq, body, skey, _) in &rows {
@@ -250,19 +278,13 @@ fn write_and_flush(
             Ok::<_, ConflictableTransactionError<()>>(())
         })
         .map_err(|e| match e {
-            TransactionError::Storage(e) => StoreError::from(e),
-            TransactionError::Abort(()) => StoreError::Io("transaction aborted".into()),
+            TransactionError::Storage(e) => sticky(StoreError::from(e)),
+            TransactionError::Abort(()) => sticky(StoreError::Io("transaction aborted".into())),
         })?;
-    writer.db.flush()?;
+    writer.db.flush().map_err(|e| sticky(e.into()))?;
     if let Some(file) = &writer.data_file {
         file.sync_data()
-            .map_err(|e| StoreError::Io(format!("fdatasync failed: {e}")))?;
+            .map_err(|e| sticky(StoreError::Io(format!("fdatasync failed: {e}"))))?;
     }
-    // Rows are in sequence order: batches are sequenced in order.
-    let head = rows.iter().fold(writer.head, |head, (seq, _, _, crc)| {
-        head.then(u64::from_be_bytes(*seq), *crc)
-    });
-    writer.head_file.write(&head)?;
-    writer.head = head;
     Ok(())
 }

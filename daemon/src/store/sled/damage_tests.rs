@@ -60,6 +60,28 @@ fn tamper(dir: &std::path::Path, f: impl FnOnce(&sled::Tree)) {
     db.flush().unwrap();
 }
 
+/// Flip a byte inside the body of the segment record of event `seq` (one
+/// record per append in these logs), leaving the records after it whole.
+fn damage_copy(dir: &std::path::Path, seq: u64) {
+    let (_, path) = segments::list(&segments::dir_of(dir))
+        .unwrap()
+        .pop()
+        .unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    // Find the record whose first sequence is `seq` (header bytes 8..16).
+    let mut at = 0;
+    loop {
+        let len = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap()) as usize;
+        let first = u64::from_le_bytes(bytes[at + 8..at + 16].try_into().unwrap());
+        if first == seq {
+            bytes[at + 40 + len / 2] ^= 0xff;
+            break;
+        }
+        at += 40 + len;
+    }
+    std::fs::write(&path, &bytes).unwrap();
+}
+
 #[tokio::test]
 async fn a_log_that_lost_acknowledged_events_refuses_to_open_and_names_them() {
     let dir = tempfile::tempdir().unwrap();
@@ -73,7 +95,7 @@ async fn a_log_that_lost_acknowledged_events_refuses_to_open_and_names_them() {
     assert!(
         matches!(
             err,
-            StoreError::Damaged {
+            StoreError::Behind {
                 lost_from: 18,
                 lost_to: 20,
                 readable: 17
@@ -84,10 +106,14 @@ async fn a_log_that_lost_acknowledged_events_refuses_to_open_and_names_them() {
     let message = err.to_string();
     assert!(message.contains("events 18–20"), "{message}");
     assert!(message.contains("--recover"), "{message}");
+    assert!(
+        message.contains("nothing acknowledged is lost"),
+        "{message}"
+    );
     // Refusing changed nothing: it refuses again, and verify agrees.
     assert!(matches!(
         retried(|| EventStore::open(dir.path())),
-        Err(StoreError::Damaged { .. })
+        Err(StoreError::Behind { .. })
     ));
     let report = EventStore::verify(dir.path()).unwrap();
     assert_eq!(report.events, 17);
@@ -95,17 +121,39 @@ async fn a_log_that_lost_acknowledged_events_refuses_to_open_and_names_them() {
         report.problems.iter().any(|p| p.contains("events 18–20")),
         "{report:?}"
     );
+    // `--recover` brings every acknowledged event back from the copy.
+    let options = StoreOptions {
+        recover: true,
+        ..StoreOptions::default()
+    };
+    let store = retried(|| EventStore::open_with(dir.path(), options)).unwrap();
+    assert!(store.recovered().is_none(), "nothing was lost");
+    assert_eq!(store.last_sequence(), 20);
+    let all = store.read_range(1, u64::MAX, 100).await.unwrap();
+    assert_eq!(all.len(), 20);
+    assert_eq!(store.read_stream("s4", 1, 10).await.unwrap().len(), 4);
+    let next = store
+        .append("s0", ExpectedVersion::Any, vec![payload(99)])
+        .await
+        .unwrap();
+    assert_eq!(next[0].sequence, 21);
+    store.close().await.unwrap();
+    drop(store);
+    let report = retried(|| EventStore::verify(dir.path())).unwrap();
+    assert!(report.problems.is_empty(), "{report:?}");
 }
 
 #[tokio::test]
 async fn recover_records_the_loss_and_never_reuses_a_sequence() {
     let dir = tempfile::tempdir().unwrap();
     written(dir.path(), 20).await;
+    // sled lost 15–20, and the copy's record of 15 is damaged too.
     tamper(dir.path(), |events| {
         for seq in 15..=20u64 {
             events.remove(seq.to_be_bytes()).unwrap();
         }
     });
+    damage_copy(dir.path(), 15);
     let options = StoreOptions {
         recover: true,
         ..StoreOptions::default()
@@ -196,4 +244,142 @@ async fn an_export_imports_into_an_equal_log() {
     // Import only fills an empty log.
     let err = retried(|| EventStore::import(&restored, &file)).unwrap_err();
     assert!(err.to_string().contains("not empty"), "{err}");
+}
+
+#[tokio::test]
+async fn a_log_without_its_head_is_refused_unless_told_to_start_as_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    written(dir.path(), 12).await;
+    std::fs::remove_dir_all(segments::dir_of(dir.path())).unwrap();
+    let err = retried(|| EventStore::open(dir.path())).err().unwrap();
+    assert!(matches!(err, StoreError::NoHead { events: 12 }), "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains("admin import") && message.contains("--recover"),
+        "{message}"
+    );
+    let options = StoreOptions {
+        recover: true,
+        ..StoreOptions::default()
+    };
+    let store = retried(|| EventStore::open_with(dir.path(), options)).unwrap();
+    assert_eq!(store.last_sequence(), 12);
+    store.close().await.unwrap();
+    drop(store);
+    // It has a head again: a plain start opens it.
+    let again = retried(|| EventStore::open(dir.path())).unwrap();
+    assert_eq!(again.last_sequence(), 12);
+}
+
+#[tokio::test]
+async fn a_log_written_with_a_head_file_gets_its_copy_at_the_next_start() {
+    let dir = tempfile::tempdir().unwrap();
+    written(dir.path(), 9).await;
+    // What an older tinycoded left: the head in `tinycode.head`, no copy.
+    let head = segments::for_each(dir.path(), u64::MAX, |_, _| Ok(()))
+        .unwrap()
+        .0;
+    std::fs::remove_dir_all(segments::dir_of(dir.path())).unwrap();
+    let slot = head.encode();
+    std::fs::write(head::path_of(dir.path()), [slot, slot].concat()).unwrap();
+    let store = retried(|| EventStore::open(dir.path())).unwrap();
+    assert_eq!(store.last_sequence(), 9);
+    store.close().await.unwrap();
+    drop(store);
+    assert!(
+        !head::path_of(dir.path()).exists(),
+        "the head file is retired"
+    );
+    let copied = segments::for_each(dir.path(), u64::MAX, |_, _| Ok(()))
+        .unwrap()
+        .0;
+    assert_eq!(copied, head, "the copy carries the same head");
+}
+
+/// sled's own data file made unreadable in `how`.
+async fn sled_file_damaged(how: impl FnOnce(&mut Vec<u8>)) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    written(dir.path(), 30).await;
+    let data = dir.path().join("db");
+    let mut bytes = std::fs::read(&data).unwrap();
+    how(&mut bytes);
+    std::fs::write(&data, &bytes).unwrap();
+    dir
+}
+
+async fn recovers_every_event(dir: &std::path::Path) {
+    let err = retried(|| EventStore::open(dir)).err();
+    let err = err.expect("a damaged sled file is refused");
+    let message = err.to_string();
+    assert!(message.contains("--recover"), "{message}");
+    let options = StoreOptions {
+        recover: true,
+        ..StoreOptions::default()
+    };
+    let store = retried(|| EventStore::open_with(dir, options)).unwrap();
+    assert!(store.recovered().is_none(), "nothing acknowledged was lost");
+    let all = store.read_range(1, u64::MAX, 100).await.unwrap();
+    assert_eq!(all.len(), 30, "every acknowledged event is back");
+    for (i, e) in all.iter().enumerate() {
+        assert_eq!(e.sequence, i as u64 + 1);
+    }
+    store.close().await.unwrap();
+    drop(store);
+    let report = retried(|| EventStore::verify(dir)).unwrap();
+    assert!(report.problems.is_empty(), "{report:?}");
+}
+
+#[tokio::test]
+async fn sled_data_file_cut_to_zero_is_rebuilt_from_the_copy() {
+    let dir = sled_file_damaged(|b| b.clear()).await;
+    recovers_every_event(dir.path()).await;
+}
+
+#[tokio::test]
+async fn sled_first_page_flipped_is_rebuilt_from_the_copy() {
+    let dir = sled_file_damaged(|b| {
+        for x in b.iter_mut().take(4096) {
+            *x ^= 0xff;
+        }
+    })
+    .await;
+    recovers_every_event(dir.path()).await;
+}
+
+#[tokio::test]
+async fn sled_first_page_zeroed_is_rebuilt_from_the_copy() {
+    let dir = sled_file_damaged(|b| {
+        for x in b.iter_mut().take(4096) {
+            *x = 0;
+        }
+    })
+    .await;
+    recovers_every_event(dir.path()).await;
+}
+
+#[tokio::test]
+async fn a_crash_between_the_copy_and_sled_rolls_the_last_batch_forward() {
+    let dir = tempfile::tempdir().unwrap();
+    written(dir.path(), 10).await;
+    // The copy has the last group commit (event 10), sled does not: what a
+    // kill -9 between the two writes leaves. Never acknowledged, but whole.
+    tamper(dir.path(), |events| {
+        events.remove(10u64.to_be_bytes()).unwrap();
+    });
+    let store = retried(|| EventStore::open(dir.path())).unwrap();
+    assert!(store.recovered().is_none());
+    assert_eq!(store.last_sequence(), 10);
+    assert_eq!(store.read_stream("s4", 1, 10).await.unwrap().len(), 2);
+    store.close().await.unwrap();
+    drop(store);
+    // Missing more than that last batch is damage, not a crash.
+    tamper(dir.path(), |events| {
+        for seq in 9..=10u64 {
+            events.remove(seq.to_be_bytes()).unwrap();
+        }
+    });
+    assert!(matches!(
+        retried(|| EventStore::open(dir.path())),
+        Err(StoreError::Behind { lost_from: 9, .. })
+    ));
 }

@@ -1,19 +1,15 @@
 //! The durable head: the last acknowledged sequence, the checksum of that
-//! event and a running hash of every event up to it, kept in a small file
-//! beside sled's data file (`<db>/tinycode.head`). A torn or cut sled data file
+//! event and a running hash of every event up to it. The segment copy
+//! (`segments.rs`) carries it in every record; a torn or cut sled data file
 //! cannot take it along, so a start can tell that acknowledged events are
 //! missing instead of carrying on without them.
 //!
-//! The file has two 32-byte slots written in turn (`pwrite` + `fdatasync`),
-//! each with its own checksum: a write torn by a crash leaves the other slot
-//! whole, and the newer whole slot is the head.
+//! Logs written before the segment copy kept it in `<db>/tinycode.head`:
+//! two 32-byte slots written in turn, each with its own checksum (a torn
+//! write leaves the other slot whole, and the newer whole slot is the
+//! head). A start reads that file once, builds the copy and removes it.
 
-use std::fs::File;
-use std::io::{Read, Write};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-
-use super::StoreError;
 
 const MAGIC: &[u8; 4] = b"TCH1";
 const SLOT: u64 = 32;
@@ -39,7 +35,8 @@ impl Head {
         }
     }
 
-    fn encode(&self) -> [u8; SLOT as usize] {
+    #[cfg(test)]
+    pub(crate) fn encode(&self) -> [u8; SLOT as usize] {
         let mut out = [0u8; SLOT as usize];
         out[..4].copy_from_slice(MAGIC);
         out[4..12].copy_from_slice(&self.sequence.to_le_bytes());
@@ -95,66 +92,15 @@ fn newest(bytes: &[u8]) -> Option<(Head, u64)> {
     }
 }
 
-/// Where the head of the log at `db` lives.
+/// Where a log written before the segment copy kept its head.
 pub fn path_of(db: &Path) -> PathBuf {
     db.join("tinycode.head")
 }
 
-/// The head file, open for writing.
-pub struct HeadFile {
-    file: File,
-    /// The slot the next write goes to.
-    next_slot: u64,
-}
-
-fn io(what: &str, path: &Path, e: std::io::Error) -> StoreError {
-    StoreError::Io(format!("{what} {}: {e}", path.display()))
-}
-
-impl HeadFile {
-    /// Open (or create) the head file; returns it with the head it holds
-    /// (`None`: no whole slot, e.g. a new log).
-    pub fn open(path: &Path) -> Result<(Self, Option<Head>), StoreError> {
-        let mut file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .map_err(|e| io("cannot open the log's head file", path, e))?;
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)
-            .map_err(|e| io("cannot read the log's head file", path, e))?;
-        let newest = newest(&bytes);
-        let next_slot = newest.map_or(0, |(_, next)| next);
-        Ok((Self { file, next_slot }, newest.map(|(h, _)| h)))
-    }
-
-    /// The head recorded at `path`, read only (`None`: no file, or no whole
-    /// slot).
-    pub fn peek(path: &Path) -> Option<Head> {
-        newest(&std::fs::read(path).ok()?).map(|(h, _)| h)
-    }
-
-    /// Record `head` durably.
-    pub fn write(&mut self, head: &Head) -> Result<(), StoreError> {
-        let bytes = head.encode();
-        self.file
-            .write_all_at(&bytes, self.next_slot * SLOT)
-            .and_then(|()| self.file.sync_data())
-            .map_err(|e| StoreError::Io(format!("cannot record the log's head: {e}")))?;
-        self.next_slot = 1 - self.next_slot;
-        Ok(())
-    }
-
-    /// Record `head` in both slots (a new or recovered log).
-    pub fn reset(&mut self, head: &Head) -> Result<(), StoreError> {
-        self.write(head)?;
-        self.write(head)?;
-        self.file
-            .flush()
-            .map_err(|e| StoreError::Io(format!("cannot record the log's head: {e}")))
-    }
+/// The head a legacy head file at `path` holds (`None`: no file, or no
+/// whole slot).
+pub fn peek(path: &Path) -> Option<Head> {
+    newest(&std::fs::read(path).ok()?).map(|(h, _)| h)
 }
 
 #[cfg(test)]
@@ -165,23 +111,16 @@ mod tests {
     fn the_newest_whole_slot_wins_and_a_torn_one_is_ignored() {
         let dir = tempfile::tempdir().unwrap();
         let path = path_of(dir.path());
-        let (mut file, none) = HeadFile::open(&path).unwrap();
-        assert_eq!(none, None);
+        assert_eq!(peek(&path), None);
         let one = Head::default().then(1, 7);
         let two = one.then(2, 9);
-        file.write(&one).unwrap();
-        file.write(&two).unwrap();
-        assert_eq!(HeadFile::open(&path).unwrap().1, Some(two));
+        let mut bytes = [one.encode(), two.encode()].concat();
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(peek(&path), Some(two));
         // Tear the newer slot (slot 1): the older one is the head.
-        let mut bytes = std::fs::read(&path).unwrap();
         bytes[SLOT as usize + 5] ^= 0xff;
         std::fs::write(&path, &bytes).unwrap();
-        let (mut file, head) = HeadFile::open(&path).unwrap();
-        assert_eq!(head, Some(one));
-        // The next write goes over the torn slot.
-        let three = two.then(3, 1);
-        file.write(&three).unwrap();
-        assert_eq!(HeadFile::open(&path).unwrap().1, Some(three));
+        assert_eq!(peek(&path), Some(one));
         assert_ne!(one.chain, two.chain);
     }
 }

@@ -8,18 +8,19 @@ use std::path::Path;
 use tinycode_shared::proto::event::Payload;
 use tinycode_shared::proto::{Event, LogRecovered};
 
-use super::head::{Head, HeadFile};
+use super::head::{self, Head};
 use super::keys::{decode_checked, decode_sequence, encode_event, stream_key};
+use super::segments::{self, SegmentLog};
 use super::{StoreError, stream_version_in};
 
 /// The log as a start finds it.
 pub(super) struct Opened {
-    /// The head to extend (every readable event folded in).
-    pub head: Head,
     /// Sequences up to this one are taken (the next append gets the next).
     pub last_sequence: u64,
     /// Set when this start recovered a damaged log.
     pub recovered: Option<LogRecovered>,
+    /// The segment copy, open for appending; its head is the log's.
+    pub segments: SegmentLog,
 }
 
 /// The last event from the end that reads whole, and the highest key.
@@ -36,46 +37,39 @@ fn readable_tail(events: &sled::Tree) -> Result<(u64, u64), StoreError> {
     Ok((0, highest))
 }
 
-/// Fold every readable event from `from` to `to` into `head`.
-fn extend(events: &sled::Tree, mut head: Head, from: u64, to: u64) -> Result<Head, StoreError> {
-    if from > to {
-        return Ok(head);
-    }
-    for row in events.range(from.to_be_bytes()..=to.to_be_bytes()) {
+/// Every readable event of sled from `from` on, as the segments store them.
+fn sled_rows(
+    events: &sled::Tree,
+    from: u64,
+) -> impl Iterator<Item = Result<(u64, Vec<u8>, u32), StoreError>> + '_ {
+    events.range(from.to_be_bytes()..).map(|row| {
         let (key, value) = row?;
         let sequence = decode_sequence(&key);
         let (_, crc) = decode_checked(sequence, &value)?;
-        head = head.then(sequence, crc);
-    }
-    Ok(head)
+        Ok((sequence, value.to_vec(), crc))
+    })
 }
 
-/// Check the log against its durable head at start. A damaged log is
-/// refused, or recovered when `recover` is set.
+/// Check the log against its durable head — the segment copy's — at
+/// start. A damaged log is refused, or recovered when `recover` is set:
+/// what sled lost comes back from the copy, and only what neither holds is
+/// recorded as lost.
 pub(super) fn open(
+    path: &Path,
     db: &sled::Db,
     events: &sled::Tree,
     streams: &sled::Tree,
-    head_file: &mut HeadFile,
-    stored: Option<Head>,
     recover: bool,
 ) -> Result<Opened, StoreError> {
-    let (readable, highest) = readable_tail(events)?;
-    let Some(acked) = stored else {
-        // A new log, or one written before the head existed: start one.
-        let head = extend(events, Head::default(), 1, readable)?;
-        if readable > 0 {
-            tracing::warn!(
-                sequence = readable,
-                "the log had no durable head; recorded one at its last event"
-            );
-        }
-        head_file.reset(&head)?;
-        return Ok(Opened {
-            head,
-            last_sequence: highest.max(readable),
-            recovered: None,
-        });
+    let (mut segments, acked) = SegmentLog::open(path)?;
+    let (readable, highest) = readable_tail(events).map_err(|e| StoreError::Unreadable {
+        acknowledged: acked.map_or(0, |h| h.sequence),
+        reason: format!("sled cannot read its events ({e})"),
+    })?;
+    let Some(acked) = acked else {
+        return adopt(
+            path, db, events, streams, segments, recover, readable, highest,
+        );
     };
     let at_head = match events.get(acked.sequence.to_be_bytes())? {
         Some(v) => decode_checked(acked.sequence, &v).ok().map(|(_, crc)| crc),
@@ -83,89 +77,306 @@ pub(super) fn open(
     };
     let intact = acked.sequence == 0 || (at_head == Some(acked.crc) && readable >= acked.sequence);
     if intact && readable == highest {
-        // Durable but never acknowledged (a crash before the head write):
-        // kept, and folded into the head.
-        let head = extend(events, acked, acked.sequence + 1, readable)?;
+        if readable > acked.sequence {
+            // sled holds events the copy does not (a copy cut short by
+            // hand): they are durable; the copy takes them too.
+            tracing::warn!(
+                from = acked.sequence + 1,
+                to = readable,
+                "the log's segment copy was behind sled; it takes the missing events from sled"
+            );
+            for row in sled_rows(events, acked.sequence + 1) {
+                let (seq, value, crc) = row?;
+                segments.append(&[(seq, value.as_slice(), crc)])?;
+            }
+        }
         return Ok(Opened {
-            head,
-            last_sequence: readable,
+            last_sequence: readable.max(acked.sequence),
             recovered: None,
+            segments,
         });
+    }
+    // The copy is written before sled: a crash between the two leaves
+    // sled without the copy's last record — a batch never acknowledged,
+    // whole in the copy. It is rolled forward into sled.
+    let last_batch = segments.last_record_first();
+    if !intact && readable == highest && readable + 1 >= last_batch && readable < acked.sequence {
+        let rolled = roll_forward(path, events, streams, readable + 1)?;
+        if rolled == acked.sequence {
+            db.flush()?;
+            tracing::info!(
+                from = readable + 1,
+                to = acked.sequence,
+                "the last group commit reached the log's copy but not sled before the crash; written to sled from the copy"
+            );
+            return Ok(Opened {
+                last_sequence: acked.sequence,
+                recovered: None,
+                segments,
+            });
+        }
     }
     let lost_from = if intact {
         acked.sequence + 1
     } else {
         (readable + 1).min(acked.sequence)
     };
-    let lost = LogRecovered {
-        lost_from,
-        lost_to: acked.sequence.max(highest),
-        readable: lost_from - 1,
-    };
-    if !recover {
-        return Err(StoreError::Damaged {
-            lost_from: lost.lost_from,
-            lost_to: lost.lost_to,
-            readable: lost.readable,
+    if !intact && !recover {
+        return Err(StoreError::Behind {
+            lost_from,
+            lost_to: acked.sequence,
+            readable: lost_from - 1,
         });
     }
-    recover_from(db, events, streams, head_file, lost)
+    if intact {
+        // Unreadable keys beyond everything acknowledged: a write the
+        // crash cut short. Dropped (never acknowledged).
+        drop_from(events, streams, lost_from)?;
+        db.flush()?;
+        return Ok(Opened {
+            last_sequence: acked.sequence,
+            recovered: None,
+            segments,
+        });
+    }
+    restore(path, db, events, streams, segments, lost_from, acked)
 }
 
-/// Drop what cannot be read, record `LogRecovered` after the lost range,
-/// and clear every read model (they rebuild from what is left).
-fn recover_from(
-    db: &sled::Db,
+/// Write the copy's events from `from` on into sled (both trees); returns
+/// the last sequence written (`from - 1`: none, or the copy is damaged).
+fn roll_forward(
+    path: &Path,
     events: &sled::Tree,
     streams: &sled::Tree,
-    head_file: &mut HeadFile,
-    lost: LogRecovered,
-) -> Result<Opened, StoreError> {
-    tracing::warn!(
-        lost_from = lost.lost_from,
-        lost_to = lost.lost_to,
-        "recovering a damaged log: the lost range is recorded and never reused"
-    );
+    from: u64,
+) -> Result<u64, StoreError> {
+    let mut batch = (sled::Batch::default(), sled::Batch::default());
+    let mut last = from - 1;
+    let (_, stopped) = segments::for_each(path, from, |sequence, value| {
+        let (event, _) = decode_checked(sequence, value)?;
+        batch.0.insert(&sequence.to_be_bytes(), value);
+        batch.1.insert(
+            stream_key(&event.stream_id, event.stream_version),
+            &sequence.to_be_bytes(),
+        );
+        last = sequence;
+        Ok(())
+    })?;
+    if stopped.is_some() {
+        return Ok(from - 1);
+    }
+    events.apply_batch(batch.0)?;
+    streams.apply_batch(batch.1)?;
+    Ok(last)
+}
+
+/// Remove sled's events from `from` on and their stream-index entries.
+fn drop_from(events: &sled::Tree, streams: &sled::Tree, from: u64) -> Result<(), StoreError> {
     let mut batch_events = sled::Batch::default();
-    for row in events.range(lost.lost_from.to_be_bytes()..) {
+    for row in events.range(from.to_be_bytes()..) {
         batch_events.remove(row?.0);
     }
     let mut batch_streams = sled::Batch::default();
     for row in streams.iter() {
         let (key, value) = row?;
-        if decode_sequence(&value) >= lost.lost_from {
+        if decode_sequence(&value) >= from {
             batch_streams.remove(key);
         }
     }
     events.apply_batch(batch_events)?;
     streams.apply_batch(batch_streams)?;
+    Ok(())
+}
+
+/// Clear every read model: they rebuild from the log.
+fn clear_read_models(db: &sled::Db) -> Result<(), StoreError> {
     for name in db.tree_names() {
         if name.starts_with(b"proj-") {
             db.drop_tree(&name)?;
         }
     }
-    let head = extend(events, Head::default(), 1, lost.readable)?;
+    Ok(())
+}
+
+/// `--recover` on a log whose sled lost events from `lost_from` on: they
+/// are written again from the segment copy; what the copy cannot give
+/// either (a damaged segment) is recorded as lost (`LogRecovered`).
+fn restore(
+    path: &Path,
+    db: &sled::Db,
+    events: &sled::Tree,
+    streams: &sled::Tree,
+    mut segments: SegmentLog,
+    lost_from: u64,
+    acked: Head,
+) -> Result<Opened, StoreError> {
+    drop_from(events, streams, lost_from)?;
+    let mut batch = (sled::Batch::default(), sled::Batch::default(), 0usize);
+    let mut restored_to = lost_from - 1;
+    let (_, stopped) = segments::for_each(path, lost_from, |sequence, value| {
+        let (event, _) = decode_checked(sequence, value)?;
+        batch.0.insert(&sequence.to_be_bytes(), value);
+        batch.1.insert(
+            stream_key(&event.stream_id, event.stream_version),
+            &sequence.to_be_bytes(),
+        );
+        batch.2 += 1;
+        restored_to = sequence;
+        if batch.2 >= 4096 {
+            let (e, s, _) = std::mem::take(&mut batch);
+            events.apply_batch(e)?;
+            streams.apply_batch(s)?;
+        }
+        Ok(())
+    })?;
+    let (e, s, _) = batch;
+    events.apply_batch(e)?;
+    streams.apply_batch(s)?;
+    clear_read_models(db)?;
+    db.flush()?;
+    if restored_to >= acked.sequence {
+        tracing::warn!(
+            from = lost_from,
+            to = acked.sequence,
+            "recovered: sled had lost these events; they were restored from the log's segment copy (nothing acknowledged is lost)"
+        );
+        return Ok(Opened {
+            last_sequence: acked.sequence,
+            recovered: None,
+            segments,
+        });
+    }
+    let lost = LogRecovered {
+        lost_from: restored_to + 1,
+        lost_to: acked.sequence,
+        readable: restored_to,
+    };
+    tracing::warn!(
+        lost_from = lost.lost_from,
+        lost_to = lost.lost_to,
+        why = stopped.as_deref().unwrap_or("the copy ends early"),
+        "recovering a damaged log: neither sled nor its segment copy holds these events; the lost range is recorded and never reused"
+    );
+    // The copy is rebuilt from what sled now holds, then the loss is
+    // recorded in both.
+    let head = segments::rebuild(path, sled_rows(events, 1))?;
+    segments = SegmentLog::open(path)?.0;
+    segments.set_head(head);
+    record_loss(events, streams, &mut segments, lost)?;
+    db.flush()?;
+    Ok(Opened {
+        last_sequence: lost.lost_to + 1,
+        recovered: Some(lost),
+        segments,
+    })
+}
+
+/// Append `LogRecovered` at `lost_to + 1` to sled and to the copy.
+fn record_loss(
+    events: &sled::Tree,
+    streams: &sled::Tree,
+    segments: &mut SegmentLog,
+    lost: LogRecovered,
+) -> Result<(), StoreError> {
     let sequence = lost.lost_to + 1;
     let event = Event {
         sequence,
-        stream_id: crate::lifecycle::DAEMON_STREAM.into(),
-        stream_version: stream_version_in(streams, crate::lifecycle::DAEMON_STREAM)? + 1,
+        stream_id: super::super::DAEMON_STREAM.into(),
+        stream_version: stream_version_in(streams, super::super::DAEMON_STREAM)? + 1,
         recorded_at: Some(prost_types::Timestamp::from(std::time::SystemTime::now())),
         payload: Some(Payload::LogRecovered(lost)),
     };
     let (value, crc) = encode_event(&event);
+    segments.append(&[(sequence, value.as_slice(), crc)])?;
     events.insert(sequence.to_be_bytes(), value)?;
     streams.insert(
         stream_key(&event.stream_id, event.stream_version),
         &sequence.to_be_bytes(),
     )?;
+    Ok(())
+}
+
+/// A log without a segment copy: a new log, or one written before the copy
+/// existed (its head in `tinycode.head`), which gets its copy now. A
+/// non-empty log with neither cannot be proved whole and is refused
+/// unless told to start on it as it is.
+#[allow(clippy::too_many_arguments)]
+fn adopt(
+    path: &Path,
+    db: &sled::Db,
+    events: &sled::Tree,
+    streams: &sled::Tree,
+    mut segments: SegmentLog,
+    recover: bool,
+    readable: u64,
+    highest: u64,
+) -> Result<Opened, StoreError> {
+    let head_path = head::path_of(path);
+    let legacy = head::peek(&head_path);
+    if highest == 0 {
+        let _ = std::fs::remove_file(&head_path);
+        return Ok(Opened {
+            last_sequence: 0,
+            recovered: None,
+            segments,
+        });
+    }
+    let mut recovered = None;
+    match legacy {
+        Some(acked) => {
+            let at_head = match events.get(acked.sequence.to_be_bytes())? {
+                Some(v) => decode_checked(acked.sequence, &v).ok().map(|(_, crc)| crc),
+                None => None,
+            };
+            let intact =
+                acked.sequence == 0 || (at_head == Some(acked.crc) && readable >= acked.sequence);
+            if !(intact && readable == highest) {
+                let lost_from = if intact {
+                    acked.sequence + 1
+                } else {
+                    (readable + 1).min(acked.sequence)
+                };
+                let lost = LogRecovered {
+                    lost_from,
+                    lost_to: acked.sequence.max(highest),
+                    readable: lost_from - 1,
+                };
+                if !recover {
+                    return Err(StoreError::Damaged {
+                        lost_from: lost.lost_from,
+                        lost_to: lost.lost_to,
+                        readable: lost.readable,
+                    });
+                }
+                drop_from(events, streams, lost.lost_from)?;
+                clear_read_models(db)?;
+                recovered = Some(lost);
+            }
+        }
+        None if !recover => return Err(StoreError::NoHead { events: readable }),
+        None => tracing::warn!(
+            events = readable,
+            "started on a log with no durable head, as it is: a new head is recorded at its last readable event"
+        ),
+    }
+    let head = segments::rebuild(path, sled_rows(events, 1))?;
+    segments = SegmentLog::open(path)?.0;
+    segments.set_head(head);
+    let mut last_sequence = head.sequence;
+    if let Some(lost) = recovered {
+        record_loss(events, streams, &mut segments, lost)?;
+        last_sequence = lost.lost_to + 1;
+    }
     db.flush()?;
-    let head = head.then(sequence, crc);
-    head_file.reset(&head)?;
+    let _ = std::fs::remove_file(&head_path);
+    tracing::info!(
+        events = head.sequence,
+        "the log now keeps its segment copy beside sled (it carries the durable head)"
+    );
     Ok(Opened {
-        head,
-        last_sequence: sequence,
-        recovered: Some(lost),
+        last_sequence,
+        recovered,
+        segments,
     })
 }
 
@@ -349,31 +560,29 @@ pub(crate) fn read_export(
     Ok(n)
 }
 
-/// Write imported events into an empty log (in batches) and record the
-/// head; returns the head.
+/// Write imported events into an empty log (in batches), then its segment
+/// copy; returns the head.
 pub(super) fn import(
+    path: &Path,
     db: &sled::Db,
     events: &sled::Tree,
     streams: &sled::Tree,
-    head_file: &mut HeadFile,
-    path: &Path,
+    file: &Path,
 ) -> Result<Head, StoreError> {
     if !events.is_empty() {
         return Err(StoreError::Io(
             "the log is not empty; import restores into an empty state directory".into(),
         ));
     }
-    let mut head = Head::default();
     let mut batch = (sled::Batch::default(), sled::Batch::default(), 0usize);
-    read_export(path, |event| {
-        let (value, crc) = encode_event(&event);
+    read_export(file, |event| {
+        let (value, _) = encode_event(&event);
         batch.0.insert(&event.sequence.to_be_bytes(), value);
         batch.1.insert(
             stream_key(&event.stream_id, event.stream_version),
             &event.sequence.to_be_bytes(),
         );
         batch.2 += 1;
-        head = head.then(event.sequence, crc);
         if batch.2 >= 4096 {
             let (e, s, _) = std::mem::take(&mut batch);
             events.apply_batch(e)?;
@@ -385,6 +594,7 @@ pub(super) fn import(
     events.apply_batch(e)?;
     streams.apply_batch(s)?;
     db.flush()?;
-    head_file.reset(&head)?;
+    let head = segments::rebuild(path, sled_rows(events, 1))?;
+    let _ = std::fs::remove_file(head::path_of(path));
     Ok(head)
 }

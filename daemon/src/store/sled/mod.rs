@@ -21,6 +21,7 @@ mod commit;
 mod head;
 mod integrity;
 pub(crate) mod keys;
+mod segments;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -45,30 +46,30 @@ pub(crate) struct SledLog {
     stop: watch::Sender<bool>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     recovered: Option<LogRecovered>,
+    space: Arc<super::space::DiskSpace>,
 }
 
 impl SledLog {
     /// Open (or create) the log at `path`; also returns the database, where
     /// the projections keep their trees.
     pub(crate) fn open(path: &Path, options: StoreOptions) -> Result<(Self, sled::Db), StoreError> {
-        let db = sled::Config::new()
-            .path(path)
-            .cache_capacity(options.cache_bytes)
-            .flush_every_ms(None)
-            .open()
-            .map_err(|e| unreadable(path, e))?;
-        let events = db.open_tree("events")?;
-        let streams = db.open_tree("streams")?;
-        let (mut head_file, stored_head) = head::HeadFile::open(&head::path_of(path))?;
-        let opened = integrity::open(
-            &db,
-            &events,
-            &streams,
-            &mut head_file,
-            stored_head,
-            options.recover,
-        )?;
+        let (db, events, streams, opened) = match open_checked(path, options) {
+            Ok(open) => open,
+            Err(e)
+                if options.recover
+                    && rebuildable(&e)
+                    && !segments::list(&segments::dir_of(path))?.is_empty() =>
+            {
+                // sled cannot read its own files: they are kept aside and
+                // sled is rebuilt from the log's segment copy.
+                let aside = set_aside(path)?;
+                tracing::warn!(error = %e, aside = %aside.display(), "sled cannot read its files; they are kept aside and the log is rebuilt from its segment copy");
+                open_checked(path, options)?
+            }
+            Err(e) => return Err(e),
+        };
         let (live, _) = broadcast::channel(options.live_buffer.max(1));
+        let space = Arc::new(super::space::DiskSpace::new(path, options.reserve_bytes));
         let committer = Arc::new(Committer::new(opened.last_sequence, live.clone()));
         // sled 0.34 keeps its log in `<path>/db`.
         let data_file = std::fs::File::open(path.join("db"))
@@ -81,8 +82,8 @@ impl SledLog {
                 events: events.clone(),
                 streams: streams.clone(),
                 data_file,
-                head: opened.head,
-                head_file,
+                segments: opened.segments,
+                space: Arc::clone(&space),
             };
             std::thread::Builder::new()
                 .name("tinycoded-commit".into())
@@ -99,6 +100,7 @@ impl SledLog {
             stop,
             thread: Mutex::new(Some(thread)),
             recovered: opened.recovered,
+            space,
         };
         Ok((log, db))
     }
@@ -111,8 +113,20 @@ impl SledLog {
             .path(path)
             .open()
             .map_err(|e| unreadable(path, e))?;
-        let (_, head) = head::HeadFile::open(&head::path_of(path))?;
-        integrity::verify(&db.open_tree("events")?, &db.open_tree("streams")?, head)
+        let (head, copy_problems) = segments::verify(path)?;
+        let head = (head.sequence > 0)
+            .then_some(head)
+            .or_else(|| head::peek(&head::path_of(path)));
+        let mut report =
+            integrity::verify(&db.open_tree("events")?, &db.open_tree("streams")?, head)?;
+        report.problems.extend(copy_problems);
+        if head.is_none() && report.events > 0 {
+            report.problems.push(
+                "the log has no durable head (`db/segments/` is missing): nothing proves it whole"
+                    .into(),
+            );
+        }
+        Ok(report)
     }
 
     /// Write the log to `file` (see `integrity::export` for the format);
@@ -136,8 +150,7 @@ impl SledLog {
             .mode(sled::Mode::HighThroughput)
             .open()?;
         let (events, streams) = (db.open_tree("events")?, db.open_tree("streams")?);
-        let (mut head_file, _) = head::HeadFile::open(&head::path_of(path))?;
-        let head = integrity::import(&db, &events, &streams, &mut head_file, file)?;
+        let head = integrity::import(path, &db, &events, &streams, file)?;
         Ok(head.sequence)
     }
 
@@ -266,13 +279,82 @@ impl Backend for SledLog {
     fn recovered(&self) -> Option<&LogRecovered> {
         self.recovered.as_ref()
     }
+
+    fn writes_paused(&self) -> Option<String> {
+        self.space.paused()
+    }
+}
+
+/// Open sled at `path` and check it against the durable head.
+fn open_checked(
+    path: &Path,
+    options: StoreOptions,
+) -> Result<(sled::Db, sled::Tree, sled::Tree, integrity::Opened), StoreError> {
+    let db = sled::Config::new()
+        .path(path)
+        .cache_capacity(options.cache_bytes)
+        .flush_every_ms(None)
+        .open()
+        .map_err(|e| unreadable(path, e))?;
+    let events = db.open_tree("events").map_err(|e| unreadable(path, e))?;
+    let streams = db.open_tree("streams").map_err(|e| unreadable(path, e))?;
+    let opened = integrity::open(path, &db, &events, &streams, options.recover)?;
+    Ok((db, events, streams, opened))
+}
+
+/// A failure that rebuilding sled from the segment copy mends.
+fn rebuildable(e: &StoreError) -> bool {
+    matches!(
+        e,
+        StoreError::Unreadable { .. } | StoreError::Corrupt { .. } | StoreError::Checksum { .. }
+    )
+}
+
+/// Move sled's own files out of `path` (the segment copy stays), into
+/// `<path>.damaged-<unix seconds>`; returns where.
+fn set_aside(path: &Path) -> Result<std::path::PathBuf, StoreError> {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".damaged-{stamp}"));
+    let aside = std::path::PathBuf::from(name);
+    let io = |e: std::io::Error| {
+        StoreError::Io(format!(
+            "cannot keep sled's files aside in {}: {e}",
+            aside.display()
+        ))
+    };
+    std::fs::create_dir_all(&aside).map_err(io)?;
+    for entry in std::fs::read_dir(path).map_err(io)? {
+        let entry = entry.map_err(io)?;
+        if entry.file_name() == "segments" {
+            continue;
+        }
+        std::fs::rename(entry.path(), aside.join(entry.file_name())).map_err(io)?;
+    }
+    Ok(aside)
+}
+
+/// How far the log had been acknowledged, by its segment copy (or a
+/// legacy head file).
+fn acknowledged(path: &Path) -> u64 {
+    let mut last = 0;
+    let copy = segments::for_each(path, u64::MAX, |_, _| Ok(()));
+    if let Ok((head, _)) = copy {
+        last = head.sequence;
+    }
+    if last == 0 {
+        last = head::peek(&head::path_of(path)).map_or(0, |h| h.sequence);
+    }
+    last
 }
 
 /// sled could not open the log: say how much it had acknowledged.
 fn unreadable(path: &Path, e: sled::Error) -> StoreError {
-    match head::HeadFile::peek(&head::path_of(path)) {
-        Some(h) if h.sequence > 0 && !matches!(e, sled::Error::Io(_)) => StoreError::Unreadable {
-            acknowledged: h.sequence,
+    match acknowledged(path) {
+        n if n > 0 && !matches!(e, sled::Error::Io(_)) => StoreError::Unreadable {
+            acknowledged: n,
             reason: match e {
                 sled::Error::Corruption { .. } => "sled finds its data file corrupted".into(),
                 other => other.to_string(),

@@ -28,7 +28,7 @@ use tinycode_shared::proto::Event;
 use tinycode_shared::proto::event::Payload;
 
 use super::models::stored_article;
-use super::{Desk, DomainError, Stamp, article_stream, ticket_stream};
+use super::{Desk, DomainError, Stamp, article_stream, lock, ticket_stream};
 use crate::domain::ticket::{parse_ticket_file, render_ticket_file, same_content};
 use crate::projection::{self, ProjectionError, Reporter, Writes, decode_u64};
 use crate::store::{ExpectedVersion, StoreError};
@@ -45,6 +45,8 @@ const IMPORT_CONCURRENCY: usize = 64;
 pub const MAX_FILE_BYTES: u64 = crate::domain::limits::MAX_TICKET_FILE;
 /// Events handled per batch at most.
 const MAX_BATCH: usize = 256;
+/// A workspace file that cannot be written is tried again after this.
+const MIRROR_RETRY: Duration = Duration::from_secs(1);
 
 /// Each file's stamp at the last scan.
 pub type FileStamps = HashMap<PathBuf, Stamp>;
@@ -232,7 +234,15 @@ impl Desk {
         };
         let path = self.file_path(kind, id);
         let record = self.record(&path).map_err(DomainError::from)?;
-        let current = std::fs::read_to_string(&path).ok();
+        // What is there now, if it is a file that may be read (a FIFO or
+        // a link leading out is replaced, never read or followed).
+        let current = crate::files::regular_inside(
+            &path,
+            &self.read_roots[usize::from(kind == Kind::Article)],
+        )
+        .ok()
+        .flatten()
+        .and_then(|(target, _)| crate::files::read_text(&target, MAX_FILE_BYTES, "workspace").ok());
         let synced = |hash, stamp: Option<Stamp>, written| Synced {
             key: self.record_key(&path),
             record: Record {
@@ -284,6 +294,8 @@ impl Desk {
         mut stamps: FileStamps,
     ) {
         let mut pending = projection::PendingRebuild::default();
+        // The file a failed write left listed in `refused`.
+        let mut failing: Option<String> = None;
         'follow: loop {
             let mut sub = projection::follow(&self.store, checkpoint);
             let mut next_scan = tokio::time::Instant::now() + poll;
@@ -300,7 +312,7 @@ impl Desk {
                         if checkpoint >= self.store.last_sequence() {
                             let started = tokio::time::Instant::now();
                             if let Err(e) = self.rescan(&mut stamps).await {
-                                tracing::error!(error = %e, "cannot scan the workspace files");
+                                crate::error_limited!("mirror-rescan", error = %e, "cannot scan the workspace files");
                             }
                             next_scan = tokio::time::Instant::now() + poll.max(started.elapsed() * 20);
                         } else {
@@ -342,8 +354,36 @@ impl Desk {
                         reporter.applied(last);
                         // Our own writes are not changes to read back.
                         stamps.extend(written);
+                        if let Some(file) = failing.take() {
+                            lock(&self.refused).remove(&file);
+                            tracing::info!(file, "the workspace files are written again");
+                        }
                     }
                     Ok(None) => {}
+                    Err(DomainError::Io {
+                        action,
+                        path,
+                        source,
+                    }) => {
+                        // A full or failing disk under the workspace: the
+                        // files wait, the log goes on; the same events are
+                        // written again in a moment.
+                        let file = self.relative(&path);
+                        crate::error_limited!("mirror-write", file, error = %source, "cannot {action} a workspace file; retrying every second");
+                        lock(&self.refused).insert(
+                            file.clone(),
+                            format!(
+                                "cannot be written ({source}); the mirror retries every second"
+                            ),
+                        );
+                        failing = Some(file);
+                        let mut closing = self.store.closing();
+                        tokio::select! {
+                            _ = tokio::time::sleep(MIRROR_RETRY) => {}
+                            _ = closing.wait_for(|c| *c) => return,
+                        }
+                        continue 'follow;
+                    }
                     Err(e) => {
                         tracing::error!(error = %e, "the workspace mirror stopped");
                         pending.fail(ProjectionError::Storage(e.to_string()));

@@ -57,7 +57,7 @@ impl Desk {
         self.tickets.wait_for(head).await?;
         self.kb.wait_for(head).await?;
         let mut report = LoadReport::default();
-        let paths = changed.iter().map(|(k, p)| (*k, p.clone(), None)).collect();
+        let paths = changed.iter().map(|(k, p)| (*k, p.clone())).collect();
         if let Err(e) = self.scan(paths, &mut report).await {
             // Read them again next time.
             for (_, path) in &changed {
@@ -129,7 +129,7 @@ impl Desk {
                     stamps.insert(path.clone(), stamp);
                 }
                 if !ours {
-                    changed.push((kind, path, None));
+                    changed.push((kind, path));
                 }
             }
             for (key, _) in records {
@@ -146,7 +146,7 @@ impl Desk {
     /// Read `paths` and act on what each means: import, re-write, nothing.
     async fn scan(
         &self,
-        paths: Vec<(Kind, PathBuf, Option<std::fs::Metadata>)>,
+        paths: Vec<(Kind, PathBuf)>,
         report: &mut LoadReport,
     ) -> Result<(), DomainError> {
         let mut imports = Vec::new();
@@ -157,8 +157,8 @@ impl Desk {
         let findings: Vec<(Kind, PathBuf, Result<Finding, String>)> = if paths.len() < 2048 {
             paths
                 .into_iter()
-                .map(|(kind, path, meta)| {
-                    let found = self.read_back(kind, &path, meta);
+                .map(|(kind, path)| {
+                    let found = self.read_back(kind, &path);
                     (kind, path, found)
                 })
                 .collect()
@@ -166,10 +166,10 @@ impl Desk {
             let half = paths.len() / 2;
             let mut paths = paths;
             let second = paths.split_off(half);
-            let read = |part: Vec<(Kind, PathBuf, Option<std::fs::Metadata>)>| {
+            let read = |part: Vec<(Kind, PathBuf)>| {
                 part.into_iter()
-                    .map(|(kind, path, meta)| {
-                        let found = self.read_back(kind, &path, meta);
+                    .map(|(kind, path)| {
+                        let found = self.read_back(kind, &path);
                         (kind, path, found)
                     })
                     .collect::<Vec<_>>()
@@ -187,6 +187,13 @@ impl Desk {
         };
         for (kind, path, found) in findings {
             let id = file_stem(&path);
+            {
+                let mut refused = crate::sync::lock(&self.refused);
+                match &found {
+                    Err(problem) => refused.insert(self.relative(&path), problem.clone()),
+                    Ok(_) => refused.remove(&self.relative(&path)),
+                };
+            }
             match found {
                 Ok(Finding::InSync) => {}
                 Ok(Finding::Stale) => stale.push((kind, id)),
@@ -270,15 +277,15 @@ impl Desk {
     }
 
     /// What one file means against the log (`Err`: a reason to skip it).
-    fn read_back(
-        &self,
-        kind: Kind,
-        path: &Path,
-        meta: Option<std::fs::Metadata>,
-    ) -> Result<Finding, String> {
+    fn read_back(&self, kind: Kind, path: &Path) -> Result<Finding, String> {
         let id = sanitize_id(&file_stem(path)).map_err(|e| format!("bad file name: {e}"))?;
-        let Some(meta) = meta.or_else(|| std::fs::metadata(path).ok()) else {
-            return Ok(Finding::Stale); // vanished: write it again
+        // Only regular files inside the workspace are read: a FIFO, a
+        // device or a link leading out is refused without being opened.
+        let root = &self.read_roots[usize::from(kind == Kind::Article)];
+        let (target, meta) = match crate::files::regular_inside(path, root) {
+            Ok(Some(found)) => found,
+            Ok(None) => return Ok(Finding::Stale), // vanished: write it again
+            Err(refused) => return Err(refused.to_string()),
         };
         let record = self.record(path).map_err(|e| e.to_string())?;
         if record.is_some_and(|r| r.stamp == Some(Stamp::of(&meta))) {
@@ -286,22 +293,11 @@ impl Desk {
             // log moved on since, the mirror's catch-up writes it again.
             return Ok(Finding::InSync);
         }
-        let limit = match kind {
-            Kind::Ticket => limits::MAX_TICKET_FILE,
-            Kind::Article => limits::MAX_ARTICLE_FILE,
+        let (limit, what) = match kind {
+            Kind::Ticket => (limits::MAX_TICKET_FILE, "ticket"),
+            Kind::Article => (limits::MAX_ARTICLE_FILE, "knowledge"),
         };
-        if meta.len() > limit {
-            return Err(format!(
-                "it is {} bytes; a {} file may be at most {limit} bytes ({} KiB), so that what is stored stays small",
-                meta.len(),
-                match kind {
-                    Kind::Ticket => "ticket",
-                    Kind::Article => "knowledge",
-                },
-                limit / 1024
-            ));
-        }
-        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))?;
+        let text = crate::files::read_text(&target, limit, what).map_err(|e| e.to_string())?;
         let desired = self.desired(kind, &id).map_err(|e| e.to_string())?;
         let hash = content_hash(&text);
         if let (Some(record), Some(desired)) = (&record, &desired)
