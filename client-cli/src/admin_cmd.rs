@@ -66,3 +66,23 @@ pub async fn run(ctx: &Ctx, action: AdminAction) -> anyhow::Result<ExitCode> {
         AdminAction::Import { file } => maintain(ctx, &["import".as_ref(), file.as_os_str()]),
     }
 }
+
+/// `tinycode doctor`: the daemon binary's checks of this workspace, then
+/// what a running daemon reports (files it refused, paused writes).
+pub async fn doctor(ctx: &Ctx) -> anyhow::Result<ExitCode> {
+    let code = maintain(ctx, &["doctor".as_ref()])?;
+    if let Ok(channel) = tinycode_shared::client::connect(&ctx.layout.socket, &ctx.client).await
+        && let Ok(status) = DaemonClient::new(channel)
+            .get_status(tinycode_shared::proto::GetStatusRequest {})
+            .await
+    {
+        let s = status.into_inner();
+        if !s.writes_paused.is_empty() {
+            println!("✗ store      writes paused: {}", s.writes_paused);
+        }
+        for p in &s.workspace_problems {
+            println!("! daemon     {} is not read: {}", p.file, p.reason);
+        }
+    }
+    Ok(code)
+}

@@ -37,7 +37,11 @@ pub enum ApprovalsAction {
         #[arg(long, default_value = "")]
         reason: String,
     },
-    /// Refuse the call; the reason is given to the model.
+    /// Answer an agent's question (`ask_user`): the text, or one of the
+    /// choices it offers (its text or its number).
+    Answer { id: String, answer: String },
+    /// Refuse the call (or decline a question); the reason is given to the
+    /// model.
     Deny {
         id: String,
         #[arg(long, default_value = "")]
@@ -103,6 +107,12 @@ fn show(info: &ApprovalInfo) {
     println!("tool     {}", call.name);
     println!("args     {}", call.arguments_json);
     println!("why      {}", r.reason);
+    if !r.question.is_empty() {
+        println!("question {}", r.question);
+        for (i, c) in r.choices.iter().enumerate() {
+            println!("  {}. {c}", i + 1);
+        }
+    }
     if !r.article_id.is_empty() {
         println!("article  {}", r.article_id);
         println!("rationale {}", r.rationale);
@@ -116,7 +126,7 @@ fn show(info: &ApprovalInfo) {
     } else if !info.cancelled_reason.is_empty() {
         println!("cancelled: {}", info.cancelled_reason);
     } else {
-        println!("{}", render::how_to_answer(&r.approval_id));
+        println!("{}", render::how_to_answer_request(&r));
     }
 }
 
@@ -191,6 +201,22 @@ pub async fn run(ctx: &Ctx, action: ApprovalsAction) -> anyhow::Result<ExitCode>
                 ApprovalDecision::AllowOnce
             };
             decide(ctx, &mut client, id, decision, reason, all_sessions).await?;
+        }
+        ApprovalsAction::Answer { id, answer } => {
+            let info = client
+                .decide(DecideApprovalRequest {
+                    approval_id: id,
+                    decision: ApprovalDecision::AllowOnce as i32,
+                    answer,
+                    ..DecideApprovalRequest::default()
+                })
+                .await?
+                .into_inner();
+            if ctx.json {
+                output::json_pretty(&json(&info));
+            } else if let Some(d) = &info.decision {
+                println!("{}", render::approval_decided_line(d));
+            }
         }
         ApprovalsAction::Deny { id, reason } => {
             decide(ctx, &mut client, id, ApprovalDecision::Deny, reason, false).await?;
@@ -284,6 +310,7 @@ async fn decide(
             decision: decision as i32,
             reason,
             workspace_wide,
+            answer: String::new(),
         })
         .await?
         .into_inner();

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 use clap::Subcommand;
 use tinycode_shared::client::{self, ConnectError};
 use tinycode_shared::proto::daemon_client::DaemonClient;
-use tinycode_shared::proto::{DaemonStatus, GetStatusRequest, ShutdownRequest};
+use tinycode_shared::proto::{DaemonStatus, GetStatusRequest, ReloadRequest, ShutdownRequest};
 use tinycode_shared::render;
 
 use crate::{Ctx, output};
@@ -20,6 +20,19 @@ pub enum DaemonAction {
     Stop,
     /// Show whether tinycoded runs, and its figures (exit 3 when it does not).
     Status,
+    /// Read `.tinycode/config.json` again and apply what can change while
+    /// the daemon runs (model, providers, permission mode, limits,
+    /// auto-triage, MCP servers, skills); say what needs a restart. A config
+    /// that does not load changes nothing (exit 1). SIGHUP does the same.
+    Reload,
+    /// Stop and start tinycoded: first no new turn starts and running turns
+    /// reach a safe point (completed, or waiting for a person).
+    Restart {
+        /// Wait at most this long for running turns (`90`, `90s`, `5m`);
+        /// turns still running then are marked interrupted.
+        #[arg(long, default_value = "60s", value_parser = crate::session_cmd::parse_duration_arg)]
+        timeout: u64,
+    },
 }
 
 pub async fn run(ctx: &Ctx, action: DaemonAction) -> anyhow::Result<ExitCode> {
@@ -27,7 +40,74 @@ pub async fn run(ctx: &Ctx, action: DaemonAction) -> anyhow::Result<ExitCode> {
         DaemonAction::Start => start(ctx).await,
         DaemonAction::Stop => stop(ctx).await,
         DaemonAction::Status => status(ctx).await,
+        DaemonAction::Reload => reload(ctx).await,
+        DaemonAction::Restart { timeout } => restart(ctx, timeout).await,
     }
+}
+
+async fn reload(ctx: &Ctx) -> anyhow::Result<ExitCode> {
+    let channel = ctx.connect().await?;
+    let done = DaemonClient::new(channel)
+        .reload(ReloadRequest {})
+        .await?
+        .into_inner();
+    if ctx.json {
+        output::json_pretty(&render::message_json("tinycode.v1.ReloadResponse", &done));
+        return Ok(ExitCode::SUCCESS);
+    }
+    if done.applied.is_empty() {
+        println!("config reloaded: nothing changed that applies live");
+    } else {
+        println!("config reloaded; in force now: {}", done.applied.join(", "));
+    }
+    println!(
+        "  model {} · permission mode {}",
+        done.default_model, done.permission_mode
+    );
+    for key in &done.needs_restart {
+        println!(
+            "  {}",
+            tinycode_shared::hint::localize(&format!(
+                "needs a restart (`tinycode daemon restart`): {key}"
+            ))
+        );
+    }
+    for w in &done.warnings {
+        eprintln!("  warning: {w}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn restart(ctx: &Ctx, timeout: u64) -> anyhow::Result<ExitCode> {
+    let channel = match client::connect(&ctx.layout.socket, &ctx.client).await {
+        Ok(c) => c,
+        Err(ConnectError::NotRunning { .. }) => return start(ctx).await,
+        Err(e) => return Err(e.into()),
+    };
+    let pid = fetch_status(channel.clone()).await?.pid;
+    if !ctx.json {
+        eprintln!(
+            "draining: no new turn starts; running turns finish or reach an approval (at most {timeout} s)…"
+        );
+    }
+    let drained = DaemonClient::new(channel)
+        .shutdown(ShutdownRequest {
+            drain: true,
+            drain_seconds: timeout.min(3600) as u32,
+        })
+        .await?
+        .into_inner();
+    if !ctx.json && !drained.still_running.is_empty() {
+        eprintln!(
+            "still running after {timeout} s (marked interrupted at the start): {}",
+            drained.still_running.join(", ")
+        );
+    }
+    wait_until_stopped(ctx, pid).await?;
+    if !ctx.json {
+        println!("tinycoded (pid {pid}) stopped");
+    }
+    start(ctx).await
 }
 
 async fn fetch_status(
@@ -100,9 +180,15 @@ async fn stop(ctx: &Ctx) -> anyhow::Result<ExitCode> {
     };
     let pid = fetch_status(channel.clone()).await?.pid;
     DaemonClient::new(channel)
-        .shutdown(ShutdownRequest {})
+        .shutdown(ShutdownRequest::default())
         .await?;
-    // Stopped means: the socket is gone and the process has exited.
+    wait_until_stopped(ctx, pid).await?;
+    report_stopped(ctx, Some(pid), true);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Stopped means: the socket is gone and the process has exited.
+async fn wait_until_stopped(ctx: &Ctx, pid: u32) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(30);
     while ctx.layout.socket.exists() || client::process_running(pid) {
         if Instant::now() > deadline {
@@ -113,8 +199,7 @@ async fn stop(ctx: &Ctx) -> anyhow::Result<ExitCode> {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    report_stopped(ctx, Some(pid), true);
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 fn report_stopped(ctx: &Ctx, pid: Option<u32>, was_running: bool) {
@@ -178,6 +263,13 @@ async fn status(ctx: &Ctx) -> anyhow::Result<ExitCode> {
             models.join(", ")
         );
         println!("  daemon id   {}", s.daemon_id);
+        println!(
+            "  in force    model {} · permission mode {}",
+            s.default_model, s.permission_mode
+        );
+        for key in &s.needs_restart {
+            println!("  changed, needs a restart: {key}");
+        }
         if !s.writes_paused.is_empty() {
             println!("  writes paused: {}", s.writes_paused);
         }

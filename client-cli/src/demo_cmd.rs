@@ -142,50 +142,7 @@ pub async fn run(json: bool, client_name: &ClientName, args: DemoArgs) -> anyhow
     Ok(ExitCode::SUCCESS)
 }
 
-/// How to run this CLI from anywhere: `tinycode` when that name on PATH is
-/// this binary, else this binary's full path (printed commands must work
-/// when pasted, e.g. after `cargo build` without an install).
+/// How to run this CLI from anywhere (`tinycode`, or its full path).
 fn program() -> String {
-    let me = std::env::current_exe().and_then(std::fs::canonicalize).ok();
-    let on_path = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join("tinycode"))
-            .find(|p| p.is_file())
-            .and_then(|p| std::fs::canonicalize(p).ok())
-    });
-    match (me, on_path) {
-        (Some(me), Some(found)) if me == found => "tinycode".into(),
-        (Some(me), _) => shell_word(&me.display().to_string()),
-        (None, _) => "tinycode".into(),
-    }
-}
-
-/// `text` quoted for a POSIX shell when it needs to be.
-fn shell_word(text: &str) -> String {
-    if text
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || "/._-+:@".contains(c))
-    {
-        text.to_string()
-    } else {
-        format!("'{}'", text.replace('\'', "'\\''"))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn printed_commands_work_when_pasted() {
-        assert_eq!(shell_word("/usr/bin/tinycode"), "/usr/bin/tinycode");
-        assert_eq!(shell_word("/tmp/my dir/tinycode"), "'/tmp/my dir/tinycode'");
-        assert_eq!(shell_word("/a/it's"), "'/a/it'\\''s'");
-        // A test binary is not `tinycode` on PATH: its full path is used.
-        let p = program();
-        assert!(
-            p == "tinycode" || p.starts_with('/') || p.starts_with('\''),
-            "{p}"
-        );
-    }
+    tinycode_shared::hint::program().to_string()
 }

@@ -91,6 +91,9 @@ enum Command {
     },
     /// Create the embedded demo desk, start the daemon on it, show it.
     Demo(demo_cmd::DemoArgs),
+    /// Check the workspace, config, state dir, daemon, model provider and
+    /// files, and say what to do about each problem (exit 1 on a failure).
+    Doctor,
     /// Turn a directory into a tinycode workspace (`--demo`: with the demo desk).
     Init(init_cmd::InitArgs),
     /// Tickets: list, show, search, create, message.
@@ -221,7 +224,10 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("tinycode: {}", output::describe(&e));
+            eprintln!(
+                "tinycode: {}",
+                tinycode_shared::hint::localize(&output::describe(&e))
+            );
             ExitCode::FAILURE
         }
     }
@@ -255,6 +261,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     };
     match command {
         Command::Admin { action } => admin_cmd::run(&ctx, action).await,
+        Command::Doctor => admin_cmd::doctor(&ctx).await,
         Command::Daemon { action } => daemon_cmd::run(&ctx, action).await,
         Command::Events(args) => events_cmd::run(&ctx, args).await,
         Command::Ticket { action } => ticket_cmd::run(&ctx, action).await,

@@ -143,7 +143,10 @@ async fn list(ctx: &Ctx, with_launch: bool) -> anyhow::Result<ExitCode> {
     }
     if servers.is_empty() {
         println!(
-            "no MCP servers (config `mcpServers`; add one with `tinycode mcp add NAME -- COMMAND …`)"
+            "{}",
+            tinycode_shared::hint::localize(
+                "no MCP servers (config `mcpServers`; add one with `tinycode mcp add NAME -- COMMAND …`)"
+            )
         );
     }
     for info in &servers {
@@ -239,8 +242,11 @@ async fn add(ctx: &Ctx, args: AddArgs) -> anyhow::Result<ExitCode> {
         "failed" | "unsupported" => {
             if !ctx.json {
                 eprintln!(
-                    "it stays in the config and is retried with backoff; `tinycode mcp remove {}` drops it",
-                    args.name
+                    "{}",
+                    tinycode_shared::hint::localize(&format!(
+                        "it stays in the config and is retried with backoff; `tinycode mcp remove {}` drops it",
+                        args.name
+                    ))
                 );
             }
             ExitCode::from(2)

@@ -29,10 +29,8 @@ pub fn describe_status(status: &tonic::Status) -> String {
     use tonic::Code;
     let message = status.message();
     match status.code() {
-        Code::Unavailable | Code::Unknown
-            if message.is_empty() || message.contains("transport") =>
-        {
-            "lost the connection to tinycoded (it may have stopped); check `tinycode daemon status`"
+        Code::Unavailable | Code::Unknown | Code::Internal if connection_lost(message) => {
+            "the daemon stopped (the connection to tinycoded closed); check `tinycode daemon status`"
                 .into()
         }
         Code::Unimplemented => format!(
@@ -41,6 +39,23 @@ pub fn describe_status(status: &tonic::Status) -> String {
         _ if message.is_empty() => format!("tinycoded answered {:?}", status.code()),
         _ => message.to_string(),
     }
+}
+
+/// Whether a status says the connection itself went (the daemon stopped
+/// or was killed): transport errors, HTTP/2 resets, a closed socket.
+fn connection_lost(message: &str) -> bool {
+    message.is_empty()
+        || [
+            "transport",
+            "h2 protocol error",
+            "connection reset",
+            "broken pipe",
+            "connection closed",
+            "error reading a body",
+            "stream no longer needed",
+        ]
+        .iter()
+        .any(|m| message.contains(m))
 }
 
 pub use tinycode_shared::text::{clip, width};
@@ -76,6 +91,27 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_daemon_that_went_away_is_named_not_its_http2_error() {
+        for (code, message) in [
+            (
+                tonic::Code::Unknown,
+                "h2 protocol error: error reading a body from connection",
+            ),
+            (
+                tonic::Code::Internal,
+                "h2 protocol error: stream no longer needed",
+            ),
+            (tonic::Code::Unavailable, "transport error"),
+        ] {
+            let text = describe_status(&tonic::Status::new(code, message));
+            assert!(text.starts_with("the daemon stopped"), "{text}");
+            assert!(!text.contains("h2"), "{text}");
+        }
+        let text = describe_status(&tonic::Status::internal("the store failed"));
+        assert_eq!(text, "the store failed");
+    }
 
     #[test]
     fn wide_characters_take_two_columns() {

@@ -32,8 +32,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub model: Option<String>,
     /// How a new session settles approvals: ask (a human decides, from any
-    /// client), auto or deny. Default: ask on a terminal, deny otherwise
-    /// (a script never waits).
+    /// client; the run prints the approval and the commands that decide
+    /// it), auto or deny. Default: the desk's permissionMode.
     #[arg(long, value_parser = ["ask", "auto", "deny"])]
     pub approve: Option<String>,
     /// End the turn as `timed_out` (exit 124) after this long: `90`, `90s`,
@@ -71,6 +71,12 @@ fn parse_timeout(text: &str) -> Result<u32, String> {
     }
 }
 
+/// `90`, `90s`, `5m`, `1h` → seconds (1 s to 24 h), for any duration
+/// option.
+pub fn parse_duration_arg(text: &str) -> Result<u64, String> {
+    parse_timeout(text).map(u64::from)
+}
+
 /// `30d`, `12h`, `90m`, `60s` (or seconds) → seconds.
 fn parse_age(text: &str) -> Result<u64, String> {
     seconds(text, &[('d', 86_400), ('h', 3600), ('m', 60), ('s', 1)])
@@ -83,17 +89,12 @@ fn parse_age(text: &str) -> Result<u64, String> {
         })
 }
 
-/// `--approve` when not given: a person at a terminal is asked; a script
-/// is not left waiting.
+/// `--approve` when not given: the desk's `permissionMode` (empty asks
+/// the daemon to apply it), at a terminal and in a script alike. With
+/// `ask`, a script waits for a person and prints the approval id and the
+/// commands that decide it.
 pub fn default_approve(given: Option<String>) -> String {
-    use std::io::IsTerminal;
-    given.unwrap_or_else(|| {
-        if std::io::stdout().is_terminal() {
-            String::new() // the daemon's permissionMode (ask by default)
-        } else {
-            "deny".into()
-        }
-    })
+    given.unwrap_or_default()
 }
 
 #[derive(Subcommand, Debug)]
@@ -381,6 +382,11 @@ pub async fn session(ctx: &Ctx, action: SessionAction) -> anyhow::Result<ExitCod
                     "{}",
                     output::table(&["ID", "MODEL", "TURNS", "STATE", "TITLE"], &rows)
                 );
+                if list.more {
+                    eprintln!(
+                        "(the newest {limit} sessions; there are more: `--limit N` shows more)"
+                    );
+                }
             }
         }
         SessionAction::Show { id, children } => {

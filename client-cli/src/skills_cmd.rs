@@ -42,7 +42,12 @@ pub async fn run(ctx: &Ctx, action: SkillsAction) -> anyhow::Result<ExitCode> {
                     })).collect::<Vec<_>>(),
                 }));
             } else if skills.is_empty() {
-                println!("no skills (install one with `tinycode skills install PATH`)");
+                println!(
+                    "{}",
+                    tinycode_shared::hint::localize(
+                        "no skills (install one with `tinycode skills install PATH`)"
+                    )
+                );
             } else {
                 let rows: Vec<Vec<String>> = skills
                     .iter()

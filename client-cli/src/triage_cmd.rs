@@ -30,8 +30,8 @@ pub struct TriageArgs {
     #[arg(long, conflicts_with = "ids")]
     pub all: bool,
     /// How a new triage session settles approvals: ask (the turn waits for
-    /// a human; the table lists what waits), auto or deny. Default: ask on
-    /// a terminal, deny otherwise.
+    /// a human; the table lists what waits), auto or deny. Default: the
+    /// desk's permissionMode.
     #[arg(long, value_parser = ["ask", "auto", "deny"])]
     pub approve: Option<String>,
     /// provider/model of a new triage session (default: the daemon's).
@@ -311,7 +311,10 @@ pub async fn run(ctx: &Ctx, args: TriageArgs) -> anyhow::Result<ExitCode> {
     if items.is_empty() {
         if !ctx.json {
             println!(
-                "nothing to triage: every open ticket has been triaged (`tinycode triage status`)"
+                "{}",
+                tinycode_shared::hint::localize(
+                    "nothing to triage: every open ticket has been triaged (`tinycode triage status`)"
+                )
             );
         } else {
             output::json_pretty(&serde_json::json!([]));

@@ -125,7 +125,7 @@ fn the_dialog_answers_allow_always_and_deny_with_a_reason() {
     ))));
     assert_eq!(app.dialog_request().unwrap().approval_id, "A-1");
     // Typing goes to the dialog, not the editor.
-    press(&mut app, KeyCode::Char('d'));
+    press(&mut app, KeyCode::Char('n'));
     for c in "wrong sla".chars() {
         press(&mut app, KeyCode::Char(c));
     }
@@ -137,24 +137,86 @@ fn the_dialog_answers_allow_always_and_deny_with_a_reason() {
             decision: ApprovalDecision::Deny as i32,
             reason: "wrong sla".into(),
             workspace_wide: false,
+            answer: String::new(),
         })]
     );
     assert_eq!(app.editor.text(), "");
+    // A knowledge edit is reviewed every time: no "always".
     press(&mut app, KeyCode::Char('w'));
+    press(&mut app, KeyCode::Char('a'));
+    assert_eq!(app.take_rpcs(), []);
+    press(&mut app, KeyCode::Char('y'));
     assert_eq!(
         app.take_rpcs(),
         [Rpc::Decide(DecideApprovalRequest {
             approval_id: "A-1".into(),
+            decision: ApprovalDecision::AllowOnce as i32,
+            ..DecideApprovalRequest::default()
+        })]
+    );
+    // An escalation may be always allowed, here or everywhere.
+    app.on_net(NetEvent::Approval(Box::new(event(
+        31,
+        "approval-A-2",
+        escalation_request("A-2", SESSION),
+    ))));
+    app.dialog.closed();
+    let shown = app.dialog_request().unwrap().approval_id.clone();
+    assert_eq!(shown, "A-1", "the oldest first");
+    app.dialog.focus("A-2");
+    press(&mut app, KeyCode::Char('w'));
+    assert_eq!(
+        app.take_rpcs(),
+        [Rpc::Decide(DecideApprovalRequest {
+            approval_id: "A-2".into(),
             decision: ApprovalDecision::AlwaysAllow as i32,
             reason: String::new(),
             workspace_wide: true,
+            answer: String::new(),
         })]
     );
     press(&mut app, KeyCode::Char('a'));
     assert_eq!(
         app.take_rpcs(),
         [Rpc::Decide(DecideApprovalRequest {
-            approval_id: "A-1".into(),
+            approval_id: "A-2".into(),
+            decision: ApprovalDecision::AlwaysAllow as i32,
+            reason: String::new(),
+            workspace_wide: false,
+            answer: String::new(),
+        })]
+    );
+}
+
+#[test]
+fn enter_and_keys_typed_as_the_dialog_opens_never_approve() {
+    let mut app = attached_app();
+    app.on_net(NetEvent::Approval(Box::new(event(
+        30,
+        "approval-A-4",
+        escalation_request("A-4", SESSION),
+    ))));
+    // Enter alone decides nothing; the foot then names the keys.
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(app.take_rpcs(), []);
+    assert!(app.dialog.hinted);
+    // The dialog is drawn: keys typed in the next moment (meant for the
+    // editor) are ignored, then a deliberate `y` decides.
+    let backend = ratatui::backend::TestBackend::new(100, 30);
+    let mut terminal = ratatui::Terminal::new(backend).unwrap();
+    app.dialog.closed();
+    app.dialog.focus("A-4");
+    terminal.draw(|f| crate::ui::draw(f, &mut app)).unwrap();
+    for c in "yay".chars() {
+        press(&mut app, KeyCode::Char(c));
+    }
+    assert_eq!(app.take_rpcs(), [], "keys typed as it opened approved it");
+    std::thread::sleep(crate::dialog::ARMED_AFTER + std::time::Duration::from_millis(50));
+    press(&mut app, KeyCode::Char('y'));
+    assert_eq!(
+        app.take_rpcs(),
+        [Rpc::Decide(DecideApprovalRequest {
+            approval_id: "A-4".into(),
             decision: ApprovalDecision::AllowOnce as i32,
             ..DecideApprovalRequest::default()
         })]
@@ -466,5 +528,54 @@ fn agents_lists_the_sessions_workers_attaches_one_and_goes_back() {
             session_id: SESSION.into(),
             from_sequence: 1
         }]
+    );
+}
+
+#[test]
+fn a_question_is_answered_by_a_choice_or_typed_text_never_by_enter() {
+    let mut app = attached_app();
+    app.on_net(NetEvent::Approval(Box::new(event(
+        40,
+        "approval-A-7",
+        question_request("A-7", SESSION),
+    ))));
+    assert_eq!(app.dialog_request().unwrap().approval_id, "A-7");
+    // Enter and the approval keys decide nothing for a question.
+    for code in [
+        KeyCode::Enter,
+        KeyCode::Char('a'),
+        KeyCode::Char('w'),
+        KeyCode::Char('3'),
+    ] {
+        press(&mut app, code);
+    }
+    assert_eq!(app.take_rpcs(), []);
+    // A choice's number answers with the choice.
+    press(&mut app, KeyCode::Char('2'));
+    assert_eq!(
+        app.take_rpcs(),
+        [Rpc::Decide(DecideApprovalRequest {
+            approval_id: "A-7".into(),
+            decision: ApprovalDecision::AllowOnce as i32,
+            answer: "no".into(),
+            ..DecideApprovalRequest::default()
+        })]
+    );
+    // `y` types an answer; Enter sends it.
+    app.dialog.closed();
+    app.dialog.focus("A-7");
+    press(&mut app, KeyCode::Char('y'));
+    for c in "only 450".chars() {
+        press(&mut app, KeyCode::Char(c));
+    }
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(
+        app.take_rpcs(),
+        [Rpc::Decide(DecideApprovalRequest {
+            approval_id: "A-7".into(),
+            decision: ApprovalDecision::AllowOnce as i32,
+            answer: "only 450".into(),
+            ..DecideApprovalRequest::default()
+        })]
     );
 }

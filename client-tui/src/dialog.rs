@@ -1,10 +1,15 @@
 //! The approval dialog: a centred overlay over the transcript showing the
 //! tool, the reason, the arguments and, for a knowledge edit, the rationale
-//! and the coloured diff. `a` allows once, `s` always allows in this
-//! session, `w` everywhere, `d` denies (a reason is asked), Esc puts it
-//! aside (`/approvals` lists it again).
+//! and the coloured diff. Only a deliberate key decides: `y` allows once,
+//! `a` always allows in this session, `w` everywhere (neither is offered
+//! for a review-required tool), `n` denies (a reason is asked), Esc puts it
+//! aside (`/approvals` lists it again). Enter decides nothing (it says
+//! which keys do), and keys that arrive in the first moment after a dialog
+//! appears are ignored: what was typed for the editor never approves.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, Instant};
 
 use ratatui::Frame;
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
@@ -29,7 +34,18 @@ pub struct Dialog {
     /// The decision was sent; the dialog closes when the daemon records it.
     pub sent: Option<String>,
     pub scroll: u16,
+    /// The approval drawn last and when it first appeared: its keys are
+    /// read only after [`ARMED_AFTER`].
+    shown: RefCell<Option<(String, Instant)>>,
+    /// Enter was pressed: the foot says which keys decide.
+    pub hinted: bool,
+    /// An answer to a question being typed (Enter sends it).
+    pub answer: Option<String>,
 }
+
+/// Keys within this long of a dialog appearing were typed for something
+/// else: they are ignored.
+pub const ARMED_AFTER: Duration = Duration::from_millis(400);
 
 impl Dialog {
     /// The request to show: the focused one, else the oldest not put aside.
@@ -56,12 +72,39 @@ impl Dialog {
     pub fn closed(&mut self) {
         self.focused = None;
         self.reason = None;
+        self.answer = None;
         self.sent = None;
         self.scroll = 0;
+        self.hinted = false;
+    }
+
+    /// Whether keys for `id` are read yet (it has been on screen long
+    /// enough; one never drawn — tests, a key before the first frame — is).
+    fn armed(&self, id: &str) -> bool {
+        match &*self.shown.borrow() {
+            Some((shown, at)) if shown == id => at.elapsed() >= ARMED_AFTER,
+            _ => true,
+        }
     }
 
     pub fn key(&mut self, key: KeyEvent, request: &ApprovalRequested) -> Option<Rpc> {
         let id = request.approval_id.clone();
+        if let Some(answer) = &mut self.answer {
+            match key.code {
+                KeyCode::Enter if !answer.trim().is_empty() => {
+                    let answer = std::mem::take(answer);
+                    self.answer = None;
+                    return Some(self.answer_with(id, answer));
+                }
+                KeyCode::Esc => self.answer = None,
+                KeyCode::Backspace => {
+                    answer.pop();
+                }
+                KeyCode::Char(c) => answer.push(c),
+                _ => {}
+            }
+            return None;
+        }
         if let Some(reason) = &mut self.reason {
             match key.code {
                 KeyCode::Enter => {
@@ -78,18 +121,37 @@ impl Dialog {
             }
             return None;
         }
+        if key.code != KeyCode::Esc && !self.armed(&id) {
+            return None;
+        }
+        let always = !request.review_required;
+        let question = !request.question.is_empty();
         match key.code {
-            KeyCode::Char('a') | KeyCode::Char('y') | KeyCode::Enter => {
+            // A question: a choice's number answers it, `y` types an answer.
+            KeyCode::Char(c @ '1'..='9') if question => {
+                let choice = request.choices.get(c as usize - '1' as usize)?;
+                Some(self.answer_with(id, choice.clone()))
+            }
+            KeyCode::Char('y') if question => {
+                self.answer = Some(String::new());
+                None
+            }
+            KeyCode::Char('y') => {
                 Some(self.decide(id, ApprovalDecision::AllowOnce, String::new(), false))
             }
-            KeyCode::Char('s') => {
+            KeyCode::Char('a') if always && !question => {
                 Some(self.decide(id, ApprovalDecision::AlwaysAllow, String::new(), false))
             }
-            KeyCode::Char('w') => {
+            KeyCode::Char('w') if always && !question => {
                 Some(self.decide(id, ApprovalDecision::AlwaysAllow, String::new(), true))
             }
-            KeyCode::Char('d') | KeyCode::Char('n') => {
+            KeyCode::Char('n') | KeyCode::Char('d') => {
                 self.reason = Some(String::new());
+                None
+            }
+            KeyCode::Enter => {
+                // Not a decision: say which keys are.
+                self.hinted = true;
                 None
             }
             KeyCode::Esc => {
@@ -109,6 +171,16 @@ impl Dialog {
         }
     }
 
+    fn answer_with(&mut self, approval_id: String, answer: String) -> Rpc {
+        self.sent = Some(approval_id.clone());
+        Rpc::Decide(DecideApprovalRequest {
+            approval_id,
+            decision: ApprovalDecision::AllowOnce as i32,
+            answer,
+            ..DecideApprovalRequest::default()
+        })
+    }
+
     fn decide(
         &mut self,
         approval_id: String,
@@ -122,16 +194,26 @@ impl Dialog {
             decision: decision as i32,
             reason,
             workspace_wide,
+            answer: String::new(),
         })
     }
 
     /// Draw the dialog centred in `area`; the keys stay visible at its
     /// foot while the body scrolls (↑/↓).
     pub fn render(&self, frame: &mut Frame, area: Rect, request: &ApprovalRequested) {
+        {
+            let mut shown = self.shown.borrow_mut();
+            if shown
+                .as_ref()
+                .is_none_or(|(id, _)| id != &request.approval_id)
+            {
+                *shown = Some((request.approval_id.clone(), Instant::now()));
+            }
+        }
         let width = area.width.saturating_sub(4).clamp(20, 100).min(area.width);
         let inner_width = width.saturating_sub(2) as usize;
         let body = self.lines(request, inner_width);
-        let footer = self.footer(inner_width);
+        let footer = self.footer(inner_width, request);
         let wanted = (body.len() + footer.len()) as u16 + 2;
         let height = wanted.min(area.height);
         let rect = Rect {
@@ -157,14 +239,31 @@ impl Dialog {
         frame.render_widget(Paragraph::new(footer), bottom);
     }
 
-    fn footer(&self, width: usize) -> Vec<Line<'static>> {
-        let text = if let Some(reason) = &self.reason {
+    fn footer(&self, width: usize, request: &ApprovalRequested) -> Vec<Line<'static>> {
+        let review_required = request.review_required;
+        let question_keys = match request.choices.len() {
+            0 => "y: type the answer · n: decline (with a reason) · Esc: later".to_string(),
+            n => format!(
+                "1–{n}: answer with that choice · y: type an answer · n: decline (with a reason) · Esc: later"
+            ),
+        };
+        let keys = if !request.question.is_empty() {
+            question_keys.as_str()
+        } else if review_required {
+            "y: allow once · n: deny (with a reason) · Esc: later — reviewed every time: no \"always\""
+        } else {
+            "y: allow once · a: always (this session) · w: always (every session) · n: deny (with a reason) · Esc: later"
+        };
+        let text = if let Some(answer) = &self.answer {
+            format!("Answer: {answer}▏  (Enter: send · Esc: back)")
+        } else if let Some(reason) = &self.reason {
             format!("Deny — reason: {reason}▏  (Enter: deny · Esc: back)")
         } else if let Some(id) = &self.sent {
             format!("Decision on {id} sent; waiting for the daemon…")
+        } else if self.hinted {
+            format!("Enter does not decide. {keys}")
         } else {
-            "a: allow once · s: always (this session) · w: always (every session) · d: deny · Esc: later"
-                .to_string()
+            keys.to_string()
         };
         wrap(&text, width)
             .into_iter()
@@ -185,6 +284,14 @@ impl Dialog {
                 }
             }
         };
+        if !r.question.is_empty() {
+            text("Question: ", &r.question, bold);
+            for (i, c) in r.choices.iter().enumerate() {
+                text(&format!("  {}. ", i + 1), c, Style::default());
+            }
+            out.push(Line::default());
+            return out;
+        }
         text("Tool: ", &call.name, bold);
         text("Reason: ", &r.reason, Style::default());
         let args = serde_json::from_str::<serde_json::Value>(&call.arguments_json)

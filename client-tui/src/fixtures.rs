@@ -107,6 +107,7 @@ pub fn completed(turn: u64, outcome: TurnOutcome) -> Payload {
             ..ModelUsage::default()
         }),
         error: String::new(),
+        denied: 0,
     })
 }
 
@@ -128,6 +129,7 @@ pub fn knowledge_edit_request(id: &str) -> Payload {
         diff: DIFF.into(),
         added: 1,
         removed: 1,
+        review_required: true,
         ..ApprovalRequested::default()
     })
 }
@@ -143,6 +145,27 @@ pub fn escalation_request(id: &str, session: &str) -> Payload {
             arguments_json: serde_json::json!({"ticket_id": "T-1003", "level": 2}).to_string(),
         }),
         reason: "escalating to a supervisor (level 2) needs a human's confirmation".into(),
+        ..ApprovalRequested::default()
+    })
+}
+
+/// The agent asks a person (`ask_user`) with two choices.
+pub fn question_request(id: &str, session: &str) -> Payload {
+    Payload::ApprovalRequested(ApprovalRequested {
+        approval_id: id.into(),
+        session_id: session.into(),
+        turn: 2,
+        call: Some(ToolCallRef {
+            id: "call-ask".into(),
+            name: "ask_user".into(),
+            arguments_json:
+                serde_json::json!({"question": "Refund 900 € to Ana?", "choices": ["yes", "no"]})
+                    .to_string(),
+        }),
+        reason: "the agent asks a person; whoever answers first answers it".into(),
+        question: "Refund 900 € to Ana?".into(),
+        choices: vec!["yes".into(), "no".into()],
+        review_required: true,
         ..ApprovalRequested::default()
     })
 }

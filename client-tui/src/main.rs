@@ -45,6 +45,13 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // A screen needs a terminal both ways; without one (a pipe, a script,
+    // CI) say so in one sentence instead of failing inside the terminal
+    // library.
+    if let Some(message) = no_terminal() {
+        eprintln!("{message}");
+        return ExitCode::from(2);
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -58,7 +65,10 @@ fn main() -> ExitCode {
     match runtime.block_on(run(args)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("tinycode-tui: {e:#}");
+            eprintln!(
+                "tinycode-tui: {}",
+                tinycode_shared::hint::localize(&format!("{e:#}"))
+            );
             ExitCode::FAILURE
         }
     }
@@ -145,4 +155,15 @@ fn terminal_event(app: &mut App, e: Event) {
         Event::Paste(text) => app.on_paste(&text),
         _ => {}
     }
+}
+
+/// Why the terminal UI cannot run here (`None`: it can).
+fn no_terminal() -> Option<String> {
+    use std::io::IsTerminal;
+    if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
+        return None;
+    }
+    Some(tinycode_shared::hint::localize(
+        "tinycode-tui: the terminal UI needs a terminal (standard input and output are not one); for scripts use the commands, e.g. `tinycode run TEXT`, `tinycode ticket list` or `tinycode --help`",
+    ))
 }

@@ -11,6 +11,8 @@ pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod context;
+pub mod control;
+pub mod doctor;
 pub mod domain;
 pub mod eval;
 pub mod extensions;

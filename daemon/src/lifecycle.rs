@@ -164,6 +164,25 @@ fn store_url(config: &Config) -> Option<String> {
         .or_else(|| config.store_url.clone())
 }
 
+/// SIGHUP reloads the config, as `tinycode daemon reload` does; the
+/// outcome goes to the daemon's log.
+fn reload_on_sighup(
+    control: Arc<crate::control::Control>,
+    layout: &Layout,
+) -> Result<(), DaemonError> {
+    let mut hangup = signal(SignalKind::hangup())
+        .map_err(io("cannot install SIGHUP handler", &layout.state_dir))?;
+    tokio::spawn(async move {
+        while hangup.recv().await.is_some() {
+            tracing::info!("SIGHUP: reloading the config");
+            if let Err(e) = control.reload().await {
+                tracing::error!(error = %e, "the config was not reloaded");
+            }
+        }
+    });
+    Ok(())
+}
+
 /// Every secret this daemon knows, by value, before anything is stored or
 /// logged: provider keys in the environment, MCP servers' secret-looking
 /// environment values, the store URL's password.
@@ -385,6 +404,9 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
     let workspace = layout.workspace.clone().ok_or(DaemonError::NoWorkspace)?;
     let config = Config::load(&workspace)?;
     let _lock = lock_state_dir(&layout)?;
+    for warning in &config.warnings {
+        tracing::warn!("{warning}");
+    }
     register_secrets(&config);
     let mut stages = Stages::new();
     let store_options = crate::store::StoreOptions {
@@ -469,12 +491,11 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
     for w in &skill_warnings {
         tracing::warn!("{w}");
     }
-    let model = std::env::var("TINYCODE_MODEL")
-        .ok()
-        .filter(|m| !m.trim().is_empty())
-        .or_else(|| (!config.model.is_empty()).then(|| config.model.clone()))
-        .unwrap_or_else(|| "offline".into());
-    let eval_model = model.clone();
+    let defaults = crate::sessions::TurnDefaults::from_config(
+        &config,
+        Some(layout.state_dir.join("artifacts")),
+    );
+    let eval_model = defaults.model.clone();
     let approvals = crate::approvals::Approvals::open(store.clone()).await?;
     stages.done("approvals");
     let sessions = crate::sessions::Sessions::open(
@@ -483,18 +504,7 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
         Arc::clone(&skills),
         approvals,
         workspace.clone(),
-        crate::sessions::TurnDefaults {
-            model,
-            max_steps: config.max_steps_per_turn,
-            max_tool_result_chars: config.max_tool_result_chars,
-            timeout: config.turn_timeout,
-            artifact_root: Some(layout.state_dir.join("artifacts")),
-            providers: config.providers.clone(),
-            compaction: config.compaction,
-            approval_timeout: config.approval_timeout,
-            approve: config.permission_mode,
-            sub_agents: config.sub_agents.clone(),
-        },
+        defaults,
         Arc::clone(&cluster),
     )
     .await?;
@@ -523,11 +533,16 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
     let (stopping_tx, stopping_rx) = watch::channel(false);
     let stopping_rx_for_grace = stopping_rx.clone();
     let desk_at_stop = Arc::clone(&desk);
-    let calls = crate::calls::DirectCalls::new(
-        store.clone(),
+    let calls = crate::calls::DirectCalls::new(store.clone(), Arc::clone(&sessions));
+    let control = crate::control::Control::new(
+        config.clone(),
+        layout.state_dir.join("artifacts"),
         Arc::clone(&sessions),
-        config.permission_mode,
+        Arc::clone(&triage),
+        Arc::clone(&mcp),
+        Arc::clone(&skills),
     );
+    reload_on_sighup(Arc::clone(&control), &layout)?;
     let extensions = crate::extensions::Extensions::new(&workspace, Arc::clone(&mcp), skills);
     let evals = crate::eval::Evals::open(
         store.clone(),
@@ -542,6 +557,7 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
         store: store.clone(),
         desk,
         calls,
+        control,
         extensions,
         sessions,
         triage,

@@ -38,6 +38,9 @@ enum Command {
     /// Restore the log from an export into this workspace's state (the
     /// current log, if any, is kept aside).
     Import { file: PathBuf },
+    /// Check the workspace, config, state dir, daemon, provider and files;
+    /// exit 1 when one fails. Reads only; the daemon may be running.
+    Doctor,
 }
 
 fn main() -> std::process::ExitCode {
@@ -60,6 +63,17 @@ fn run(args: Args) -> anyhow::Result<()> {
             Command::Verify => Maintenance::Verify,
             Command::Export { file } => Maintenance::Export(file),
             Command::Import { file } => Maintenance::Import(file),
+            Command::Doctor => {
+                let checks = tinycoded::doctor::checks(&layout);
+                println!("{}", tinycoded::doctor::render(&checks));
+                if checks
+                    .iter()
+                    .any(|c| c.verdict == tinycoded::doctor::Verdict::Fail)
+                {
+                    anyhow::bail!("a check failed (above)");
+                }
+                return Ok(());
+            }
         };
         println!("{}", maintain(&layout, &command)?);
         return Ok(());

@@ -9,6 +9,7 @@
 //! - [`text`]: display width (CJK takes two columns), clipping, wrapping.
 
 pub mod client;
+pub mod hint;
 pub mod logging;
 pub mod paths;
 pub mod render;

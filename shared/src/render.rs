@@ -187,7 +187,7 @@ pub fn session_line(payload: &crate::proto::event::Payload) -> Option<String> {
         P::ApprovalRequested(r) => format!(
             "{}\n{}",
             approval_requested_line(r),
-            how_to_answer(&r.approval_id)
+            how_to_answer_request(r)
         ),
         P::ApprovalDecided(d) => approval_decided_line(d),
         P::ApprovalCancelled(c) => format!("– {} cancelled: {}", c.approval_id, c.reason),
@@ -201,8 +201,26 @@ pub fn session_line(payload: &crate::proto::event::Payload) -> Option<String> {
 
 /// The commands that answer an approval.
 pub fn how_to_answer(id: &str) -> String {
+    let tc = crate::hint::program();
     format!(
-        "  approve: tinycode approvals approve {id}    deny: tinycode approvals deny {id} --reason \"…\"    details: tinycode approvals show {id}"
+        "  approve: {tc} approvals approve {id}    deny: {tc} approvals deny {id} --reason \"…\"    details: {tc} approvals show {id}"
+    )
+}
+
+/// The commands that answer a request: an approval's, or a question's.
+pub fn how_to_answer_request(r: &crate::proto::ApprovalRequested) -> String {
+    if r.question.is_empty() {
+        return how_to_answer(&r.approval_id);
+    }
+    let tc = crate::hint::program();
+    let id = &r.approval_id;
+    let example = if r.choices.is_empty() {
+        "\"…\"".to_string()
+    } else {
+        "1".to_string()
+    };
+    format!(
+        "  answer: {tc} approvals answer {id} {example}    decline: {tc} approvals deny {id} --reason \"…\""
     )
 }
 
@@ -225,8 +243,28 @@ pub fn requested_by(r: &crate::proto::ApprovalRequested) -> String {
     }
 }
 
-/// `⏸ A-3 escalate_ticket T-1003 needs approval: <reason>`.
+/// `⏸ A-3 escalate_ticket T-1003 needs approval: <reason>`; a question:
+/// `? A-4 session S-2 asks: Refund 900 €? (1. yes · 2. no)`.
 pub fn approval_requested_line(r: &crate::proto::ApprovalRequested) -> String {
+    if !r.question.is_empty() {
+        let choices = if r.choices.is_empty() {
+            String::new()
+        } else {
+            let offered: Vec<String> = r
+                .choices
+                .iter()
+                .enumerate()
+                .map(|(i, c)| format!("{}. {c}", i + 1))
+                .collect();
+            format!(" ({})", offered.join(" · "))
+        };
+        return format!(
+            "? {} {} asks: {}{choices}",
+            r.approval_id,
+            requested_by(r),
+            r.question
+        );
+    }
     let call = r.call.clone().unwrap_or_default();
     let arg = main_argument(&call.arguments_json);
     let what = if arg.is_empty() {
@@ -254,6 +292,9 @@ pub fn approval_decided_line(d: &crate::proto::ApprovalDecided) -> String {
     } else {
         format!(": {}", d.reason)
     };
+    if !d.answer.is_empty() {
+        return format!("✓ {} answered by {by}: {}", d.approval_id, d.answer);
+    }
     match D::try_from(d.decision).unwrap_or_default() {
         D::Deny => format!("✗ {} denied by {by}{reason}", d.approval_id),
         D::AlwaysAllow if d.remembered => {
@@ -267,6 +308,12 @@ pub fn approval_decided_line(d: &crate::proto::ApprovalDecided) -> String {
                 d.approval_id
             )
         }
+        // "Always" asked for a tool a person reviews every time: allowed
+        // once, and it says so.
+        D::AlwaysAllow => format!(
+            "✓ {} allowed once by {by}{reason} — this tool is reviewed every time: \"always\" is not remembered, it will ask again next time",
+            d.approval_id
+        ),
         _ => format!("✓ {} allowed by {by}{reason}", d.approval_id),
     }
 }
@@ -315,6 +362,10 @@ pub fn tool_line(f: &crate::proto::ToolCallFinished) -> String {
             details["added"].as_u64().unwrap_or(0),
             details["removed"].as_u64().unwrap_or(0)
         ),
+        // The ticket id is in the head; its subject says which it is.
+        "get_ticket" if !s(&ticket["subject"]).is_empty() => {
+            format!("{:?}", crate::text::clip(&s(&ticket["subject"]), 60))
+        }
         "search_knowledge" | "search_tickets" => {
             let hits: Vec<String> = details["hits"]
                 .as_array()
@@ -425,8 +476,13 @@ pub fn triage_counts(s: &crate::proto::TriageStatus) -> String {
 /// `— turn 1 completed · 7 steps · 6 tool calls · 1234 in / 56 out tokens`.
 pub fn turn_line(c: &crate::proto::TurnCompleted) -> String {
     let usage = c.usage.unwrap_or_default();
+    let denied = match c.denied {
+        0 => String::new(),
+        1 => ", 1 action denied".into(),
+        n => format!(", {n} actions denied"),
+    };
     let mut line = format!(
-        "— turn {} {} · {} steps · {} tool calls · {} in / {} out tokens",
+        "— turn {} {}{denied} · {} steps · {} tool calls · {} in / {} out tokens",
         c.turn,
         outcome_name(c.outcome),
         c.steps,
@@ -463,6 +519,60 @@ mod tool_line_tests {
             details_json: details.to_string(),
             ..ToolCallFinished::default()
         }
+    }
+
+    #[test]
+    fn a_question_reads_as_one_and_says_how_to_answer() {
+        use crate::proto::{ApprovalDecided, ApprovalRequested};
+        let r = ApprovalRequested {
+            approval_id: "A-4".into(),
+            session_id: "S-2".into(),
+            question: "Refund 900 €?".into(),
+            choices: vec!["yes".into(), "no".into()],
+            ..ApprovalRequested::default()
+        };
+        assert_eq!(
+            approval_requested_line(&r),
+            "? A-4 session S-2 asks: Refund 900 €? (1. yes · 2. no)"
+        );
+        let how = how_to_answer_request(&r);
+        assert!(how.contains("approvals answer A-4 1"), "{how}");
+        let d = ApprovalDecided {
+            approval_id: "A-4".into(),
+            answer: "yes".into(),
+            ..ApprovalDecided::default()
+        };
+        assert_eq!(approval_decided_line(&d), "✓ A-4 answered by someone: yes");
+    }
+
+    #[test]
+    fn always_on_a_reviewed_tool_says_it_will_ask_again() {
+        use crate::proto::{ApprovalDecided, ApprovalDecision};
+        let d = |remembered| ApprovalDecided {
+            approval_id: "A-1".into(),
+            decision: ApprovalDecision::AlwaysAllow as i32,
+            remembered,
+            ..ApprovalDecided::default()
+        };
+        let line = approval_decided_line(&d(false));
+        assert!(line.contains("will ask again next time"), "{line}");
+        let line = approval_decided_line(&d(true));
+        assert!(line.contains("always allowed (this session)"), "{line}");
+    }
+
+    #[test]
+    fn get_ticket_shows_the_subject_not_the_files_first_brace() {
+        let t = serde_json::json!({"ticket": {"id": "T-1001", "subject": "退款什么时候到账？"}});
+        assert_eq!(
+            tool_line(&finished(
+                "get_ticket",
+                r#"{"ticket_id":"T-1001"}"#,
+                t,
+                false,
+                "{\n  \"id\": \"T-1001\""
+            )),
+            "● get_ticket T-1001 → ✓ \"退款什么时候到账？\""
+        );
     }
 
     #[test]

@@ -101,8 +101,22 @@ impl Desk {
         }
     }
 
-    /// A copy of `../shared/fixtures/tinycode-support-desk` (writable).
+    /// A copy of `../shared/fixtures/tinycode-support-desk` (writable),
+    /// whose config allows the sub-agent tools as the demo desk's does, so
+    /// the offline model's L2 path asks a person only for the escalation
+    /// ([`Desk::fixture_as_shipped`] keeps the config as it is).
     pub fn fixture() -> Self {
+        let desk = Self::fixture_as_shipped();
+        desk.edit_config(|c| {
+            c["permissions"] = serde_json::json!({
+                "allow": ["spawn_agent", "wait_agent", "list_agents", "close_agent"]
+            });
+        });
+        desk
+    }
+
+    /// A copy of the fixture desk, its config unchanged.
+    pub fn fixture_as_shipped() -> Self {
         let desk = Self::new();
         let src = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../shared/fixtures/tinycode-support-desk");

@@ -77,7 +77,7 @@ fn t1002_goes_to_logistics_without_any_approval() {
 #[test]
 fn t1003_reaches_the_ask_path_for_an_l2_escalation() {
     let desk = Desk::fixture();
-    let out = desk.run(&["run", "triage T-1003"]);
+    let out = desk.run(&["run", "triage T-1003", "--approve", "deny"]);
     assert_eq!(out.code, 0, "{out:?}");
     assert!(
         out.stdout

@@ -289,3 +289,165 @@ fn a_denial_from_another_process_reaches_the_model_and_nothing_is_escalated() {
         "the supervisor is away; keep it at L1"
     );
 }
+
+#[test]
+fn a_script_follows_the_desks_permission_mode_unless_a_flag_says_otherwise() {
+    let desk = Desk::fixture();
+    desk.edit_config(|c| c["permissionMode"] = "auto".into());
+    // --approve deny overrides the desk's auto, and the denial is in the
+    // outcome: never a silent success.
+    let out = desk.run(&["run", "triage T-1003", "--approve", "deny"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stdout.contains("— turn 1 completed, 1 action denied"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(desk.ticket_file("T-1003").get("escalateLevel"), None);
+    // Without a flag the desk's auto applies: a script's run escalates.
+    let out = desk.run(&["run", "triage T-1003"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stdout
+            .contains("● escalate_ticket T-1003 → ✓ L2 → escalated"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn a_script_on_a_desk_that_asks_waits_and_prints_how_to_decide() {
+    // The desk says ask (the fixture's own): no flag, no terminal — the run
+    // waits for a person and says how to decide.
+    let desk = Desk::fixture();
+    let mut run = LineReader::spawn({
+        let mut cmd = desk.cli();
+        cmd.args(["run", "triage T-1003"]);
+        cmd
+    });
+    let seen = run.until(Duration::from_secs(30), |seen| {
+        seen.iter().any(|l| l.contains("approvals approve A-"))
+    });
+    let ask = seen.iter().find(|l| l.starts_with("⏸ ")).unwrap().clone();
+    assert!(ask.contains("escalate_ticket T-1003"), "{ask}");
+    let id = first_pending(&desk);
+    desk.ok(&["approvals", "approve", &id]);
+    let lines = run.until(Duration::from_secs(30), |seen| {
+        seen.iter().any(|l| l.contains("— turn 1 "))
+    });
+    assert!(
+        lines.iter().any(|l| l.contains("— turn 1 completed")),
+        "{lines:#?}"
+    );
+    assert!(run.child.wait().unwrap().success());
+}
+
+#[test]
+fn sub_agent_tools_ask_unless_the_desk_allows_them() {
+    // The fixture's config as shipped names no `permissions.allow`: the
+    // L2 path's worker is a tool call a person approves (TinyCode's table).
+    let desk = Desk::fixture_as_shipped();
+    let mut run = run_until_it_asks(&desk, "triage T-1003");
+    let ask = run
+        .seen
+        .iter()
+        .find(|l| l.starts_with("⏸ "))
+        .unwrap()
+        .clone();
+    assert!(ask.contains("spawn_agent needs approval"), "{ask}");
+    drop(run.child.kill());
+}
+
+/// A desk whose model (the scripted mock) asks a person, then says `done`.
+fn desk_asking(mock: &MockLlm) -> Desk {
+    Desk::fixture()
+        .with_env("OPENAI_BASE_URL", &mock.base_url)
+        .with_env("OPENAI_API_KEY", "sk-test")
+        .with_env("TINYCODE_MODEL", "openai/gpt-test")
+}
+
+fn asks_about_a_refund() -> MockLlm {
+    MockLlm::start(
+        vec![
+            tool(
+                "ask_user",
+                json!({"question": "Refund 900 € to Ana?", "choices": ["yes", "no"]}),
+            ),
+            text("done"),
+        ],
+        Duration::ZERO,
+    )
+}
+
+#[test]
+fn the_agent_asks_a_person_who_answers_after_a_restart() {
+    let mock = asks_about_a_refund();
+    let desk = desk_asking(&mock);
+    let session = desk.new_session(&["--approve", "ask"]);
+    desk.ok(&["session", "send", &session, "should we refund Ana?"]);
+    let id = first_pending(&desk);
+    // The inbox shows the question and how to answer it.
+    let listed = desk.ok(&["approvals", "show", &id]);
+    assert!(listed.contains("question Refund 900 € to Ana?"), "{listed}");
+    assert!(
+        listed.contains(&format!("approvals answer {id} 1")),
+        "{listed}"
+    );
+    // The daemon dies while the question waits; it is still there after.
+    let pid = desk.daemon_pid().unwrap();
+    kill(pid, "KILL");
+    assert!(wait_until(Duration::from_secs(10), || {
+        !tinycode_tests::alive(pid)
+    }));
+    // An answer the question does not offer is refused; nothing changes.
+    let bad = desk.run(&["approvals", "answer", &id, "maybe"]);
+    assert_eq!(bad.code, 1, "{bad:?}");
+    assert!(
+        bad.stderr.contains("offers these answers: 1. yes · 2. no"),
+        "{}",
+        bad.stderr
+    );
+    let answered = desk.ok(&["approvals", "answer", &id, "1"]);
+    assert!(
+        answered.contains(&format!("✓ {id} answered by")),
+        "{answered}"
+    );
+    assert!(answered.trim_end().ends_with(": yes"), "{answered}");
+    let done = wait_until(Duration::from_secs(30), || {
+        desk.ok(&["session", "show", &session])
+            .contains("— turn 1 completed")
+    });
+    assert!(done, "{}", desk.ok(&["session", "show", &session]));
+    // The model read the answer as the call's result.
+    let second = mock.requests().last().cloned().unwrap();
+    let result = second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or("").to_string())
+        .unwrap_or_default();
+    assert!(result.contains("answered: yes"), "{second}");
+    // The first answer stands.
+    let late = desk.run(&["approvals", "answer", &id, "no"]);
+    assert_eq!(late.code, 1, "{late:?}");
+}
+
+#[test]
+fn a_headless_run_hears_that_no_one_is_available() {
+    let mock = asks_about_a_refund();
+    let desk = desk_asking(&mock);
+    let out = desk.run(&["run", "--approve", "auto", "should we refund Ana?"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stdout.contains("— turn 1 completed ·"),
+        "answered, not denied: {}",
+        out.stdout
+    );
+    let second = mock.requests().last().cloned().unwrap();
+    assert!(
+        second.to_string().contains("no one is available to answer"),
+        "{second}"
+    );
+    assert_eq!(desk.json(&["approvals", "list", "--all"]), json!([]));
+}

@@ -94,8 +94,9 @@ fn t1001_with_a_scripted_llm_classifies_edits_the_knowledge_base_and_routes() {
             .unwrap()
             .contains("退款 / 物流 / 账户 / 技术")
     );
-    // The ten business tools, load_skill and the four sub-agent tools.
-    assert_eq!(requests[0]["tools"].as_array().unwrap().len(), 15);
+    // The ten business tools, load_skill, the four sub-agent tools and
+    // ask_user.
+    assert_eq!(requests[0]["tools"].as_array().unwrap().len(), 16);
     let last = requests[6]["messages"].as_array().unwrap();
     let search_result = last
         .iter()
@@ -138,7 +139,7 @@ fn t1003_escalation_asks_and_the_model_gets_the_refusal() {
         Duration::ZERO,
     );
     let desk = desk_with(&mock);
-    let out = desk.run(&["run", "triage T-1003"]);
+    let out = desk.run(&["run", "triage T-1003", "--approve", "deny"]);
     assert_eq!(out.code, 0, "{out:?}");
     assert!(
         out.stdout
@@ -308,8 +309,8 @@ fn t1002_takes_the_allow_level_path_with_no_approval_asked() {
         Duration::ZERO,
     );
     let desk = desk_with(&mock);
-    // The default --approve deny: anything asking would be refused.
-    let out = desk.run(&["run", "triage T-1002"]);
+    // --approve deny: anything asking would be refused.
+    let out = desk.run(&["run", "triage T-1002", "--approve", "deny"]);
     assert_eq!(out.code, 0, "{out:?}");
     assert!(
         !out.stdout.contains("✗"),

@@ -519,7 +519,10 @@ async fn kill_9_under_load_loses_and_reverts_nothing() {
                 .map(|(_, t)| (t, None)),
         )
         .collect();
-    assert!(differ.is_empty(), "a rebuild changed the model: {differ:#?}");
+    assert!(
+        differ.is_empty(),
+        "a rebuild changed the model: {differ:#?}"
+    );
     for file in std::fs::read_dir(desk.workspace().join("tickets")).unwrap() {
         let path = file.unwrap().path();
         if path.extension().is_some_and(|e| e == "json") {

@@ -558,3 +558,39 @@ fn every_daemon_shows_the_same_triage_board_while_approvals_wait() {
         d.stop();
     }
 }
+
+#[test]
+fn a_daemon_joining_with_a_copied_workspace_adopts_its_unchanged_files() {
+    let schema = Schema::new("join");
+    let mock = router(Duration::from_millis(5));
+    let first = member(&schema, &mock, 2);
+    first.ok(&["ticket", "list"]);
+    wait_all_finished(&first, "T-100", 3, Duration::from_secs(60));
+    // A second daemon joins with the fixture's files as they were copied:
+    // older than the log, never written by its mirror.
+    let second = member(&schema, &mock, 2);
+    second.ok(&["ticket", "list"]);
+    second.mirror_settled();
+    let rejected: Vec<String> = std::fs::read_dir(second.workspace().join("tickets"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|n| n.contains(".rejected"))
+        .collect();
+    assert!(
+        rejected.is_empty(),
+        "unchanged files were set aside: {rejected:?}"
+    );
+    assert!(!second.log().contains("hand edit"), "{}", second.log());
+    // Its files follow the log (the first daemon's routing).
+    let t = second.ticket_file("T-1001");
+    assert_eq!(t["queue"], "物流组", "{t:#}");
+    // The shared store's size is measured.
+    let status = second.json(&["daemon", "status"]);
+    let bytes = status["storeBytes"]
+        .as_u64()
+        .or_else(|| status["storeBytes"].as_str().and_then(|s| s.parse().ok()))
+        .unwrap_or(0);
+    assert!(bytes > 0, "{status:#}");
+    second.stop();
+    first.stop();
+}

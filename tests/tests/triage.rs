@@ -225,6 +225,64 @@ fn a_failing_model_is_retried_with_backoff_then_the_ticket_is_left_open_with_a_n
 }
 
 #[test]
+fn a_triage_whose_classification_was_refused_is_incomplete_even_when_routed() {
+    // A model that names a category the desk does not have, then routes.
+    let mock = MockLlm::respond(|request| {
+        let messages = request["messages"].as_array().cloned().unwrap_or_default();
+        let last_user = messages
+            .iter()
+            .rposition(|m| m["role"] == "user")
+            .unwrap_or(0);
+        let ticket = messages[last_user]["content"]
+            .to_string()
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+            .find(|w| w.starts_with("T-"))
+            .unwrap_or("T-0")
+            .to_string();
+        let results = messages[last_user..]
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .count();
+        match results {
+            0 => tinycode_tests::mock_llm::tool(
+                "classify_ticket",
+                json!({"ticket_id": ticket, "category": "发票", "priority": "P2", "intent": "invoice"}),
+            ),
+            1 => tinycode_tests::mock_llm::tool(
+                "route_ticket",
+                json!({"ticket_id": ticket, "queue": "售后组", "reason": "invoice"}),
+            ),
+            _ => text("Done."),
+        }
+    });
+    let desk = auto_desk(
+        Desk::fixture()
+            .with_env("OPENAI_BASE_URL", &mock.base_url)
+            .with_env("OPENAI_API_KEY", "sk-test")
+            .with_env("TINYCODE_MODEL", "openai/gpt-test"),
+        json!({"maxAttempts": 1, "retryDelayMs": 50}),
+    );
+    let s = until_status(&desk, "every triage ended", |s| {
+        s["failed"].as_u64().unwrap_or(0) + s["done"].as_u64().unwrap_or(0) == 3
+    });
+    assert_eq!(
+        s["done"].as_u64().unwrap_or(0),
+        0,
+        "never done without a category: {s:#}"
+    );
+    let t1002 = item(&s, "T-1002");
+    assert_eq!(t1002["outcome"], "incomplete", "{t1002}");
+    assert!(
+        t1002["error"]
+            .as_str()
+            .unwrap()
+            .contains("could not classify it"),
+        "{t1002}"
+    );
+    desk.stop();
+}
+
+#[test]
 fn a_turn_that_decides_nothing_is_incomplete_retried_then_left_open_with_a_note() {
     // A model that says it is done and calls no tool.
     let mock = MockLlm::respond(|_| text("All done, the ticket is triaged."));

@@ -111,7 +111,7 @@ impl Drop for Tmux {
     }
 }
 
-const DIALOG: &str = "a: allow once";
+const DIALOG: &str = "y: allow once";
 
 #[test]
 fn two_tuis_share_a_session_its_approvals_and_a_detach_leaves_the_turn_running() {
@@ -148,7 +148,9 @@ fn two_tuis_share_a_session_its_approvals_and_a_detach_leaves_the_turn_running()
             s.contains(DIALOG) && s.contains("Tool: escalate_ticket")
         });
     }
-    tmux.keys("two", &["a"]);
+    // A dialog reads keys only after a moment on screen.
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    tmux.keys("two", &["y"]);
     let one = tmux.wait("one", "the dialog closed by two", |s| {
         !s.contains(DIALOG) && s.contains("allowed by tinycode-tui")
     });
@@ -200,7 +202,9 @@ fn two_tuis_share_a_session_its_approvals_and_a_detach_leaves_the_turn_running()
     assert_eq!(running, Some(serde_json::json!(true)), "{info}");
     let two = tmux.screen("two");
     assert!(two.contains(DIALOG), "{two}");
-    tmux.keys("two", &["a"]);
+    // A dialog reads keys only after a moment on screen.
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    tmux.keys("two", &["y"]);
     tmux.wait("two", "the third turn completed", |s| {
         s.contains("— turn 3 completed")
     });
@@ -282,4 +286,20 @@ fn tinycode_tui_runs_the_terminal_ui_with_its_arguments() {
         help.contains("--continue") && help.contains("--inbox"),
         "{help}"
     );
+}
+
+#[test]
+fn without_a_terminal_the_ui_says_so_in_one_sentence_and_exits_2() {
+    let desk = Desk::new();
+    for args in [&[][..], &["tui"][..], &["tui", "--continue"][..]] {
+        let out = desk.run(args);
+        assert_eq!(out.code, 2, "{args:?}: {out:?}");
+        let err = out.stderr.trim();
+        assert_eq!(err.lines().count(), 1, "one sentence: {err}");
+        assert!(err.contains("needs a terminal"), "{err}");
+        assert!(
+            !err.contains("panicked") && !err.contains("backtrace"),
+            "{err}"
+        );
+    }
 }

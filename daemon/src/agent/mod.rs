@@ -41,6 +41,8 @@ pub struct TurnConfig {
     /// Before every model request, a context estimated above this many
     /// tokens is compacted (0: never).
     pub compact_above_tokens: u64,
+    /// Config `permissions.allow`: tools that run without asking.
+    pub allow: Vec<String>,
 }
 
 /// Shrinks the history a turn carries (the session's compaction: earlier
@@ -58,6 +60,7 @@ impl Default for TurnConfig {
             policy: RunPolicy::default(),
             artifact_dir: None,
             compact_above_tokens: 0,
+            allow: Vec::new(),
         }
     }
 }
@@ -89,6 +92,8 @@ pub struct TurnResult {
     pub outcome: TurnOutcome,
     pub steps: u32,
     pub tool_calls: u32,
+    /// Calls the permission gate or a person denied.
+    pub denied: u32,
     pub usage: Usage,
     /// The messages this turn added (the user message first).
     pub messages: Vec<Message>,
@@ -184,6 +189,7 @@ impl Turn<'_> {
                 .filter(|m| matches!(m, Message::Assistant { .. }))
                 .count() as u32,
             tool_calls: 0,
+            denied: 0,
             usage: Usage::default(),
             messages: so_far,
         };
@@ -309,7 +315,10 @@ impl Turn<'_> {
             observe(TurnEvent::ToolStarted(call.clone()));
             result.tool_calls += 1;
             let output = match interruptible(self.execute(call), cancel, deadline).await {
-                Ok(output) => output,
+                Ok((output, denied)) => {
+                    result.denied += u32::from(denied);
+                    output
+                }
                 Err(interrupt) => {
                     for c in &calls[i..] {
                         result.messages.push(tool_result(
@@ -359,13 +368,17 @@ impl Turn<'_> {
         (ToolOutput { content, ..output }, Some(full), artifact)
     }
 
-    /// Arguments check, permission gate, then the tool.
-    async fn execute(&self, call: &ToolCall) -> ToolOutput {
+    /// Arguments check, permission gate, then the tool; `true` when the
+    /// gate or a person denied the call.
+    async fn execute(&self, call: &ToolCall) -> (ToolOutput, bool) {
         if let Some(problem) = &call.parse_error {
-            return ToolOutput::error(format!(
-                "the arguments of {} are not valid JSON ({problem}); call it again with one complete JSON object",
-                call.name
-            ));
+            return (
+                ToolOutput::error(format!(
+                    "the arguments of {} are not valid JSON ({problem}); call it again with one complete JSON object",
+                    call.name
+                )),
+                false,
+            );
         }
         let rule = self
             .tools
@@ -373,20 +386,46 @@ impl Turn<'_> {
             .unwrap_or_else(|| rule_for(&call.name, &call.arguments));
         let decision = match rule {
             Rule::Allow => Decision::Allow,
+            Rule::Ask(_)
+                if crate::permissions::allowed_by_config(&self.config.allow, &call.name)
+                    && !self.tools.review_required(&call.name) =>
+            {
+                Decision::Allow
+            }
             Rule::Deny(reason) => Decision::Deny(reason),
-            Rule::Ask(reason) => match self.approver {
-                Some(approver) => approver.settle(call, &reason).await,
-                None => self.config.policy.settle(&reason),
-            },
+            Rule::Ask(reason) => {
+                // A call that would fail its own checks fails now: nobody
+                // is asked to approve what cannot succeed.
+                let ctx = self.ctx.for_call(&call.id);
+                if let Err(refused) = self.tools.check(&call.name, &call.arguments, &ctx).await {
+                    return (refused, false);
+                }
+                match self.approver {
+                    Some(approver) => approver.settle(call, &reason).await,
+                    // Nobody to ask a question: the tool says so.
+                    None if call.name == crate::tools::ask::ASK_USER => {
+                        return (crate::tools::ask::nobody(), false);
+                    }
+                    None => self.config.policy.settle(&reason),
+                }
+            }
         };
         match decision {
             Decision::Allow => {
                 let ctx = self.ctx.for_call(&call.id);
-                self.tools.call(&call.name, &call.arguments, &ctx).await
+                (
+                    self.tools.call(&call.name, &call.arguments, &ctx).await,
+                    false,
+                )
             }
-            Decision::Deny(reason) => {
-                ToolOutput::error(format!("{} was not run: {reason}", call.name))
-            }
+            Decision::Deny(reason) => (
+                ToolOutput::error(format!("{} was not run: {reason}", call.name)),
+                true,
+            ),
+            Decision::Answered(text) => (
+                ToolOutput::ok(text.clone(), serde_json::json!({ "answer": text })),
+                false,
+            ),
         }
     }
 }

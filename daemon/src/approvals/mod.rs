@@ -33,6 +33,54 @@ pub fn approval_stream(id: &str) -> String {
     format!("approval-{id}")
 }
 
+/// Longest answer to a question.
+pub const MAX_ANSWER_CHARS: usize = 2000;
+
+/// The answer `text` gives to `request`'s question: one of its choices
+/// (also by number), or any text when it offers none.
+pub fn answer_to(request: &ApprovalRequested, text: &str) -> Result<String, String> {
+    let text = text.trim();
+    let id = &request.approval_id;
+    if text.is_empty() {
+        return Err(format!(
+            "{id} is a question: give an answer (`tinycode approvals answer {id} TEXT`), or deny it to decline"
+        ));
+    }
+    if text.chars().count() > MAX_ANSWER_CHARS {
+        return Err(format!(
+            "the answer is longer than {MAX_ANSWER_CHARS} characters"
+        ));
+    }
+    if request.choices.is_empty() {
+        return Ok(text.to_string());
+    }
+    let by_number = text
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_sub(1))
+        .and_then(|i| request.choices.get(i));
+    by_number
+        .or_else(|| {
+            request
+                .choices
+                .iter()
+                .find(|c| c.trim().eq_ignore_ascii_case(text))
+        })
+        .cloned()
+        .ok_or_else(|| {
+            let offered: Vec<String> = request
+                .choices
+                .iter()
+                .enumerate()
+                .map(|(i, c)| format!("{}. {c}", i + 1))
+                .collect();
+            format!(
+                "{id} offers these answers: {}; answer with one of them or its number",
+                offered.join(" · ")
+            )
+        })
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ApprovalError {
     #[error("approval {0} does not exist; `tinycode approvals list` shows the pending ones")]
@@ -49,6 +97,9 @@ pub enum ApprovalError {
     RuleNotFound(String),
     #[error("`decision` must be allow_once, always_allow or deny")]
     NoDecision,
+    /// A question answered without a usable answer.
+    #[error("{0}")]
+    BadAnswer(String),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -59,6 +110,11 @@ pub enum ApprovalError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     Allowed,
+    /// A question (`ask_user`) was answered: the answer, and who gave it.
+    Answered {
+        answer: String,
+        by: String,
+    },
     Denied(String),
     Cancelled(String),
 }
@@ -182,7 +238,20 @@ impl Approvals {
         loop {
             let info = self.get(id)?;
             match ApprovalState::try_from(info.state).unwrap_or_default() {
-                ApprovalState::Allowed => return Ok(Verdict::Allowed),
+                ApprovalState::Allowed => {
+                    let question = info
+                        .request
+                        .as_ref()
+                        .is_some_and(|r| !r.question.is_empty());
+                    if !question {
+                        return Ok(Verdict::Allowed);
+                    }
+                    let d = info.decision.unwrap_or_default();
+                    return Ok(Verdict::Answered {
+                        by: who(d.by.as_ref()),
+                        answer: d.answer,
+                    });
+                }
                 ApprovalState::Denied => {
                     let d = info.decision.unwrap_or_default();
                     let reason = if d.reason.trim().is_empty() {
@@ -221,7 +290,7 @@ impl Approvals {
         self.refuse_if_settled(&info)?;
         let request = info.request.clone().unwrap_or_default();
         let remember = decision == ApprovalDecision::AlwaysAllow && !request.review_required;
-        let decided = ApprovalDecided {
+        let mut decided = ApprovalDecided {
             approval_id: id.to_string(),
             session_id: request.session_id.clone(),
             decision: decision as i32,
@@ -229,7 +298,14 @@ impl Approvals {
             by: Some(by.clone()),
             remembered: remember,
             workspace_wide: remember && workspace_wide,
+            answer: String::new(),
         };
+        if !request.question.is_empty() && decision != ApprovalDecision::Deny {
+            // A question is answered once: the text is the answer.
+            decided.answer = answer_to(&request, reason).map_err(ApprovalError::BadAnswer)?;
+            decided.reason = String::new();
+            decided.decision = ApprovalDecision::AllowOnce as i32;
+        }
         let appended = self
             .store
             .append(

@@ -236,19 +236,15 @@ fn expected(version: u64) -> ExpectedVersion {
 pub struct DirectCalls {
     store: EventStore,
     sessions: Arc<Sessions>,
-    /// How an `ask` is settled for direct calls (the config's
-    /// `permissionMode`): `ask` stores an approval.
-    mode: ApprovalMode,
     /// One state change of a call stream at a time.
     locks: crate::sync::Striped<64>,
 }
 
 impl DirectCalls {
-    pub fn new(store: EventStore, sessions: Arc<Sessions>, mode: ApprovalMode) -> Arc<Self> {
+    pub fn new(store: EventStore, sessions: Arc<Sessions>) -> Arc<Self> {
         Arc::new(Self {
             store,
             sessions,
-            mode,
             locks: crate::sync::Striped::default(),
         })
     }
@@ -263,7 +259,9 @@ impl DirectCalls {
             // Not offered to a direct caller: another server's tools, and
             // workers (a session's own).
             .filter(|t| {
-                !t.name.starts_with("mcp__") && !crate::tools::agents::is_agent_tool(&t.name)
+                !t.name.starts_with("mcp__")
+                    && !crate::tools::agents::is_agent_tool(&t.name)
+                    && t.name != crate::tools::ask::ASK_USER
             })
             .collect()
     }
@@ -450,7 +448,8 @@ impl DirectCalls {
                 {
                     return GateDecision::Allow;
                 }
-                match self.mode {
+                // The desk's permissionMode as in force (a reload changes it).
+                match self.sessions.defaults().approve {
                     ApprovalMode::Auto => GateDecision::Allow,
                     ApprovalMode::Deny => {
                         GateDecision::Deny(format!("{reason}; this desk's permissionMode is deny"))
@@ -511,7 +510,9 @@ impl DirectCalls {
             return Ok(());
         }
         let output = match verdict {
-            Verdict::Allowed => {
+            // Direct callers are not offered `ask_user`: an answer is an
+            // allow like any other.
+            Verdict::Allowed | Verdict::Answered { .. } => {
                 // Its own task: a caller that goes away does not stop a
                 // tool halfway.
                 let sessions = Arc::clone(&self.sessions);

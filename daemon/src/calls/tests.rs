@@ -54,7 +54,7 @@ async fn open(tmp: tempfile::TempDir, ws: std::path::PathBuf) -> Fixture {
 /// nothing but what is stored carries over).
 async fn open_on(tmp: tempfile::TempDir, ws: std::path::PathBuf, store: EventStore) -> Fixture {
     let sessions = open_with(&ws, &store, defaults()).await;
-    let calls = DirectCalls::new(store.clone(), Arc::clone(&sessions), ApprovalMode::Ask);
+    let calls = DirectCalls::new(store.clone(), Arc::clone(&sessions));
     Fixture {
         tmp,
         ws,

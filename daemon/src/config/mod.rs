@@ -1,5 +1,6 @@
 //! `.tinycode/config.json`, validated once at start. Every key is checked;
-//! an unknown key or a bad value stops the daemon with a message naming it.
+//! a bad value stops the daemon with a message naming its key; an unknown
+//! top-level key is ignored (as TinyCode does) and reported.
 //! A missing file means the defaults.
 
 mod edit;
@@ -22,7 +23,7 @@ pub const DEFAULT_MAX_STEPS: u32 = 12;
 /// How long a daemon sharing the log may go unheard before its work is
 /// taken over (`store.leaseSeconds`).
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(15);
-const KEYS: [&str; 18] = [
+const KEYS: [&str; 19] = [
     "knowledgeDir",
     "ticketsDir",
     "queues",
@@ -41,6 +42,7 @@ const KEYS: [&str; 18] = [
     "keepRecentMessages",
     "turnTimeoutSeconds",
     "subAgents",
+    "permissions",
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,6 +82,13 @@ pub struct Config {
     pub lease: Duration,
     /// `subAgents`: the read-only workers a session may spawn.
     pub sub_agents: SubAgents,
+    /// `permissions.allow`: tools whose calls run without asking although
+    /// the rule table asks (`spawn_agent`, `mcp__fs__*`); never a
+    /// review-required tool, never what the table denies.
+    pub allow: Vec<String>,
+    /// Keys the file has that tinycode does not know: ignored, as TinyCode
+    /// ignores them, and reported (the daemon's log, `tinycode doctor`).
+    pub warnings: Vec<String>,
 }
 
 /// `subAgents`: how many workers a session may run at once, and each
@@ -173,6 +182,8 @@ impl Default for Config {
             mcp_servers: Vec::new(),
             turn_timeout: None,
             sub_agents: SubAgents::default(),
+            allow: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 }
@@ -220,18 +231,25 @@ impl Config {
                 message: "the top level must be an object".into(),
             });
         };
-        if let Some(key) = obj.keys().find(|k| !KEYS.contains(&k.as_str())) {
-            return Err(ConfigError::UnknownKey {
-                path: path.to_path_buf(),
-                key: key.clone(),
-            });
-        }
         let bad = |key: &'static str, problem: String| ConfigError::Invalid {
             path: path.to_path_buf(),
             key,
             problem,
         };
         let mut config = Self::default();
+        for key in obj.keys().filter(|k| !KEYS.contains(&k.as_str())) {
+            config.warnings.push(
+                ConfigError::UnknownKey {
+                    path: path.to_path_buf(),
+                    key: key.clone(),
+                }
+                .to_string()
+                    + "; ignored",
+            );
+        }
+        if let Some(v) = obj.get("permissions") {
+            config.allow = sections::permissions(v).map_err(|p| bad("permissions", p))?;
+        }
         if let Some(dir) = string(&obj, "knowledgeDir").map_err(|p| bad("knowledgeDir", p))? {
             config.knowledge_dir = inside_workspace(&dir).map_err(|p| bad("knowledgeDir", p))?;
         }

@@ -208,3 +208,38 @@ pub fn store_lease(v: &Value) -> Result<Option<std::time::Duration>, String> {
     let obj = object(v, "the section")?;
     Ok(number(obj, "leaseSeconds", 1..=600)?.map(std::time::Duration::from_secs))
 }
+
+/// `permissions`: `{"allow": ["spawn_agent", "mcp__fs__*", …]}` — tools
+/// whose calls run without asking. A name ending in `*` allows every tool
+/// it begins. Review-required tools are reviewed every time and cannot be
+/// allowed.
+pub(super) fn permissions(v: &Value) -> Result<Vec<String>, String> {
+    let obj = v.as_object().ok_or_else(|| {
+        format!("must be an object like {{\"allow\": [\"spawn_agent\"]}}, got {v}")
+    })?;
+    if let Some(k) = obj.keys().find(|k| k.as_str() != "allow") {
+        return Err(format!("has an unknown key `{k}` (known: allow)"));
+    }
+    let Some(allow) = obj.get("allow") else {
+        return Ok(Vec::new());
+    };
+    let items = allow
+        .as_array()
+        .ok_or_else(|| format!("`allow` must be a list of tool names, got {allow}"))?;
+    items
+        .iter()
+        .map(|item| {
+            let name = item
+                .as_str()
+                .map(str::trim)
+                .filter(|n| !n.is_empty() && n.len() <= 200)
+                .ok_or_else(|| format!("`allow` holds {item}, not a tool name"))?;
+            if crate::permissions::REVIEW_REQUIRED.contains(&name) {
+                return Err(format!(
+                    "`allow` names {name}, which a person reviews every time; it cannot be allowed"
+                ));
+            }
+            Ok(name.to_string())
+        })
+        .collect()
+}

@@ -22,7 +22,9 @@ const READ_ONLY: [&str; 6] = [
     "load_skill",
 ];
 
-/// The sub-agent tools: workers only read, so managing them is free.
+/// The sub-agent tools. Workers only read, but TinyCode's table asks for
+/// every uncategorised tool (MCP, sub-agent): they ask unless config
+/// `permissions.allow` names them (the demo desk's does).
 pub const SUB_AGENT_TOOLS: [&str; 4] = ["spawn_agent", "wait_agent", "list_agents", "close_agent"];
 
 /// Whether `tool` only reads.
@@ -33,10 +35,24 @@ pub fn is_read_only(tool: &str) -> bool {
 /// Tools whose "always allow" is never remembered: every call is reviewed.
 pub const REVIEW_REQUIRED: [&str; 1] = ["propose_knowledge_edit"];
 
+/// Whether config `permissions.allow` lets `tool` run without asking (a
+/// name, or a prefix ending in `*`); never a review-required tool.
+pub fn allowed_by_config(allow: &[String], tool: &str) -> bool {
+    !REVIEW_REQUIRED.contains(&tool)
+        && tool != "ask_user"
+        && allow.iter().any(|a| match a.strip_suffix('*') {
+            Some(prefix) => tool.starts_with(prefix),
+            None => a == tool,
+        })
+}
+
 /// The rule for one call.
 pub fn rule_for(tool: &str, args: &Value) -> Rule {
     match tool {
-        t if READ_ONLY.contains(&t) || SUB_AGENT_TOOLS.contains(&t) => Rule::Allow,
+        t if READ_ONLY.contains(&t) => Rule::Allow,
+        t if SUB_AGENT_TOOLS.contains(&t) => Rule::Ask(format!(
+            "{tool} starts or manages a sub-agent: allowed by config `permissions.allow`, otherwise a human decides"
+        )),
         "classify_ticket" | "route_ticket" => Rule::Allow,
         "escalate_ticket" => match args.get("level").and_then(Value::as_u64) {
             Some(1) => Rule::Allow,
@@ -145,6 +161,9 @@ pub enum Decision {
     Allow,
     /// Refused; the text goes back to the model as the tool's error result.
     Deny(String),
+    /// A question (`ask_user`) settled: the text is the call's result (a
+    /// person's answer, a declined question, nobody in reach).
+    Answered(String),
 }
 
 impl RunPolicy {
@@ -171,6 +190,28 @@ pub fn decide(tool: &str, args: &Value, policy: RunPolicy) -> Decision {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn sub_agent_tools_ask_unless_the_config_allows_them() {
+        for tool in SUB_AGENT_TOOLS {
+            assert!(matches!(rule_for(tool, &json!({})), Rule::Ask(_)), "{tool}");
+            assert!(allowed_by_config(
+                &[
+                    "spawn_agent".into(),
+                    "*_agent".into(),
+                    "list_agents".into(),
+                    "close_agent".into(),
+                    "wait_agent".into()
+                ],
+                tool
+            ));
+        }
+        assert!(!allowed_by_config(
+            &["propose_knowledge_edit".into()],
+            "propose_knowledge_edit"
+        ));
+        assert!(!allowed_by_config(&[], "spawn_agent"));
+    }
 
     #[test]
     fn the_rule_table_of_the_design() {

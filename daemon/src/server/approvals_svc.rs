@@ -73,10 +73,17 @@ impl ApprovalsApi for ApprovalsService {
         let req = request.into_inner();
         let id = validate::id("approval_id", &req.approval_id)?;
         validate::max_len("reason", &req.reason, 2000)?;
+        validate::max_len("answer", &req.answer, 2000)?;
         let decision = ApprovalDecision::try_from(req.decision).unwrap_or_default();
+        // A question's answer travels as the decision's text.
+        let text = if req.answer.is_empty() {
+            &req.reason
+        } else {
+            &req.answer
+        };
         self.shared
             .sessions
-            .decide(&id, decision, &req.reason, req.workspace_wide, by)
+            .decide(&id, decision, text, req.workspace_wide, by)
             .await
             .map(Response::new)
             .map_err(IntoStatus::into_status)

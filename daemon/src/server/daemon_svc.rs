@@ -2,8 +2,8 @@ use tinycode_shared::PROTOCOL_VERSION;
 use tinycode_shared::proto::daemon_server::Daemon;
 use tinycode_shared::proto::{
     DaemonMember, DaemonStatus, GetStatusRequest, McpServerStatus, ProjectionProgress,
-    RebuildRequest, RebuildResponse, ShutdownRequest, ShutdownResponse, SkillSummary,
-    WorkspaceProblem,
+    RebuildRequest, RebuildResponse, ReloadRequest, ReloadResponse, ShutdownRequest,
+    ShutdownResponse, SkillSummary, WorkspaceProblem,
 };
 
 use super::IntoStatus;
@@ -72,7 +72,7 @@ impl Daemon for DaemonService {
             store_bytes: stats.store_bytes,
             socket_path: layout.socket.display().to_string(),
             log_path: layout.log_path().display().to_string(),
-            default_model: self.shared.sessions.defaults.model.clone(),
+            default_model: self.shared.sessions.defaults().model.clone(),
             skills: self
                 .shared
                 .sessions
@@ -103,6 +103,8 @@ impl Daemon for DaemonService {
                 .map(|(file, reason)| WorkspaceProblem { file, reason })
                 .collect(),
             writes_paused: self.shared.store.writes_paused().unwrap_or_default(),
+            permission_mode: self.shared.sessions.defaults().approve.as_str().into(),
+            needs_restart: self.shared.control.needs_restart(),
         }))
     }
 
@@ -128,11 +130,52 @@ impl Daemon for DaemonService {
         request: Request<ShutdownRequest>,
     ) -> Result<Response<ShutdownResponse>, Status> {
         let peer = Peer::of(&request);
-        tracing::info!(client = %peer.client_name, pid = ?peer.pid, "shutdown requested");
+        let req = request.into_inner();
+        if req.drain_seconds > 3600 {
+            return Err(Status::invalid_argument(format!(
+                "`drain_seconds` must be at most 3600 (an hour), got {}",
+                req.drain_seconds
+            )));
+        }
+        tracing::info!(client = %peer.client_name, pid = ?peer.pid, drain = req.drain, "shutdown requested");
+        let still_running = if req.drain {
+            let limit = match req.drain_seconds {
+                0 => 60,
+                n => n,
+            };
+            self.shared
+                .control
+                .drain(std::time::Duration::from_secs(limit.into()))
+                .await
+        } else {
+            Vec::new()
+        };
         let reason = format!("Shutdown rpc from {}", peer.client_name);
         // A full channel means a shutdown is already under way: fine.
         let _ = self.shared.shutdown.try_send(reason);
-        Ok(Response::new(ShutdownResponse {}))
+        Ok(Response::new(ShutdownResponse { still_running }))
+    }
+
+    async fn reload(
+        &self,
+        request: Request<ReloadRequest>,
+    ) -> Result<Response<ReloadResponse>, Status> {
+        let peer = Peer::of(&request);
+        tracing::info!(client = %peer.client_name, pid = ?peer.pid, "reload requested");
+        let done = self
+            .shared
+            .control
+            .reload()
+            .await
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let defaults = self.shared.sessions.defaults();
+        Ok(Response::new(ReloadResponse {
+            applied: done.applied,
+            needs_restart: done.needs_restart,
+            warnings: done.warnings,
+            default_model: defaults.model.clone(),
+            permission_mode: defaults.approve.as_str().into(),
+        }))
     }
 }
 

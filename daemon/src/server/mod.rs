@@ -52,6 +52,8 @@ pub struct Shared {
     pub triage: Arc<crate::triage::Triage>,
     pub mcp: Arc<crate::mcp::McpHub>,
     pub calls: Arc<crate::calls::DirectCalls>,
+    /// Reload and drain (`Daemon.Reload`, `Shutdown{drain}`).
+    pub control: Arc<crate::control::Control>,
     pub extensions: Arc<crate::extensions::Extensions>,
     pub evals: Arc<crate::eval::Evals>,
     pub layout: Arc<Layout>,

@@ -89,6 +89,7 @@ impl IntoStatus for SessionError {
             SessionError::Model { .. } | SessionError::Agent(_) => {
                 Status::failed_precondition(message)
             }
+            SessionError::Draining => Status::unavailable(message),
             SessionError::Approval(e) => e.into_status(),
             SessionError::Store(e) => e.into_status(),
             SessionError::Projection(e) => e.into_status(),
@@ -133,17 +134,14 @@ impl SessionsApi for SessionsService {
         self.shared.read_at(model, req.min_sequence).await?;
         validate::max_len("parent_id", &req.parent_id, 200)?;
         let listed = if req.parent_id.is_empty() {
-            self.sessions().list(limit)
+            self.sessions().list(limit + 1)
         } else {
             self.sessions().children(&req.parent_id)
-        };
-        let sessions = listed
-            .map_err(IntoStatus::into_status)?
-            .iter()
-            .take(limit)
-            .map(|s| self.info(s))
-            .collect();
-        Ok(Response::new(ListSessionsResponse { sessions }))
+        }
+        .map_err(IntoStatus::into_status)?;
+        let more = listed.len() > limit;
+        let sessions = listed.iter().take(limit).map(|s| self.info(s)).collect();
+        Ok(Response::new(ListSessionsResponse { sessions, more }))
     }
 
     async fn get(

@@ -98,7 +98,7 @@ impl IntoStatus for crate::approvals::ApprovalError {
         match self {
             E::NotFound(_) | E::RuleNotFound(_) => Status::not_found(message),
             E::AlreadyDecided { .. } | E::Cancelled { .. } => Status::failed_precondition(message),
-            E::NoDecision => Status::invalid_argument(message),
+            E::NoDecision | E::BadAnswer(_) => Status::invalid_argument(message),
             E::Store(e) => e.into_status(),
             E::Projection(e) => e.into_status(),
         }

@@ -75,7 +75,7 @@ const IDLE_CHECK: Duration = Duration::from_secs(1);
 fn provider_for(sessions: &Sessions, model: &str) -> Result<Arc<dyn ModelProvider>, SessionError> {
     resolve(
         model,
-        &sessions.defaults.providers,
+        &sessions.defaults().providers,
         &|k| std::env::var(k).ok(),
         RetryPolicy::default(),
     )
@@ -100,7 +100,7 @@ async fn compact(
     sessions.caught_up().await?;
     let state = sessions.get(id)?;
     let limit = turn.unwrap_or_else(|| state.next_turn());
-    let keep = sessions.defaults.compaction.keep_recent_messages;
+    let keep = sessions.defaults().compaction.keep_recent_messages;
     let Some(first_kept) = compact::cut_point(&state.turn_sizes(limit), limit, keep) else {
         return Ok(Compacted::default());
     };
@@ -331,7 +331,7 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
             return;
         }
     };
-    if !resume && state.context_tokens > sessions.defaults.compaction.above_tokens {
+    if !resume && state.context_tokens > sessions.defaults().compaction.above_tokens {
         match compact(sessions, id, live, Some(turn), None).await {
             Ok(_) => state = TurnSetup::read(sessions, id, turn).await.unwrap_or(state),
             Err(e) => {
@@ -342,8 +342,8 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
     let record = std::mem::take(&mut state.record);
     // A worker: read tools only, its own prompt and limits, no workers.
     let worker = state.state.parent.is_some();
-    let limits = &sessions.defaults.sub_agents;
-    let timeout = match (record.timeout.or(sessions.defaults.timeout), worker) {
+    let limits = &sessions.defaults().sub_agents;
+    let timeout = match (record.timeout.or(sessions.defaults().timeout), worker) {
         (Some(t), true) => Some(t.min(limits.timeout)),
         (None, true) => Some(limits.timeout),
         (t, false) => t,
@@ -383,20 +383,21 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
         max_steps: if worker {
             limits.max_steps
         } else {
-            sessions.defaults.max_steps
+            sessions.defaults().max_steps
         },
         timeout,
-        max_tool_result_chars: sessions.defaults.max_tool_result_chars,
+        max_tool_result_chars: sessions.defaults().max_tool_result_chars,
         // Per session and turn: call ids repeat across turns (the offline
         // model's, some providers'), so a later turn never overwrites an
         // earlier turn's artifact.
         artifact_dir: sessions
-            .defaults
+            .defaults()
             .artifact_root
             .as_ref()
             .map(|root| root.join(id).join(format!("turn-{turn}"))),
         policy: state.approve.run_policy(),
-        compact_above_tokens: sessions.defaults.compaction.above_tokens,
+        compact_above_tokens: sessions.defaults().compaction.above_tokens,
+        allow: sessions.defaults().allow.clone(),
     };
     let ctx = ToolContext {
         desk: Arc::clone(&sessions.desk),
@@ -464,7 +465,7 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
         turn,
         mode: state.approve,
         writer: tx.clone(),
-        timeout: sessions.defaults.approval_timeout,
+        timeout: sessions.defaults().approval_timeout,
     };
     let mid_turn = MidTurn {
         sessions,
@@ -601,6 +602,7 @@ async fn run_turn(sessions: &Arc<Sessions>, id: &str, live: &Arc<Live>, turn: u6
             tool_calls: result.tool_calls,
             usage: Some(model_usage(&result.usage)),
             error,
+            denied: result.denied,
         }),
     )
     .await;

@@ -98,7 +98,7 @@ impl Sessions {
         }) {
             return Ok(view(id, a));
         }
-        let limits = &self.defaults.sub_agents;
+        let limits = &self.defaults().sub_agents;
         let running: Vec<&str> = state
             .agents
             .iter()

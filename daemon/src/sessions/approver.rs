@@ -57,6 +57,12 @@ pub(crate) fn approval_request(
         review_required: sessions.tools.review_required(&call.name),
         ..ApprovalRequested::default()
     };
+    if call.name == crate::tools::ask::ASK_USER {
+        let (question, choices) = crate::tools::ask::question_of(&call.arguments);
+        request.question = question;
+        request.choices = choices;
+        request.review_required = true;
+    }
     if call.name == "propose_knowledge_edit" {
         let arg = |k: &str| {
             call.arguments
@@ -154,8 +160,16 @@ impl SessionApprover {
                 }
             },
         };
+        let question = call.name == crate::tools::ask::ASK_USER;
         match verdict {
             Ok(Verdict::Allowed) => Decision::Allow,
+            Ok(Verdict::Answered { answer, by }) => {
+                Decision::Answered(crate::tools::ask::answered(&by, &answer))
+            }
+            // A question a person declined is answered so, not denied.
+            Ok(Verdict::Denied(why)) if question => {
+                Decision::Answered(crate::tools::ask::declined(&why))
+            }
             Ok(Verdict::Denied(why)) => Decision::Deny(format!(
                 "not approved ({id}): {why}; continue without this action"
             )),
@@ -181,6 +195,12 @@ impl Approver for SessionApprover {
                 Err(e) => return Decision::Deny(format!("the approvals cannot be read: {e}")),
             }
             match self.mode {
+                // Nobody is asked in these modes: a question gets no answer.
+                ApprovalMode::Auto | ApprovalMode::Deny
+                    if call.name == crate::tools::ask::ASK_USER =>
+                {
+                    Decision::Answered(crate::tools::ask::NO_ONE.into())
+                }
                 ApprovalMode::Auto => RunPolicy::Auto.settle(reason),
                 ApprovalMode::Deny => RunPolicy::Deny.settle(reason),
                 ApprovalMode::Ask => self.ask(call, reason).await,

@@ -67,6 +67,9 @@ pub enum SessionError {
     /// unknown worker, a worker spawning).
     #[error("{0}")]
     Agent(String),
+    /// The daemon drains before a restart: no new turn starts.
+    #[error("tinycoded is restarting and starts no new turn now; send it again in a moment")]
+    Draining,
     #[error(transparent)]
     Approval(#[from] crate::approvals::ApprovalError),
     #[error(transparent)]
@@ -95,6 +98,33 @@ pub struct TurnDefaults {
     pub approve: ApprovalMode,
     /// Config `subAgents`: workers per session and their limits.
     pub sub_agents: crate::config::SubAgents,
+    /// Config `permissions.allow`: tools that run without asking.
+    pub allow: Vec<String>,
+}
+
+impl TurnDefaults {
+    /// What new turns get from `config` (and `$TINYCODE_MODEL`, which
+    /// overrides its `model`); full tool results go under `artifact_root`.
+    pub fn from_config(config: &crate::config::Config, artifact_root: Option<PathBuf>) -> Self {
+        let model = std::env::var("TINYCODE_MODEL")
+            .ok()
+            .filter(|m| !m.trim().is_empty())
+            .or_else(|| (!config.model.is_empty()).then(|| config.model.clone()))
+            .unwrap_or_else(|| "offline".into());
+        Self {
+            model,
+            max_steps: config.max_steps_per_turn,
+            max_tool_result_chars: config.max_tool_result_chars,
+            timeout: config.turn_timeout,
+            artifact_root,
+            providers: config.providers.clone(),
+            compaction: config.compaction,
+            approval_timeout: config.approval_timeout,
+            approve: config.permission_mode,
+            sub_agents: config.sub_agents.clone(),
+            allow: config.allow.clone(),
+        }
+    }
 }
 
 /// A session's live side right now (all zero when it has none).
@@ -117,7 +147,11 @@ pub struct Sessions {
     pub(crate) worker_tools: ToolRegistry,
     pub(crate) approvals: Arc<Approvals>,
     pub(crate) workspace: PathBuf,
-    pub(crate) defaults: TurnDefaults,
+    /// What new turns get; replaced whole by a reload
+    /// (`tinycode daemon reload`): a turn takes a snapshot when it starts.
+    defaults: std::sync::RwLock<Arc<TurnDefaults>>,
+    /// A restart drains: no new turn starts.
+    draining: std::sync::atomic::AtomicBool,
     /// The daemons sharing the log: whose turns are whose.
     pub(crate) cluster: Arc<Cluster>,
     /// The sessions read model (`model.rs`).
@@ -146,6 +180,59 @@ fn interrupted_turn(turn: u64, brief: Option<&state::TurnBrief>, error: String) 
 }
 
 impl Sessions {
+    /// Whether `model` can be used with `providers` (a known provider, its
+    /// key in the environment); why not.
+    pub fn usable_model(
+        &self,
+        model: &str,
+        providers: &[crate::model::catalog::ProviderSpec],
+    ) -> Result<(), String> {
+        crate::model::catalog::resolve(
+            model,
+            providers,
+            &|k| std::env::var(k).ok(),
+            crate::model::RetryPolicy::default(),
+        )
+        .map(|_| ())
+        .map_err(|e| format!("cannot use model {model:?}: {e}"))
+    }
+
+    /// From now on no new turn starts (a restart drains first).
+    pub fn begin_drain(&self) {
+        self.draining.store(true, Ordering::Release);
+    }
+
+    /// Turns running and not at a safe point (waiting for a person is
+    /// one): `session S-3 turn 2`.
+    pub fn busy_turns(&self) -> Vec<String> {
+        let running: Vec<(String, u64)> = lock(&self.live)
+            .iter()
+            .filter_map(|(id, l)| {
+                let turn = l.running.load(Ordering::Acquire);
+                let queued = l.queued.load(Ordering::Acquire);
+                (turn != 0 || queued != 0).then(|| (id.clone(), turn))
+            })
+            .collect();
+        running
+            .into_iter()
+            .filter(|(id, _)| {
+                self.get(id)
+                    .map_or(true, |s| s.pending_approvals().is_empty())
+            })
+            .map(|(id, turn)| format!("session {id} turn {turn}"))
+            .collect()
+    }
+
+    /// What new turns get now.
+    pub fn defaults(&self) -> Arc<TurnDefaults> {
+        Arc::clone(&self.defaults.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Replace what new turns get (a reload); running turns keep theirs.
+    pub fn set_defaults(&self, defaults: TurnDefaults) {
+        *self.defaults.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(defaults);
+    }
+
     /// Follow the log into the sessions model; turns left unfinished by a
     /// previous run are marked interrupted, except those waiting for an
     /// approval, which resume.
@@ -167,6 +254,7 @@ impl Sessions {
         for tool in crate::tools::agents::agent_tools() {
             tools.register(tool);
         }
+        tools.register(Arc::new(crate::tools::ask::AskUser));
         let sessions = Arc::new(Self {
             store,
             desk,
@@ -177,7 +265,8 @@ impl Sessions {
             ),
             approvals,
             workspace,
-            defaults,
+            defaults: std::sync::RwLock::new(Arc::new(defaults)),
+            draining: std::sync::atomic::AtomicBool::new(false),
             cluster,
             projector,
             send_locks: crate::sync::Striped::default(),
@@ -408,23 +497,18 @@ impl Sessions {
                 field: "approve",
                 problem,
             })?
-            .unwrap_or(self.defaults.approve);
+            .unwrap_or(self.defaults().approve);
         let model = if model.trim().is_empty() {
-            self.defaults.model.clone()
+            self.defaults().model.clone()
         } else {
             model.trim().to_string()
         };
         // Fail now, not at the first turn, when the model cannot be used.
-        crate::model::catalog::resolve(
-            &model,
-            &self.defaults.providers,
-            &|k| std::env::var(k).ok(),
-            crate::model::RetryPolicy::default(),
-        )
-        .map_err(|e| SessionError::Model {
-            model: model.clone(),
-            message: e.to_string(),
-        })?;
+        self.usable_model(&model, &self.defaults().providers)
+            .map_err(|message| SessionError::Model {
+                model: model.clone(),
+                message,
+            })?;
         let id = self.new_id();
         let title = if title.trim().is_empty() {
             format!("session {id}")
@@ -535,7 +619,7 @@ impl Sessions {
         self.record(&id, vec![Payload::SessionDeleted(deleted)])
             .await?;
         // Its artifacts (full tool results) go with it; the events stay.
-        if let Some(root) = &self.defaults.artifact_root {
+        if let Some(root) = &self.defaults().artifact_root {
             let dir = root.join(&id);
             if let Err(e) = tokio::fs::remove_dir_all(&dir).await
                 && e.kind() != std::io::ErrorKind::NotFound
@@ -705,6 +789,9 @@ impl Sessions {
         timeout_seconds: u32,
     ) -> Result<(u64, u64, bool), SessionError> {
         let id = Self::checked_id(raw)?;
+        if self.draining.load(Ordering::Acquire) {
+            return Err(SessionError::Draining);
+        }
         let skills = self.skills.current();
         let (skill, skill_body) = match skills.command(text) {
             Ok(Some((skill, _))) => (skill.name.clone(), skill.body.clone()),

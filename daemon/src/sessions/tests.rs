@@ -30,6 +30,10 @@ pub(crate) fn defaults() -> TurnDefaults {
         approval_timeout: None,
         approve: crate::permissions::ApprovalMode::Ask,
         sub_agents: crate::config::SubAgents::default(),
+        // As the demo desk: the L2 path's worker runs unattended.
+        allow: crate::permissions::SUB_AGENT_TOOLS
+            .map(String::from)
+            .to_vec(),
     }
 }
 

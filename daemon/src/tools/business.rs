@@ -24,7 +24,11 @@ struct FnTool {
     description: &'static str,
     parameters: Value,
     run: Run,
+    /// What the tool would refuse, checked before a person is asked.
+    check: Option<Check>,
 }
+
+type Check = for<'a> fn(&'a Value, &'a ToolContext) -> BoxFuture<'a, Result<(), ToolError>>;
 
 impl Tool for FnTool {
     fn name(&self) -> &str {
@@ -36,6 +40,16 @@ impl Tool for FnTool {
     fn parameters(&self) -> Value {
         self.parameters.clone()
     }
+    fn check<'a>(
+        &'a self,
+        args: &'a Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<(), ToolError>> {
+        match self.check {
+            Some(check) => check(args, ctx),
+            None => Box::pin(futures::future::ready(Ok(()))),
+        }
+    }
     fn execute<'a>(
         &'a self,
         args: &'a Value,
@@ -43,6 +57,25 @@ impl Tool for FnTool {
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         (self.run)(args, ctx)
     }
+}
+
+/// The ticket a call names exists (and, with `classified`, has a
+/// category): what route, escalate and reply would refuse.
+async fn ticket_ready(
+    args: &Value,
+    ctx: &ToolContext,
+    classified: Option<&'static str>,
+) -> Result<(), ToolError> {
+    let t = ctx.desk.get_ticket(arg(args, "ticket_id"))?;
+    if let Some(tool) = classified
+        && t.category.is_empty()
+    {
+        return Err(ToolError::Invalid(format!(
+            "{} is not classified yet; call classify_ticket before {tool}",
+            t.id
+        )));
+    }
+    Ok(())
 }
 
 fn schema(properties: Value, required: &[&str]) -> Value {
@@ -116,6 +149,7 @@ pub fn business_tools() -> Vec<Arc<dyn Tool>> {
                 }),
                 &[],
             ),
+            check: None,
             run: |args, ctx| {
                 Box::pin(async move {
                     let filter = TicketFilter {
@@ -144,6 +178,7 @@ pub fn business_tools() -> Vec<Arc<dyn Tool>> {
             name: "get_ticket",
             description: "Read one ticket in full: customer, SLA, status, the conversation and notes.",
             parameters: schema(json!({ "ticket_id": id() }), &["ticket_id"]),
+            check: None,
             run: |args, ctx| {
                 Box::pin(async move {
                     let t = ctx.desk.get_ticket(arg(args, "ticket_id"))?;
@@ -155,12 +190,14 @@ pub fn business_tools() -> Vec<Arc<dyn Tool>> {
             name: "search_tickets",
             description: "Full-text search over tickets (subject, messages, notes).",
             parameters: search_schema(),
+            check: None,
             run: |args, ctx| Box::pin(async move { search(args, ctx, Kind::Ticket) }),
         },
         FnTool {
             name: "search_knowledge",
             description: "Full-text search over knowledge articles (title, tags, body); returns ids to read with read_article.",
             parameters: search_schema(),
+            check: None,
             run: |args, ctx| Box::pin(async move { search(args, ctx, Kind::Article) }),
         },
         FnTool {
@@ -170,6 +207,7 @@ pub fn business_tools() -> Vec<Arc<dyn Tool>> {
                 json!({ "article_id": text("Article id, e.g. refund-policy") }),
                 &["article_id"],
             ),
+            check: None,
             run: |args, ctx| {
                 Box::pin(async move {
                     let a = ctx.desk.get_article(arg(args, "article_id"))?;
@@ -202,6 +240,7 @@ pub fn business_tools() -> Vec<Arc<dyn Tool>> {
                 }),
                 &["ticket_id", "category", "priority", "intent"],
             ),
+            check: None,
             run: |args, ctx| {
                 Box::pin(async move {
                     let category = ctx
@@ -245,6 +284,15 @@ pub fn business_tools() -> Vec<Arc<dyn Tool>> {
                 json!({ "ticket_id": id(), "queue": text("A queue of this desk"), "reason": text("Why this queue") }),
                 &["ticket_id", "queue", "reason"],
             ),
+            check: Some(|args, ctx| {
+                Box::pin(async move {
+                    ctx.desk
+                        .taxonomy()
+                        .queue(arg(args, "queue"))
+                        .map_err(|e| ToolError::Invalid(format!("route_ticket: {e}")))?;
+                    ticket_ready(args, ctx, None).await
+                })
+            }),
             run: |args, ctx| {
                 Box::pin(async move {
                     let queue = ctx
@@ -281,6 +329,7 @@ pub fn business_tools() -> Vec<Arc<dyn Tool>> {
                 json!({ "ticket_id": id(), "level": { "type": "integer", "enum": [1, 2] }, "reason": text("Why, citing the article id") }),
                 &["ticket_id", "level", "reason"],
             ),
+            check: Some(|args, ctx| Box::pin(ticket_ready(args, ctx, Some("escalate_ticket")))),
             run: |args, ctx| {
                 Box::pin(async move {
                     let level = args.get("level").and_then(Value::as_u64).unwrap_or(1) as u32;
@@ -315,6 +364,7 @@ pub fn business_tools() -> Vec<Arc<dyn Tool>> {
                 json!({ "ticket_id": id(), "message": text("The reply") }),
                 &["ticket_id", "message"],
             ),
+            check: Some(|args, ctx| Box::pin(ticket_ready(args, ctx, None))),
             run: |args, ctx| {
                 Box::pin(async move {
                     let message = TicketMessage {
@@ -351,6 +401,7 @@ pub fn business_tools() -> Vec<Arc<dyn Tool>> {
                 }),
                 &["article_id", "old_text", "new_text", "rationale"],
             ),
+            check: None,
             run: |args, ctx| {
                 Box::pin(async move {
                     let new_text = args.get("new_text").and_then(Value::as_str).unwrap_or("");
@@ -387,6 +438,7 @@ pub fn business_tools() -> Vec<Arc<dyn Tool>> {
             name: "load_skill",
             description: "Load the full text of a skill (an SOP) listed in the system prompt.",
             parameters: schema(json!({ "name": text("Skill name") }), &["name"]),
+            check: None,
             run: |args, ctx| {
                 Box::pin(async move {
                     let name = arg(args, "name");

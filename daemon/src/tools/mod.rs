@@ -7,6 +7,7 @@
 //! actionable sentence for the model.
 
 pub mod agents;
+pub mod ask;
 mod business;
 pub mod schema;
 
@@ -102,6 +103,17 @@ pub trait Tool: Send + Sync {
     /// Every call is reviewed: "always allow" is never remembered for it.
     fn review_required(&self) -> bool {
         false
+    }
+    /// What the tool would refuse anyway, found before a person is asked
+    /// to approve the call (a ticket that does not exist, one not
+    /// classified yet); `Ok` by default. The tool still checks again when
+    /// it runs.
+    fn check<'a>(
+        &'a self,
+        _args: &'a Value,
+        _ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<(), ToolError>> {
+        Box::pin(futures::future::ready(Ok(())))
     }
     /// Run with validated arguments.
     fn execute<'a>(
@@ -238,6 +250,34 @@ impl ToolRegistry {
 
     /// Validate the arguments, run the tool (cancellable), and turn every
     /// failure into an error result the model can act on.
+    /// What a call would be refused for anyway — an unknown tool,
+    /// arguments its schema refuses, the tool's own [`Tool::check`] — so
+    /// that nobody is asked to approve a call that cannot succeed.
+    pub async fn check(
+        &self,
+        name: &str,
+        args: &Value,
+        ctx: &ToolContext,
+    ) -> Result<(), ToolOutput> {
+        let Some(tool) = self
+            .tools
+            .get(name)
+            .cloned()
+            .or_else(|| self.dynamic.get(name))
+        else {
+            return Err(ToolOutput::error(format!(
+                "there is no tool named {name:?}; available tools: {}",
+                self.names().join(", ")
+            )));
+        };
+        if let Err(problem) = schema::validate(&tool.parameters(), args) {
+            return Err(ToolOutput::error(format!("{name}: {problem}")));
+        }
+        tool.check(args, ctx)
+            .await
+            .map_err(|e| ToolOutput::error(e.to_string()))
+    }
+
     pub async fn call(&self, name: &str, args: &Value, ctx: &ToolContext) -> ToolOutput {
         let Some(tool) = self
             .tools

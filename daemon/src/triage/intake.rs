@@ -25,7 +25,7 @@ impl Triage {
     /// Follow ticket events from `from` on; queue each ticket that is open
     /// and has never been triaged (when `autoTriage.enabled`).
     pub(super) async fn follow_tickets(self: Arc<Self>, from: u64) {
-        if !self.config.enabled {
+        if !self.config().enabled {
             return;
         }
         let mut feed = self.store.follow_forever("ticket-", from, "triage intake");

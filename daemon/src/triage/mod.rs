@@ -84,7 +84,8 @@ pub struct Triage {
     store: EventStore,
     desk: Arc<Desk>,
     sessions: Arc<Sessions>,
-    config: AutoTriage,
+    /// Config `autoTriage`, replaced by a reload.
+    config: std::sync::RwLock<AutoTriage>,
     /// The daemons sharing the log: whose records are whose.
     cluster: Arc<Cluster>,
     /// Tickets lined up or running here (a ticket is lined up once).
@@ -133,7 +134,7 @@ impl Triage {
             desk,
             sessions,
             slots: Arc::new(Semaphore::new(config.concurrency.max(1))),
-            config,
+            config: std::sync::RwLock::new(config),
             cluster,
             local: Mutex::new(HashSet::new()),
             board,
@@ -144,7 +145,7 @@ impl Triage {
             live_changed: watch::channel(0).0,
         });
         let waiting = triage.line_up_after_restart()?;
-        if triage.config.enabled {
+        if triage.config().enabled {
             triage.queue_untriaged().await?;
         }
         for (ticket, turn) in waiting {
@@ -157,8 +158,47 @@ impl Triage {
         Ok(triage)
     }
 
-    pub fn config(&self) -> &AutoTriage {
-        &self.config
+    /// A restart drains: no queued triage starts from now on (the
+    /// dispatcher stops; queued records are lined up again at the next
+    /// start). Triages already running finish.
+    pub fn pause(&self) {
+        self.slots.close();
+    }
+
+    /// Config `autoTriage` as it is now.
+    pub fn config(&self) -> AutoTriage {
+        self.config
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// A reload: the new `autoTriage` applies at once — more or fewer
+    /// worker slots (a running triage keeps its slot until it ends), the
+    /// prompt and retry settings for the next attempt; turned on, the open
+    /// tickets never triaged are queued.
+    pub async fn set_config(self: &Arc<Self>, new: AutoTriage) -> Result<(), TriageError> {
+        let old = std::mem::replace(
+            &mut *self.config.write().unwrap_or_else(|p| p.into_inner()),
+            new.clone(),
+        );
+        let (was, now) = (old.concurrency.max(1), new.concurrency.max(1));
+        if now > was {
+            self.slots.add_permits(now - was);
+        } else if now < was {
+            let slots = Arc::clone(&self.slots);
+            // Fewer slots: taken out as running triages give them back.
+            tokio::spawn(async move {
+                if let Ok(taken) = slots.acquire_many_owned((was - now) as u32).await {
+                    taken.forget();
+                }
+            });
+        }
+        if new.enabled && !old.enabled {
+            self.queue_untriaged().await?;
+        }
+        self.notify_live();
+        Ok(())
     }
 
     /// The daemons sharing the log.

@@ -42,8 +42,8 @@ impl Triage {
             records.into_iter().map(|r| (board_key(&r), r)).collect();
         records.sort_by(|a, b| a.0.cmp(&b.0));
         let mut status = TriageStatus {
-            auto_triage: self.config.enabled,
-            concurrency: self.config.concurrency as u32,
+            auto_triage: self.config().enabled,
+            concurrency: self.config().concurrency as u32,
             sequence,
             ..TriageStatus::default()
         };

@@ -27,6 +27,8 @@ pub(crate) const INCOMPLETE: &str = "incomplete";
 struct Ended {
     outcome: TurnOutcome,
     error: String,
+    /// Calls of the turn that were denied.
+    denied: u32,
 }
 
 impl Ended {
@@ -34,6 +36,7 @@ impl Ended {
         Self {
             outcome: TurnOutcome::Failed,
             error: error.to_string(),
+            denied: 0,
         }
     }
 }
@@ -207,7 +210,11 @@ impl Triage {
                 Some((_, Some(TurnOutcome::Interrupted))) | None => {}
                 Some((_, Some(outcome))) => {
                     let error = "the turn ended before the daemon restarted".to_string();
-                    return Ok(Ended { outcome, error });
+                    return Ok(Ended {
+                        outcome,
+                        error,
+                        denied: 0,
+                    });
                 }
                 Some((_, None)) => {}
             }
@@ -215,10 +222,11 @@ impl Triage {
         // An attempt of this round that placed the ticket before it was cut
         // short (a crash between the route and the turn's end): done, as
         // it happened — never skipped because the ticket moved on.
-        if record.attempt > 0 && self.decisions(&record).await.1 {
+        if job.start == Start::Again && record.attempt > 0 && self.decisions(&record).await.1 {
             return Ok(Ended {
                 outcome: TurnOutcome::Completed,
                 error: String::new(),
+                denied: 0,
             });
         }
         // Automatic triage is for open tickets; a ticket someone already
@@ -328,6 +336,7 @@ impl Triage {
             return Ok(Ended {
                 outcome: TurnOutcome::Completed,
                 error,
+                denied: 0,
             });
         }
         self.send_and_follow(job, &session, slot).await
@@ -343,7 +352,7 @@ impl Triage {
         let session = session.to_string();
         // Subscribe before sending: the turn's end cannot be missed.
         let (rx, _, _) = self.sessions.attach(&session)?;
-        let prompt = self.config.prompt.replace("{id}", &job.ticket);
+        let prompt = self.config().prompt.replace("{id}", &job.ticket);
         let (_, turn, _) = self
             .sessions
             .send(&session, &prompt, worker_client())
@@ -361,7 +370,11 @@ impl Triage {
         mut rx: tokio::sync::broadcast::Receiver<LiveUpdate>,
         slot: &mut Option<OwnedSemaphorePermit>,
     ) -> Ended {
-        let ended = |outcome, error| Ended { outcome, error };
+        let ended = |outcome, error| Ended {
+            outcome,
+            error,
+            denied: 0,
+        };
         if let Some(outcome) = self.sessions.turn_outcome(session, turn) {
             return ended(outcome, String::new());
         }
@@ -371,7 +384,10 @@ impl Triage {
                     Some(Payload::TurnCompleted(c)) if c.turn == turn => {
                         let outcome =
                             TurnOutcome::try_from(c.outcome).unwrap_or(TurnOutcome::Failed);
-                        return ended(outcome, c.error.clone());
+                        return Ended {
+                            denied: c.denied,
+                            ..ended(outcome, c.error.clone())
+                        };
                     }
                     Some(Payload::ApprovalRequested(r)) if r.turn == turn => {
                         *slot = None;
@@ -419,11 +435,27 @@ impl Triage {
                 return; // skipped
             }
             let mut outcome = outcome_name(ended.outcome);
+            // A denied action shows in the record, never a silent success.
+            match ended.denied {
+                0 => {}
+                1 => outcome.push_str(", 1 action denied"),
+                n => outcome.push_str(&format!(", {n} actions denied")),
+            }
             // Whatever the turn's end, a round that placed the ticket is
             // done (an interrupted turn may have routed it before it was
             // cut short): the record says what happened.
             let (classified, placed) = self.decisions(&record).await;
-            if placed {
+            // A triage whose classification was refused (a category the
+            // desk does not have) is not done, even if it routed: the
+            // ticket has no category.
+            let refused = !classified
+                && placed
+                && self
+                    .desk
+                    .get_ticket(&job.ticket)
+                    .is_ok_and(|t| t.category.is_empty())
+                && self.classify_failed(&record).await;
+            if placed && !refused {
                 let _ = self.finish(&job.ticket, "done", &outcome, "").await;
                 return;
             }
@@ -432,14 +464,16 @@ impl Triage {
                 // A completed turn is done only when it decided something:
                 // an honest outcome, never "done" for nothing.
                 outcome = INCOMPLETE.to_string();
-                ended.error = if classified {
+                ended.error = if placed {
+                    "the turn routed the ticket but could not classify it (its classification was refused)".into()
+                } else if classified {
                     "the turn classified the ticket but neither routed nor escalated it".into()
                 } else {
                     "the turn ended without classifying, routing or escalating the ticket".into()
                 };
             }
             let cancelled = ended.outcome == TurnOutcome::Cancelled;
-            if cancelled || attempt >= self.config.max_attempts {
+            if cancelled || attempt >= self.config().max_attempts {
                 let why = if cancelled {
                     "its turn was cancelled".to_string()
                 } else {
@@ -455,7 +489,7 @@ impl Triage {
                 return;
             }
             let delay = self
-                .config
+                .config()
                 .retry_delay_ms
                 .saturating_mul(1 << attempt.saturating_sub(1).min(16));
             tracing::warn!(ticket = %job.ticket, attempt, %outcome, error = %ended.error, delay_ms = delay, "triage attempt failed; retrying");
@@ -555,6 +589,22 @@ impl Triage {
             }
         }
         (classified, placed)
+    }
+
+    /// Whether a `classify_ticket` call of the triage session failed in
+    /// this round.
+    async fn classify_failed(&self, record: &Record) -> bool {
+        let stream = format!("session-{}", record.session);
+        let Ok(events) = self.store.read_stream(&stream, 1, usize::MAX).await else {
+            return false;
+        };
+        events
+            .iter()
+            .filter(|e| e.sequence > record.queued_sequence)
+            .any(|e| {
+                matches!(&e.payload, Some(Payload::ToolCallFinished(f))
+                    if f.is_error && f.call.as_ref().is_some_and(|c| c.name == "classify_ticket"))
+            })
     }
 
     /// Leave the reason on the ticket for the humans.

@@ -26,8 +26,8 @@ use crate::store::{EventStore, StoreError};
 pub(crate) use crate::sync::lock;
 
 pub use knowledge::AppliedEdit;
-pub use mirror::MAX_FILE_BYTES;
-pub use open::{LoadReport, Model};
+pub use mirror::{MAX_FILE_BYTES, file_problem};
+pub use open::{LoadReport, Model, read_root};
 pub use tickets::{NewTicket, TicketFilter, now};
 
 /// Stream of one ticket.

@@ -161,7 +161,7 @@ impl Desk {
 
 /// Where a link in `dir` may lead: the workspace when `dir` lies inside
 /// it, else `dir` itself (canonical; as given when it cannot be resolved).
-fn read_root(workspace: &Path, dir: &Path) -> PathBuf {
+pub fn read_root(workspace: &Path, dir: &Path) -> PathBuf {
     let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     let (root, dir) = (canonical(workspace), canonical(dir));
     if dir.starts_with(&root) { root } else { dir }

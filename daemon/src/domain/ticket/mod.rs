@@ -47,8 +47,18 @@ fn invalid(field: impl Into<String>, problem: impl Into<String>) -> TicketFileEr
     }
 }
 
+/// A ticket file without `slaMinutes` gets this first-response target
+/// (one day).
+pub const DEFAULT_SLA_MINUTES: u32 = 24 * 60;
+/// … without `channel`, this one.
+pub const DEFAULT_CHANNEL: &str = "email";
+
 /// Parse a ticket file: every known field checked; fields tinycode does
-/// not know are kept as they are (`extra_json`) and written back.
+/// not know are kept as they are (`extra_json`) and written back. Only
+/// `id` and `subject` are required; a missing `customer` is empty,
+/// `channel` is `email`, `status` is `open`, `slaMinutes` is a day,
+/// `messages` is none, and `createdAt` is the first message's time
+/// (required when there is no message).
 pub fn parse_ticket_file(text: &str) -> Result<Ticket, TicketFileError> {
     let value: Value =
         serde_json::from_str(text).map_err(|e| TicketFileError::Json(e.to_string()))?;
@@ -65,7 +75,7 @@ pub fn parse_ticket_file(text: &str) -> Result<Ticket, TicketFileError> {
             .map(|(i, m)| parse_message(&format!("messages[{i}]"), m))
             .collect::<Result<_, _>>()?,
         Some(_) => return Err(invalid("messages", "must be a list")),
-        None => return Err(TicketFileError::Missing("messages".into())),
+        None => Vec::new(),
     };
     let notes = match obj.get("notes") {
         None | Some(Value::Null) => Vec::new(),
@@ -95,10 +105,21 @@ pub fn parse_ticket_file(text: &str) -> Result<Ticket, TicketFileError> {
     Ok(Ticket {
         id: req_str(obj, "id", "")?,
         subject: req_str(obj, "subject", "")?,
-        customer: req_str(obj, "customer", "")?,
-        channel: one_of(obj, "channel", &Channel::NAMES, true)?,
-        created_at: req_str(obj, "createdAt", "")?,
+        customer: opt_str(obj, "customer")?,
+        channel: match one_of(obj, "channel", &Channel::NAMES, false)? {
+            c if c.is_empty() => DEFAULT_CHANNEL.to_string(),
+            c => c,
+        },
+        created_at: match opt_str(obj, "createdAt")? {
+            // The first message's time is when the ticket began.
+            c if c.is_empty() => messages
+                .first()
+                .map(|m: &TicketMessage| m.at.clone())
+                .ok_or_else(|| TicketFileError::Missing("createdAt".into()))?,
+            c => c,
+        },
         sla_minutes: match obj.get("slaMinutes") {
+            None | Some(Value::Null) => DEFAULT_SLA_MINUTES,
             Some(v) => v
                 .as_u64()
                 .and_then(|n| u32::try_from(n).ok())
@@ -108,9 +129,11 @@ pub fn parse_ticket_file(text: &str) -> Result<Ticket, TicketFileError> {
                         format!("must be a whole number of minutes, got {v}"),
                     )
                 })?,
-            None => return Err(TicketFileError::Missing("slaMinutes".into())),
         },
-        status: one_of(obj, "status", &Status::NAMES, true)?,
+        status: match one_of(obj, "status", &Status::NAMES, false)? {
+            s if s.is_empty() => "open".to_string(),
+            s => s,
+        },
         category: opt_str(obj, "category")?,
         priority: one_of(obj, "priority", &Priority::NAMES, false)?,
         intent: opt_str(obj, "intent")?,

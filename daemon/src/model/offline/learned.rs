@@ -13,6 +13,10 @@ pub(super) struct History {
     /// (field name, examples behind the label) for each field it decided.
     used: Vec<(&'static str, usize)>,
     ruled: Vec<&'static str>,
+    /// (field name, label) the history proposed that the desk does not
+    /// accept (a label people used that is not in its taxonomy): reported,
+    /// not used.
+    refused: Vec<(&'static str, String)>,
 }
 
 impl History {
@@ -31,6 +35,7 @@ impl History {
             text,
             used: Vec::new(),
             ruled: Vec::new(),
+            refused: Vec::new(),
         }
     }
 
@@ -46,8 +51,14 @@ impl History {
         let suggested = self
             .learned
             .as_ref()
-            .and_then(|l| l.suggest(field, &self.text))
-            .filter(|s| valid(&s.label));
+            .and_then(|l| l.suggest(field, &self.text));
+        let suggested = match suggested {
+            Some(s) if !valid(&s.label) => {
+                self.refused.push((name, s.label));
+                None
+            }
+            other => other,
+        };
         match suggested {
             Some(s) => {
                 self.used.push((name, s.support));
@@ -79,6 +90,53 @@ impl History {
         if !self.ruled.is_empty() {
             parts.push(format!("rules: {}", self.ruled.join(", ")));
         }
+        for (name, label) in &self.refused {
+            parts.push(format!(
+                "history proposed {name} {label:?}, which this desk does not have: not used"
+            ));
+        }
         parts.join(" · ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::learn::model::HistoryRow;
+
+    #[test]
+    fn a_label_outside_the_desk_is_reported_and_the_rules_decide() {
+        let rows = (0..6).flat_map(|i| {
+            let row = |subject: String, body: &str, category: &str| HistoryRow {
+                subject,
+                messages: vec![body.into()],
+                labels: [("category".to_string(), category.to_string())]
+                    .into_iter()
+                    .collect(),
+            };
+            [
+                row(format!("发票 开具 {i}"), "请开增值税发票", "发票"),
+                row(format!("物流 包裹 {i}"), "快递停滞没有更新", "物流"),
+            ]
+        });
+        let learned = std::sync::Arc::new(Learned::train(rows));
+        let mut history = History {
+            learned: Some(learned),
+            text: ticket_text("发票 开具", ["请开增值税发票"].into_iter()),
+            used: Vec::new(),
+            ruled: Vec::new(),
+            refused: Vec::new(),
+        };
+        let desk = ["退款", "物流", "账户"];
+        let picked = history.pick(Field::Category, "category", Some("账户".into()), |c| {
+            desk.contains(&c)
+        });
+        assert_eq!(picked.as_deref(), Some("账户"), "the rules decide");
+        let note = history.note();
+        assert!(note.contains("rules: category"), "{note}");
+        assert!(
+            note.contains("\"发票\", which this desk does not have"),
+            "{note}"
+        );
     }
 }

@@ -356,12 +356,20 @@ fn triage_step(req: &ModelRequest, s: &State<'_>, id: &str, ticket: &Value) -> S
     let (level, matched) = escalation_level(&rules, &text);
     // The desk's history decides what it knows well; the rules the rest.
     let mut history = learned::History::of(ticket);
+    // Only a category the desk has (what classify_ticket accepts): a
+    // label of history outside the taxonomy is reported, not proposed.
+    let desk_categories = categories_in(&req.system);
     let category = history
         .pick(
             Field::Category,
             "category",
             Some(category(&req.system, ticket, &article)),
-            |_| true,
+            |c| {
+                desk_categories.is_empty()
+                    || desk_categories
+                        .iter()
+                        .any(|d| d.name == c || d.aliases.iter().any(|a| a == c))
+            },
         )
         .unwrap_or_default();
     let ruled_priority = priority(&req.system, ticket, level);

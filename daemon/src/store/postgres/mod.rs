@@ -58,6 +58,8 @@ pub(crate) struct PgLog {
     stop: watch::Sender<bool>,
     transactions: Arc<AtomicU64>,
     committer: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Bytes the log's table takes in the database, as last measured.
+    size: Arc<AtomicU64>,
 }
 
 impl PgLog {
@@ -97,7 +99,15 @@ impl PgLog {
             live: live.clone(),
             stopping,
         }));
+        let size = Arc::new(AtomicU64::new(0));
+        tokio::spawn(measure_size(
+            config.clone(),
+            target.clone(),
+            Arc::clone(&size),
+            stop.subscribe(),
+        ));
         Ok(Self {
+            size,
             target,
             config,
             reader: Mutex::new(Some(reader)),
@@ -231,7 +241,7 @@ impl Backend for PgLog {
     fn stats(&self) -> StoreStats {
         StoreStats::of(
             self.last_sequence(),
-            0,
+            self.size.load(Ordering::Relaxed),
             self.transactions.load(Ordering::Relaxed),
         )
     }
@@ -326,6 +336,36 @@ impl Backend for PgLog {
 }
 
 /// Connect, and drive the connection on its own task.
+/// Measure the log's table (with its indexes and TOAST) now and every 30 s
+/// on a connection of its own, for `daemon status`, until the log closes.
+async fn measure_size(
+    config: tokio_postgres::Config,
+    target: String,
+    size: Arc<AtomicU64>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut client: Option<Client> = None;
+    loop {
+        if client.as_ref().is_none_or(Client::is_closed) {
+            client = connect(&config, &target).await.ok();
+        }
+        if let Some(c) = &client
+            && let Ok(row) = c
+                .query_one(
+                    "SELECT pg_total_relation_size('tinycode_events')::bigint",
+                    &[],
+                )
+                .await
+        {
+            size.store(row.get::<_, i64>(0).max(0) as u64, Ordering::Relaxed);
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_secs(30)) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+    }
+}
+
 async fn connect(config: &tokio_postgres::Config, target: &str) -> Result<Client, StoreError> {
     let (client, connection) = config.connect(NoTls).await.map_err(|e| {
         StoreError::Unreachable(format!(

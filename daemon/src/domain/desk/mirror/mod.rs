@@ -34,6 +34,7 @@ use crate::projection::{self, ProjectionError, Reporter, Writes, decode_u64};
 use crate::store::{ExpectedVersion, StoreError};
 
 mod read_back;
+pub use read_back::file_problem;
 
 /// Version of the mirror's records.
 const VERSION: u32 = 1;
@@ -158,9 +159,10 @@ enum Finding {
     /// Ours but behind the log (or missing): write it again.
     Stale,
     /// Differs from the model, and the mirror has no record of writing it
-    /// (its records were rebuilt, or an older daemon wrote it): kept aside,
-    /// then written from the model.
-    Unknown,
+    /// (its records were rebuilt, an older daemon wrote it, a copied
+    /// workspace): ours and written again when its content is a version
+    /// the log held; otherwise kept aside, then written from the model.
+    Unrecorded { payload: Box<Payload> },
     /// New or edited by hand: append this.
     Import {
         expected: ExpectedVersion,

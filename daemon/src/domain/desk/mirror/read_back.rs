@@ -197,12 +197,16 @@ impl Desk {
             match found {
                 Ok(Finding::InSync) => {}
                 Ok(Finding::Stale) => stale.push((kind, id)),
-                Ok(Finding::Unknown) => {
-                    report.warnings.push(format!(
-                        "not imported {}: it differs from the log and this daemon has no record of writing it",
-                        self.relative(&path)
-                    ));
-                    unknown.push((kind, id));
+                Ok(Finding::Unrecorded { payload }) => {
+                    if self.was_version(&kind.stream(&id), &payload, 0).await? {
+                        stale.push((kind, id));
+                    } else {
+                        report.warnings.push(format!(
+                            "not imported {}: it differs from the log and this daemon has no record of writing it",
+                            self.relative(&path)
+                        ));
+                        unknown.push((kind, id));
+                    }
                 }
                 Ok(Finding::Import { expected, payload }) => {
                     imports.push((kind.stream(&id), path, expected, *payload));
@@ -332,17 +336,19 @@ impl Desk {
                 if Self::same_as_model(&text, &desired) {
                     return Ok(Finding::Stale); // re-recorded, not re-written
                 }
+                let payload = Box::new(Payload::TicketUpdatedFromFile(TicketUpdatedFromFile {
+                    ticket: Some(ticket),
+                    file,
+                }));
                 let Some(record) = record else {
                     // No record of writing it: which version it was edited
-                    // from is unknown, so it is not imported.
-                    return Ok(Finding::Unknown);
+                    // from is unknown, so it is not imported — but it may
+                    // be a version the log held.
+                    return Ok(Finding::Unrecorded { payload });
                 };
                 Ok(Finding::Changed {
                     after: record.version,
-                    payload: Box::new(Payload::TicketUpdatedFromFile(TicketUpdatedFromFile {
-                        ticket: Some(ticket),
-                        file,
-                    })),
+                    payload,
                 })
             }
             Kind::Article => {
@@ -360,12 +366,13 @@ impl Desk {
                 if text == desired.text {
                     return Ok(Finding::Stale); // re-recorded, not re-written
                 }
+                let payload = Box::new(Payload::KnowledgeUpdatedFromFile(read));
                 let Some(record) = record else {
-                    return Ok(Finding::Unknown);
+                    return Ok(Finding::Unrecorded { payload });
                 };
                 Ok(Finding::Changed {
                     after: record.version,
-                    payload: Box::new(Payload::KnowledgeUpdatedFromFile(read)),
+                    payload,
                 })
             }
         }
@@ -480,4 +487,39 @@ fn stem_of(name: &[u8]) -> String {
         Some((stem, _)) => stem.to_string(),
         None => name.into_owned(),
     }
+}
+
+/// Why the start-up read-back would refuse the workspace file at `path`
+/// (`None`: it would read it). For `tinycode doctor`, which checks a
+/// workspace without a running daemon; `root` is where links may lead.
+pub fn file_problem(path: &Path, root: &Path) -> Option<String> {
+    let article = path.extension().is_some_and(|e| e == "md");
+    let check = || -> Result<(), String> {
+        let id = sanitize_id(&super::file_stem(path)).map_err(|e| format!("bad file name: {e}"))?;
+        let Some((target, _)) =
+            crate::files::regular_inside(path, root).map_err(|e| e.to_string())?
+        else {
+            return Ok(());
+        };
+        let (limit, what) = if article {
+            (limits::MAX_ARTICLE_FILE, "knowledge")
+        } else {
+            (limits::MAX_TICKET_FILE, "ticket")
+        };
+        let text = crate::files::read_text(&target, limit, what).map_err(|e| e.to_string())?;
+        if article {
+            parse_article(&id, &text).map_err(|e| e.to_string())?;
+            return Ok(());
+        }
+        let ticket = parse_ticket_file(&text).map_err(|e| e.to_string())?;
+        within_limits(&ticket)?;
+        if ticket.id != id {
+            return Err(format!(
+                "field `id` is {:?} but the file is named {id}.json",
+                ticket.id
+            ));
+        }
+        Ok(())
+    };
+    check().err()
 }
