@@ -113,7 +113,7 @@ async fn thirty_two_attach_only_clients_replay_in_bounded_memory() {
     }
     let started = Instant::now();
     let mut peak = 0;
-    while started.elapsed() < Duration::from_secs(20) {
+    while started.elapsed() < Duration::from_secs(60) {
         peak = peak.max(rss_kib(pid));
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

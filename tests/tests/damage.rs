@@ -158,6 +158,18 @@ fn a_damaged_log_is_refused_verified_recovered_and_restored() {
         }
         let start = desk.run(&["daemon", "start"]);
         eprintln!("{name}: start → {} {}", start.code, start.stderr.trim());
+        // sled cannot open its own file, or the head is gone: refused,
+        // whatever sled itself would make of it.
+        let must_refuse = [
+            "data file cut to 0",
+            "first page flipped",
+            "first page zeroed",
+            "head removed",
+        ];
+        assert!(
+            start.code != 0 || !must_refuse.contains(&name),
+            "{name}: started on a log that cannot prove itself whole"
+        );
         if start.code == 0 {
             // Nothing acknowledged was lost: every message is there.
             let seen = messages(&desk);
@@ -174,6 +186,11 @@ fn a_damaged_log_is_refused_verified_recovered_and_restored() {
                 || said.contains("the event log cannot be read")
                 || said.contains("durable head is missing"),
             "{name}: {said}"
+        );
+        // The loss is named: what was acknowledged, up to which event.
+        assert!(
+            said.chars().any(|c| c.is_ascii_digit()),
+            "{name}: the loss is not named: {said}"
         );
         assert!(said.contains("tinycode admin import"), "{name}: {said}");
         assert!(said.contains("tinycoded --recover"), "{name}: {said}");

@@ -48,9 +48,9 @@ fn problems(status: &serde_json::Value) -> Vec<(String, String)> {
 /// Put every kind of file that must not be read into `dir` (as `ext`
 /// files): a FIFO, a device (a real one when this runs as root, else a
 /// link to /dev/null), a link to /etc/passwd and a link loop.
-fn plant(dir: &Path, ext: &str) -> Vec<String> {
+fn plant(dir: &Path, ext: &str, prefix: &str) -> Vec<String> {
     std::fs::create_dir_all(dir).unwrap();
-    let name = |n: &str| format!("{n}.{ext}");
+    let name = |n: &str| format!("{prefix}{n}.{ext}");
     mkfifo(&dir.join(name("X-fifo")));
     let device = dir.join(name("X-device"));
     let made = rustix::process::geteuid().is_root()
@@ -77,25 +77,36 @@ fn plant(dir: &Path, ext: &str) -> Vec<String> {
 fn fifos_devices_and_links_out_are_refused_without_blocking_and_listed() {
     let desk = Desk::fixture();
     let ws = desk.workspace();
-    // Already there when the daemon starts…
-    let mut planted: Vec<String> = plant(&ws.join("tickets"), "json")
-        .into_iter()
-        .map(|n| format!("tickets/{n}"))
-        .collect();
+    // Already there when the daemon starts, in both folders…
+    let mut planted: Vec<String> = Vec::new();
+    for (dir, ext) in [("tickets", "json"), ("knowledge", "md")] {
+        planted.extend(
+            plant(&ws.join(dir), ext, "")
+                .into_iter()
+                .map(|n| format!("{dir}/{n}")),
+        );
+    }
+    // (A FIFO opened for reading would block the start for ever; a start
+    // that returns at all proves it was not opened. The bound leaves room
+    // for a debug build on a loaded machine.)
+    // The binaries are built (once per test process) before the clock runs.
+    tinycode_tests::bin_dir();
     let started = Instant::now();
     let out = desk.run(&["daemon", "start"]);
     assert_eq!(out.code, 0, "{out:?}\n{}", desk.log());
     assert!(
-        started.elapsed() < Duration::from_secs(15),
+        started.elapsed() < Duration::from_secs(5),
         "start took {:?}",
         started.elapsed()
     );
     // … and dropped while it runs (the poll reads them).
-    planted.extend(
-        plant(&ws.join("knowledge"), "md")
-            .into_iter()
-            .map(|n| format!("knowledge/{n}")),
-    );
+    for (dir, ext) in [("tickets", "json"), ("knowledge", "md")] {
+        planted.extend(
+            plant(&ws.join(dir), ext, "Y")
+                .into_iter()
+                .map(|n| format!("{dir}/{n}")),
+        );
+    }
     let listed = wait_until(Duration::from_secs(10), || {
         let s = status_within(&desk, Duration::from_secs(1));
         let files: Vec<String> = problems(&s).into_iter().map(|(f, _)| f).collect();
@@ -219,7 +230,17 @@ fn created_id(out: &tinycode_tests::Output) -> String {
 #[test]
 fn a_full_disk_pauses_writes_serves_reads_and_resumes_by_itself() {
     let Some(fs) = Tmpfs::mount(32) else { return };
-    let desk = Desk::fixture().with_home(fs.0.join("home"));
+    // The workspace (so the mirror's files) and the state dir on the small
+    // file system; the daemon's log beside it, so what it logs while the
+    // disk is full is kept and counted.
+    let desk = Desk::at(&fs.0.join("root"));
+    tinycode_tests::copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/tinycode-support-desk"),
+        &desk.workspace(),
+    );
+    let logs = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(desk.state_dir()).unwrap();
+    std::os::unix::fs::symlink(logs.path(), desk.state_dir().join("logs")).unwrap();
     desk.ok(&["daemon", "start"]);
     let mut acknowledged = Vec::new();
     for i in 0..3 {
@@ -242,6 +263,11 @@ fn a_full_disk_pauses_writes_serves_reads_and_resumes_by_itself() {
     let status = status_within(&desk, Duration::from_secs(2));
     let paused = status["writesPaused"].as_str().unwrap_or_default();
     assert!(paused.starts_with("disk full ("), "{status:#}");
+    let shown = desk.ok(&["--no-autostart", "daemon", "status"]);
+    assert!(
+        shown.contains("writes paused: disk full (") && shown.contains(" MiB free on "),
+        "{shown}"
+    );
     // Reads are served meanwhile.
     let list = desk.ok(&["ticket", "list"]);
     for id in &acknowledged {

@@ -468,11 +468,32 @@ fn a_triage_left_waiting_for_an_approval_by_a_killed_daemon_finishes_once_elsewh
 
 /// The counts of `triage status` (without the items, whose order and
 /// per-daemon fields may differ).
+/// `triage status` as every daemon must show it alike: the counts, and each
+/// item's ticket, state, outcome and approvals (the read model's sequence
+/// is this daemon's own).
 fn triage_counts(desk: &Desk) -> Value {
     let mut s = desk.json(&["triage", "status"]);
     let o = s.as_object_mut().unwrap();
-    o.remove("items");
+    let mut items: Vec<Value> = o
+        .remove("items")
+        .and_then(|i| i.as_array().cloned())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|i| {
+            let mut approvals: Vec<Value> =
+                i["approvalIds"].as_array().cloned().unwrap_or_default();
+            approvals.sort_by_key(|a| a.to_string());
+            serde_json::json!({
+                "ticket": i["ticket"],
+                "state": i["state"],
+                "outcome": i["outcome"],
+                "approvals": approvals,
+            })
+        })
+        .collect();
+    items.sort_by_key(|i| i["ticket"].to_string());
     o.remove("sequence");
+    o.insert("items".into(), Value::Array(items));
     s
 }
 

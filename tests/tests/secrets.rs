@@ -27,7 +27,9 @@ fn echoing_provider() -> String {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_string();
-        let event = json!({"error": {"message": format!("upstream refused the request made with {sent}"), "type": "server_error"}});
+        // The bare key, without the `Bearer ` a pattern would catch.
+        let key = sent.trim_start_matches("Bearer ").to_string();
+        let event = json!({"error": {"message": format!("upstream refused the request made with key={key}"), "type": "server_error"}});
         stream(format!("data: {event}\n\n"))
     }
     async fn anthropic(headers: HeaderMap, _body: Bytes) -> Response {

@@ -62,6 +62,24 @@ fn approve_pending(desk: &Desk) -> usize {
     decided
 }
 
+/// Wait (a moment at most) for an approval to come up, then decide every
+/// pending one.
+fn approve_when_one_waits(desk: &Desk) -> usize {
+    let mut decided = 0;
+    wait_until(Duration::from_secs(3), || {
+        decided += approve_pending(desk);
+        decided > 0
+    });
+    decided
+}
+
+/// A proto3 JSON integer (64-bit ones are strings).
+fn number(v: &Value) -> u64 {
+    v.as_u64()
+        .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+        .unwrap_or(0)
+}
+
 fn triage_status(desk: &Desk) -> Value {
     desk.json(&["triage", "status"])
 }
@@ -70,6 +88,7 @@ fn triage_status(desk: &Desk) -> Value {
 fn a_kill_9_loop_over_background_triage_never_leaves_a_ticket_half_done() {
     let desk = busy_demo_desk(4);
     let mut approved = 0;
+    let mut approved_in_loop = 0;
     for round in 0..KILLS {
         let out = desk.run(&["daemon", "start"]);
         assert_eq!(out.code, 0, "round {round}: {out:?}\n{}", desk.log());
@@ -77,7 +96,7 @@ fn a_kill_9_loop_over_background_triage_never_leaves_a_ticket_half_done() {
         // approvals that came up meanwhile.
         std::thread::sleep(Duration::from_millis(80 + (round as u64 * 37) % 220));
         if round % 3 == 1 {
-            approved += approve_pending(&desk);
+            approved_in_loop += approve_when_one_waits(&desk);
         }
         let pid = desk.daemon_pid().unwrap();
         kill(pid, "KILL");
@@ -92,7 +111,11 @@ fn a_kill_9_loop_over_background_triage_never_leaves_a_ticket_half_done() {
     });
     let s = triage_status(&desk);
     assert!(settled, "triage did not settle: {s:#}\n{}", desk.log());
-    assert!(approved > 0, "no L2 approval was decided during the loop");
+    assert!(
+        approved_in_loop > 0,
+        "no L2 approval was decided during the loop"
+    );
+    assert!(approved + approved_in_loop > 0);
 
     let tickets: usize = std::fs::read_dir(desk.workspace().join("tickets"))
         .unwrap()
@@ -115,7 +138,32 @@ fn a_kill_9_loop_over_background_triage_never_leaves_a_ticket_half_done() {
     let mut routed: BTreeMap<String, usize> = BTreeMap::new();
     let mut escalated: BTreeMap<String, usize> = BTreeMap::new();
     let mut interrupted_with_steps = 0;
+    // Per session stream and turn: assistant messages and tool results
+    // stored, to hold each interrupted turn's counts against.
+    let mut made: BTreeMap<(String, u64), (u64, u64)> = BTreeMap::new();
+    let mut interrupted = Vec::new();
     for e in desk.events(&[]) {
+        let stream = e["streamId"].as_str().unwrap_or_default().to_string();
+        if let Some(m) = e.get("assistantMessageAdded") {
+            made.entry((stream.clone(), number(&m["turn"])))
+                .or_default()
+                .0 += 1;
+        }
+        if let Some(f) = e.get("toolCallFinished") {
+            made.entry((stream.clone(), number(&f["turn"])))
+                .or_default()
+                .1 += 1;
+        }
+        if let Some(c) = e.get("turnCompleted")
+            && c["outcome"] == "TURN_OUTCOME_INTERRUPTED"
+        {
+            interrupted.push((
+                stream.clone(),
+                number(&c["turn"]),
+                number(&c["steps"]),
+                number(&c["toolCalls"]),
+            ));
+        }
         let ticket = e["streamId"]
             .as_str()
             .unwrap_or_default()
@@ -133,17 +181,40 @@ fn a_kill_9_loop_over_background_triage_never_leaves_a_ticket_half_done() {
             interrupted_with_steps += 1;
         }
     }
+    // The interrupted transcript counts the steps and calls it made.
+    for (stream, turn, steps, calls) in &interrupted {
+        let (messages, results) = made
+            .get(&(stream.clone(), *turn))
+            .copied()
+            .unwrap_or_default();
+        assert_eq!(
+            (*steps, *calls),
+            (messages, results),
+            "{stream} turn {turn}: the interrupted turn's counts differ from its transcript"
+        );
+    }
     let mut half_done = Vec::new();
     for item in items {
         let id = item["ticket"].as_str().unwrap();
         let placed = routed.contains_key(id) || escalated.contains_key(id);
         let state = item["state"].as_str().unwrap();
         match state {
-            "done" => assert!(
-                placed,
-                "{id} is done but was neither routed nor escalated: {item:#}"
-            ),
+            "done" => {
+                assert!(
+                    placed,
+                    "{id} is done but was neither routed nor escalated: {item:#}"
+                );
+                // The outcome says what happened: never "skipped" for a
+                // ticket the round placed.
+                let outcome = item["outcome"].as_str().unwrap_or_default();
+                assert!(
+                    !outcome.is_empty() && !outcome.contains("skipped"),
+                    "{id}: {item:#}"
+                );
+            }
             "failed" | "incomplete" => {
+                // Only a ticket the round did not place is handed over.
+                assert!(!placed, "{id} was placed yet ended {state}: {item:#}");
                 // Handed to a person, with the note saying why.
                 let t = desk.json(&["ticket", "show", id]);
                 let noted = t["notes"].as_array().into_iter().flatten().any(|n| {
