@@ -471,7 +471,7 @@ fn mcp_lists_the_daemons_servers() {
         ],
         ..Default::default()
     });
-    let text = crate::status::mcp(&app);
+    let text = app.mcp_text();
     assert!(
         text.contains("everything") && text.contains("13 tools"),
         "{text}"

@@ -14,6 +14,7 @@ pub mod slash;
 pub mod status;
 pub mod transcript;
 pub mod ui;
+pub mod view;
 pub mod views;
 
 #[doc(hidden)]

@@ -65,3 +65,11 @@ pub enum NetEvent {
     /// A request failed; the message says what to do.
     Error(String),
 }
+
+/// The daemon connection as the status bar shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Connection {
+    Connecting,
+    Connected,
+    Lost(String),
+}

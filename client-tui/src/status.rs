@@ -8,7 +8,8 @@ use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 
-use crate::app::{App, Connection};
+use crate::app::App;
+use crate::rpc::Connection;
 use tinycode_shared::text::clip;
 
 /// `12.3k` for large token counts.
@@ -78,60 +79,4 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     ]);
     buf.set_style(area, bar);
     buf.set_line(area.x, area.y, &line, area.width);
-}
-
-/// The `/status` text, from what the client already holds.
-pub fn describe(app: &App) -> String {
-    let mut out = String::new();
-    if let Some(d) = &app.daemon {
-        out.push_str(&format!(
-            "daemon: tinycoded {} (pid {}) · workspace {} · {} events · socket {}\n",
-            d.version, d.pid, d.workspace, d.last_sequence, d.socket_path
-        ));
-    }
-    match &app.session {
-        Some(s) => out.push_str(&format!(
-            "session: {} \"{}\" · model {} · {} turns · {} messages · context {} tokens · {} attached · {}\n",
-            s.id,
-            s.title,
-            s.model,
-            s.turns,
-            s.messages,
-            s.context_tokens,
-            s.attached_clients,
-            if s.running { "running" } else { "idle" }
-        )),
-        None => out.push_str("session: none attached\n"),
-    }
-    out.push_str(&format!(
-        "approvals waiting: {} here, {} in all · connection: {:?}",
-        app.answerable().count(),
-        app.pending.len(),
-        app.connection
-    ));
-    out
-}
-
-/// The `/mcp` text: each MCP server of the daemon and its state, as of the
-/// last status the daemon sent.
-pub fn mcp(app: &App) -> String {
-    let Some(daemon) = app.daemon.as_ref() else {
-        return "not connected to tinycoded yet".into();
-    };
-    if daemon.mcp_servers.is_empty() {
-        return "no MCP servers (config `mcpServers` in .tinycode/config.json)".into();
-    }
-    daemon
-        .mcp_servers
-        .iter()
-        .map(|s| {
-            let detail = match s.state.as_str() {
-                "ready" => format!("{} tools", s.tools),
-                "failed" | "unsupported" => clip(&s.error, 120),
-                _ => String::new(),
-            };
-            format!("{:<18} {:<12} {detail}", s.name, s.state)
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }

@@ -3,155 +3,16 @@
 //! j/k) select, Enter opens, Esc goes back to the chat.
 
 use ratatui::Frame;
-use ratatui::crossterm::event::{KeyCode, KeyEvent};
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph};
-use tinycode_shared::proto::{GetTicketRequest, SessionInfo, Ticket};
+use tinycode_shared::proto::{SessionInfo, Ticket};
 use tinycode_shared::render;
 
 use crate::app::App;
-use crate::rpc::Rpc;
+pub use crate::view::View;
 use tinycode_shared::text::{clip, pad, wrap};
-
-#[derive(Debug, Clone)]
-pub enum View {
-    Chat,
-    /// `None` while loading.
-    Sessions {
-        list: Option<Vec<SessionInfo>>,
-        selected: usize,
-        /// `/agents`: the session whose workers these are (`None`: the
-        /// session picker).
-        workers_of: Option<String>,
-        /// In a worker's session: the parent to go back to (the first row).
-        back: Option<String>,
-    },
-    Tickets {
-        list: Option<Vec<Ticket>>,
-        selected: usize,
-    },
-    Ticket(Box<Ticket>),
-    Inbox {
-        selected: usize,
-    },
-}
-
-impl View {
-    pub fn loading_sessions() -> Self {
-        View::Sessions {
-            list: None,
-            selected: 0,
-            workers_of: None,
-            back: None,
-        }
-    }
-
-    /// `/agents`: the workers of `parent`, and a way back to it when the
-    /// attached session is one of them.
-    pub fn loading_workers(parent: String, back: bool) -> Self {
-        View::Sessions {
-            list: None,
-            selected: 0,
-            back: back.then(|| parent.clone()),
-            workers_of: Some(parent),
-        }
-    }
-
-    pub fn loading_tickets() -> Self {
-        View::Tickets {
-            list: None,
-            selected: 0,
-        }
-    }
-
-    pub fn set_sessions(&mut self, sessions: Vec<SessionInfo>) {
-        if let View::Sessions { list, back, .. } = self {
-            let back = back.as_ref().map(|parent| SessionInfo {
-                id: parent.clone(),
-                title: "← back to the parent session".into(),
-                ..SessionInfo::default()
-            });
-            *list = Some(back.into_iter().chain(sessions).collect());
-        }
-    }
-
-    pub fn set_tickets(&mut self, tickets: Vec<Ticket>) {
-        if let View::Tickets { list, .. } = self {
-            *list = Some(tickets);
-        }
-    }
-}
-
-/// A key in a list view.
-pub fn key(app: &mut App, key: KeyEvent) {
-    let len = match &app.view {
-        View::Sessions { list, .. } => list.as_ref().map_or(0, Vec::len),
-        View::Tickets { list, .. } => list.as_ref().map_or(0, Vec::len),
-        View::Inbox { .. } => app.pending.len(),
-        View::Ticket(_) | View::Chat => 0,
-    };
-    let selected = match &mut app.view {
-        View::Sessions { selected, .. }
-        | View::Tickets { selected, .. }
-        | View::Inbox { selected } => Some(selected),
-        View::Ticket(_) | View::Chat => None,
-    };
-    match key.code {
-        KeyCode::Esc | KeyCode::Char('q') => match app.view {
-            View::Ticket(_) => app.open_tickets(),
-            _ => app.view = View::Chat,
-        },
-        KeyCode::Down | KeyCode::Char('j') => {
-            if let Some(s) = selected {
-                *s = (*s + 1).min(len.saturating_sub(1));
-            }
-        }
-        KeyCode::Up | KeyCode::Char('k') => {
-            if let Some(s) = selected {
-                *s = s.saturating_sub(1);
-            }
-        }
-        KeyCode::Enter => open(app),
-        _ => {}
-    }
-}
-
-fn open(app: &mut App) {
-    match &app.view {
-        View::Sessions {
-            list: Some(list),
-            selected,
-            ..
-        } => {
-            if let Some(s) = list.get(*selected) {
-                let id = s.id.clone();
-                app.attach(id);
-            }
-        }
-        View::Tickets {
-            list: Some(list),
-            selected,
-        } => {
-            if let Some(t) = list.get(*selected) {
-                let id = t.id.clone();
-                app.send(Rpc::GetTicket(GetTicketRequest {
-                    id,
-                    ..Default::default()
-                }));
-            }
-        }
-        View::Inbox { selected } => {
-            if let Some(r) = app.pending.values().nth(*selected) {
-                let id = r.approval_id.clone();
-                app.dialog.focus(&id);
-                app.view = View::Chat;
-            }
-        }
-        _ => {}
-    }
-}
 
 /// Draw the current list view into `area`.
 pub fn render(frame: &mut Frame, area: Rect, app: &App) {

@@ -5,32 +5,29 @@
 //! → `store`; events flow back from `store` to every subscriber.
 
 pub mod agent;
-pub mod approvals;
 pub mod calls;
-pub mod clock;
-pub mod cluster;
 pub mod config;
 pub mod context;
 pub mod control;
 pub mod doctor;
-pub mod domain;
 pub mod eval;
 pub mod extensions;
-pub mod files;
-pub mod fnv;
-pub mod heap;
-pub mod learn;
 pub mod lifecycle;
 pub mod mcp;
-pub mod model;
-pub mod paging;
-pub mod permissions;
-pub mod projection;
-pub mod ratelimit;
+pub mod offline;
 pub mod server;
 pub mod sessions;
-pub mod skills;
-pub mod store;
-pub mod sync;
 pub mod tools;
 pub mod triage;
+
+#[cfg(test)]
+mod testing;
+
+// The layers below the daemon, by their old paths (`crate::store::…`).
+pub(crate) use tinycode_base::error_limited;
+pub use tinycode_base::{clock, files, fnv, heap, paging, ratelimit, sync};
+pub use tinycode_domain as domain;
+pub use tinycode_domain::{approvals, permissions, skills};
+pub use tinycode_learn as learn;
+pub use tinycode_log::{cluster, projection, store};
+pub use tinycode_model as model;

@@ -474,7 +474,7 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
     )
     .await?;
     tracing::info!(daemon = cluster.id(), lease = ?cluster.lease(), "joined the log");
-    let (desk, report) = Desk::open(store.clone(), &workspace, &config).await?;
+    let (desk, report) = Desk::open(store.clone(), &workspace, &config.desk()).await?;
     stages.done("desk");
     // The offline model learns from the desk's history, in the background.
     let learner = crate::learn::tickets::TicketLearner::start(&store)?;
@@ -499,13 +499,19 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
     let approvals = crate::approvals::Approvals::open(store.clone()).await?;
     stages.done("approvals");
     let sessions = crate::sessions::Sessions::open(
-        store.clone(),
-        Arc::clone(&desk),
-        Arc::clone(&skills),
-        approvals,
-        workspace.clone(),
+        crate::sessions::Parts {
+            store: store.clone(),
+            desk: Arc::clone(&desk),
+            skills: Arc::clone(&skills),
+            approvals,
+            workspace: workspace.clone(),
+            cluster: Arc::clone(&cluster),
+            // The offline model, handed the desk's learner (no global).
+            offline: Arc::new(crate::offline::OfflineModel::new(Some(Arc::clone(
+                &learner,
+            )))),
+        },
         defaults,
-        Arc::clone(&cluster),
     )
     .await?;
     stages.done("sessions");

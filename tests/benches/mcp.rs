@@ -138,7 +138,9 @@ async fn call_overhead(everything: &Path, targets: &mut Targets) {
     let ws = desk.workspace();
     let config = Config::load(&ws).unwrap();
     let store = EventStore::open(&desk.root.join("bench-db")).unwrap();
-    let (model, _) = DeskModel::open(store.clone(), &ws, &config).await.unwrap();
+    let (model, _) = DeskModel::open(store.clone(), &ws, &config.desk())
+        .await
+        .unwrap();
     let registry = ToolRegistry::standard();
     let hub = tinycoded::mcp::McpHub::start(&config.mcp_servers, &ws, registry.dynamic());
     let t = Instant::now();

@@ -52,7 +52,7 @@ async fn lag(targets: &mut Targets) {
     std::fs::write(ws.join(".tinycode/config.json"), "{}").unwrap();
     let store = EventStore::open(&dir.path().join("db")).unwrap();
     let config = tinycoded::config::Config::load(&ws).unwrap();
-    let (desk, _) = tinycoded::domain::desk::Desk::open(store.clone(), &ws, &config)
+    let (desk, _) = tinycoded::domain::desk::Desk::open(store.clone(), &ws, &config.desk())
         .await
         .unwrap();
     let writers: Vec<_> = (0..64)

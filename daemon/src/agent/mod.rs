@@ -56,7 +56,7 @@ impl Default for TurnConfig {
         Self {
             max_steps: crate::config::DEFAULT_MAX_STEPS,
             timeout: None,
-            max_tool_result_chars: context::DEFAULT_MAX_TOOL_RESULT_CHARS,
+            max_tool_result_chars: crate::config::DEFAULT_MAX_TOOL_RESULT_CHARS,
             policy: RunPolicy::default(),
             artifact_dir: None,
             compact_above_tokens: 0,
@@ -482,12 +482,12 @@ fn context_estimate(
     messages: &[Message],
     counted: Option<(u64, usize)>,
 ) -> u64 {
-    let chars = |ms: &[Message]| ms.iter().map(|m| m.chars() as u64).sum::<u64>();
+    use crate::model::tokens;
     match counted {
-        Some((tokens, seen)) if seen <= messages.len() => {
-            tokens + chars(&messages[seen..]).div_ceil(4)
+        Some((counted, seen)) if seen <= messages.len() => {
+            counted + tokens::estimate_request("", messages[seen..].iter())
         }
-        _ => context::estimate_tokens(system) + (chars(history) + chars(messages)).div_ceil(4),
+        _ => tokens::estimate_request(system, history.iter().chain(messages)),
     }
 }
 

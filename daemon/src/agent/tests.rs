@@ -11,10 +11,10 @@ use tokio::sync::watch;
 use super::*;
 use crate::config::Config;
 use crate::domain::desk::Desk;
-use crate::domain::desk::tests::fixture_copy;
 use crate::model::{ModelError, ModelStream};
 use crate::skills::SkillRegistry;
 use crate::store::EventStore;
+use crate::testing::fixture_copy;
 
 /// One model step: its events, and whether the stream then hangs.
 #[derive(Clone)]
@@ -91,7 +91,7 @@ struct Env {
 async fn env() -> Env {
     let (tmp, ws) = fixture_copy();
     let store = EventStore::open(&tmp.path().join("db")).unwrap();
-    let (desk, _) = Desk::open(store, &ws, &Config::load(&ws).unwrap())
+    let (desk, _) = Desk::open(store, &ws, &Config::load(&ws).unwrap().desk())
         .await
         .unwrap();
     let (cancel, rx) = watch::channel(false);
@@ -472,7 +472,7 @@ async fn long_tool_results_are_truncated_for_the_model() {
 
 mod offline_scenarios {
     use super::*;
-    use crate::model::offline::{MARK, OfflineModel};
+    use crate::offline::{MARK, OfflineModel};
 
     async fn triage(env: &Env, ticket: &str, policy: RunPolicy) -> (TurnResult, Vec<String>) {
         let ws = env.ctx.desk.workspace().to_path_buf();
@@ -481,7 +481,7 @@ mod offline_scenarios {
             policy,
             ..TurnConfig::default()
         };
-        let model = OfflineModel;
+        let model = OfflineModel::default();
         let turn = Turn {
             provider: &model,
             tools: &env.tools,
@@ -589,7 +589,7 @@ mod offline_scenarios {
     #[tokio::test]
     async fn free_questions_are_answered_from_the_knowledge_base() {
         let env = env().await;
-        let model = OfflineModel;
+        let model = OfflineModel::default();
         let config = TurnConfig::default();
         let turn = Turn {
             provider: &model,

@@ -9,8 +9,8 @@ use serde_json::json;
 use tinycode_shared::proto::{ApprovalDecision, ClientRef};
 
 use super::*;
-use crate::domain::desk::tests::fixture_copy;
 use crate::sessions::tests::{defaults, open_with};
+use crate::testing::fixture_copy;
 
 fn agent() -> ClientRef {
     ClientRef {

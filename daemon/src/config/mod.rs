@@ -20,6 +20,9 @@ use crate::model::catalog::ProviderSpec;
 
 pub const CONFIG_FILE: &str = ".tinycode/config.json";
 pub const DEFAULT_MAX_STEPS: u32 = 12;
+/// Default `maxToolResultChars`: a tool result longer than this keeps its
+/// head and tail (the rest is kept as an artifact).
+pub const DEFAULT_MAX_TOOL_RESULT_CHARS: usize = 12_000;
 /// How long a daemon sharing the log may go unheard before its work is
 /// taken over (`store.leaseSeconds`).
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(15);
@@ -172,7 +175,7 @@ impl Default for Config {
             max_steps_per_turn: DEFAULT_MAX_STEPS,
             permission_mode: ApprovalMode::Ask,
             model: String::new(),
-            max_tool_result_chars: crate::context::DEFAULT_MAX_TOOL_RESULT_CHARS,
+            max_tool_result_chars: DEFAULT_MAX_TOOL_RESULT_CHARS,
             providers: Vec::new(),
             compaction: Compaction::default(),
             approval_timeout: None,
@@ -209,6 +212,17 @@ pub enum ConfigError {
 }
 
 impl Config {
+    /// What the desk is opened with.
+    pub fn desk(&self) -> crate::domain::desk::DeskSettings {
+        crate::domain::desk::DeskSettings {
+            tickets_dir: self.tickets_dir.clone(),
+            knowledge_dir: self.knowledge_dir.clone(),
+            categories: self.categories.clone(),
+            queues: self.queues.clone(),
+            poll_interval: Duration::from_millis(self.auto_triage.poll_interval_ms),
+        }
+    }
+
     /// Load `<workspace>/.tinycode/config.json` (defaults when absent).
     pub fn load(workspace: &Path) -> Result<Self, ConfigError> {
         let path = workspace.join(CONFIG_FILE);

@@ -5,8 +5,7 @@
 
 pub mod compact;
 
-/// Default `maxToolResultChars`.
-pub const DEFAULT_MAX_TOOL_RESULT_CHARS: usize = 12_000;
+pub use tinycode_base::clock::parse_rfc3339;
 
 /// `text` cut to about `max` characters, or `None` when it fits. A JSON
 /// result stays valid JSON when it can: long strings and long lists are
@@ -24,8 +23,8 @@ pub fn truncate(text: &str, max: usize) -> Option<String> {
     let head: String = text.chars().take(keep).collect();
     let tail: String = text.chars().skip(total - keep).collect();
     Some(format!(
-        "{head}\n[… {} characters truncated …]\n{tail}",
-        total - 2 * keep
+        "{head}\n{}\n{tail}",
+        crate::model::mark::truncated(total - 2 * keep)
     ))
 }
 
@@ -73,16 +72,7 @@ fn shorten_json(text: &str, max: usize) -> Option<String> {
     None
 }
 
-/// Opens the mark a shortened string ends with: `…[+N chars]`.
-const MARK_OPEN: &str = "…[+";
-
-/// A string of a shortened result without its `…[+N chars]` mark.
-pub fn unshortened(s: &str) -> &str {
-    match s.rfind(MARK_OPEN) {
-        Some(at) if s.ends_with(" chars]") => &s[..at],
-        _ => s,
-    }
-}
+pub use crate::model::mark::unshortened;
 
 /// `value` with strings over `strings` chars and lists over `items`
 /// entries shortened, each saying how much it lost.
@@ -95,7 +85,7 @@ fn capped(value: &serde_json::Value, strings: usize, items: usize) -> serde_json
                 value.clone()
             } else {
                 let kept: String = s.chars().take(strings).collect();
-                Value::String(format!("{kept}{}{} chars]", MARK_OPEN, n - strings))
+                Value::String(crate::model::mark::shortened(&kept, n - strings))
             }
         }
         Value::Array(list) => {
@@ -142,10 +132,7 @@ pub fn save_artifact(
     Ok(path)
 }
 
-/// Tokens of text no provider has counted yet: chars / 4, rounded up.
-pub fn estimate_tokens(text: &str) -> u64 {
-    (text.chars().count() as u64).div_ceil(4)
-}
+pub use crate::model::tokens::estimate_tokens;
 
 #[cfg(test)]
 mod tests {
@@ -205,63 +192,5 @@ mod tests {
     fn estimates_are_chars_over_four() {
         assert_eq!(estimate_tokens(""), 0);
         assert_eq!(estimate_tokens("abcde"), 2);
-    }
-}
-
-/// Seconds since the Unix epoch of an RFC 3339 timestamp such as
-/// `2026-09-18T09:12:00+08:00` or `2026-11-29T23:16:50.844Z`.
-pub fn parse_rfc3339(text: &str) -> Option<i64> {
-    let t = text.trim();
-    let num = |s: &str| s.parse::<i64>().ok();
-    let (date, rest) = t.split_once(['T', 't', ' '])?;
-    let mut d = date.splitn(3, '-');
-    let (y, m, day) = (num(d.next()?)?, num(d.next()?)?, num(d.next()?)?);
-    let time_end = rest.find(['Z', 'z', '+', '-']).unwrap_or(rest.len());
-    let (clock, zone) = rest.split_at(time_end);
-    let clock = clock.split('.').next()?;
-    let mut c = clock.splitn(3, ':');
-    let (hh, mm, ss) = (
-        num(c.next()?)?,
-        num(c.next()?)?,
-        num(c.next().unwrap_or("0"))?,
-    );
-    let offset = match zone {
-        "" | "Z" | "z" => 0,
-        z => {
-            let sign = if z.starts_with('-') { -1 } else { 1 };
-            let (oh, om) = z[1..].split_once(':').unwrap_or((&z[1..], "0"));
-            sign * (num(oh)? * 3600 + num(om)? * 60)
-        }
-    };
-    // Days from civil (proleptic Gregorian).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(days * 86_400 + hh * 3600 + mm * 60 + ss - offset)
-}
-
-#[cfg(test)]
-mod time_tests {
-    use super::parse_rfc3339;
-
-    #[test]
-    fn rfc3339_with_offsets_and_fractions() {
-        assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
-        assert_eq!(
-            parse_rfc3339("2026-09-18T09:12:00+08:00"),
-            Some(1_789_693_920)
-        );
-        assert_eq!(
-            parse_rfc3339("2026-09-18T01:12:00.500Z"),
-            Some(1_789_693_920)
-        );
-        assert_eq!(
-            parse_rfc3339("2000-03-01T00:00:00-01:00"),
-            Some(951_872_400)
-        );
-        assert_eq!(parse_rfc3339("not a date"), None);
     }
 }

@@ -1,8 +1,8 @@
 //! The session actor: takes queued turns one at a time, runs each through
 //! the agent loop, and stores what it produced, in order.
 
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tinycode_shared::proto::event::Payload;
@@ -10,10 +10,10 @@ use tinycode_shared::proto::{
     AssistantMessageAdded, ClientRef, ModelUsage, SessionCompacted, ToolCallFinished, ToolCallRef,
     TurnCompleted, TurnOutcome as Outcome, TurnStarted,
 };
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, watch};
 
 use super::approver::SessionApprover;
-use super::live::DeltaKind;
+use super::jobs::{Compacted, DeltaKind, Job, Write};
 use super::{Live, SessionError, Sessions, session_stream};
 use crate::agent::{Turn, TurnConfig, TurnEvent, TurnOutcome, prompt};
 use crate::context::compact;
@@ -21,19 +21,8 @@ use crate::model::catalog::resolve;
 use crate::model::{Message, ModelProvider, RetryPolicy, ToolCall, Usage};
 use crate::permissions::ApprovalMode;
 use crate::store::ExpectedVersion;
+use crate::sync::lock;
 use crate::tools::ToolContext;
-
-/// What a session's actor does, one at a time, in the order received.
-pub(crate) enum Job {
-    Turn(u64),
-    /// Continue a turn a restart interrupted while an approval was pending.
-    Resume(u64),
-    /// Summarise older turns now (the Compact RPC).
-    Compact {
-        by: ClientRef,
-        reply: oneshot::Sender<Result<Compacted, SessionError>>,
-    },
-}
 
 pub(super) async fn run(
     sessions: Arc<Sessions>,
@@ -79,7 +68,7 @@ fn provider_for(sessions: &Sessions, model: &str) -> Result<Arc<dyn ModelProvide
         &|k| std::env::var(k).ok(),
         RetryPolicy::default(),
     )
-    .map(|c| c.provider())
+    .map(|c| c.provider(&sessions.offline))
     .map_err(|e| SessionError::Model {
         model: model.to_string(),
         message: e.to_string(),
@@ -251,26 +240,6 @@ impl TurnSetup {
             state,
         })
     }
-}
-
-/// What a compaction did (the Compact RPC's answer).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Compacted {
-    pub compacted: bool,
-    pub summarized_messages: u32,
-    pub tokens_before: u64,
-    pub tokens_after: u64,
-    pub first_kept_turn: u64,
-    pub sequence: u64,
-}
-
-/// What the turn's writer handles, in order.
-pub(super) enum Write {
-    Store(Box<Payload>),
-    /// Store, then say whether it is durable (an approval wait starts only
-    /// after its request is stored).
-    StoreAck(Box<Payload>, oneshot::Sender<Result<(), String>>),
-    Delta(DeltaKind, String),
 }
 
 /// Store one event of the session and publish it; returns its sequence.
@@ -626,5 +595,52 @@ fn model_usage(u: &Usage) -> ModelUsage {
         output_tokens: u.output_tokens,
         cache_read_tokens: u.cache_read_tokens,
         cache_write_tokens: u.cache_write_tokens,
+    }
+}
+
+impl Sessions {
+    /// Run `f` on the session's live side (started if needed) under the
+    /// map's lock.
+    pub(super) fn with_live<T>(
+        self: &Arc<Self>,
+        id: &str,
+        f: impl FnOnce(&Live) -> T,
+    ) -> Result<T, SessionError> {
+        if !super::model::exists(self.projector.tree(), id)? {
+            return Err(SessionError::NotFound(id.to_string()));
+        }
+        let mut map = lock(&self.live);
+        if let Some(l) = map.get(id) {
+            return Ok(f(l));
+        }
+        let (jobs, rx) = mpsc::unbounded_channel();
+        let (cancel, _) = watch::channel(false);
+        let (updates, _) = broadcast::channel(256);
+        let l = Arc::new(Live {
+            jobs,
+            cancel,
+            running: AtomicU64::new(0),
+            queued: AtomicU64::new(0),
+            partial: Mutex::new((0, String::new())),
+            updates,
+        });
+        map.insert(id.to_string(), Arc::clone(&l));
+        tokio::spawn(run(Arc::clone(self), id.to_string(), Arc::clone(&l), rx));
+        Ok(f(&l))
+    }
+
+    /// Queue a job for the session's actor. Returns whether it waits behind
+    /// a running or queued turn.
+    pub(super) fn submit(self: &Arc<Self>, id: &str, job: Job) -> Result<bool, SessionError> {
+        self.with_live(id, |live| {
+            let busy = live.running.load(Ordering::Acquire) != 0
+                || live.queued.load(Ordering::Acquire) > 0;
+            if matches!(job, Job::Turn(_) | Job::Resume(_)) {
+                live.queued.fetch_add(1, Ordering::AcqRel);
+            }
+            // The receiver lives while the entry is in the map.
+            let _ = live.jobs.send(job);
+            busy
+        })
     }
 }

@@ -22,8 +22,9 @@ use tinycode_shared::proto::{
     TurnOutcome, UserMessageAdded,
 };
 
+use super::jobs::Job;
 use super::state::AgentBrief;
-use super::{SessionError, SessionState, Sessions, actor::Job, session_stream};
+use super::{SessionError, SessionState, Sessions, session_stream};
 use crate::store::ExpectedVersion;
 use crate::sync::lock;
 use crate::tools::agents::{AgentState, AgentView, SubAgents};

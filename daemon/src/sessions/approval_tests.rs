@@ -10,7 +10,7 @@ use tinycode_shared::proto::{ApprovalDecision, ApprovalState, ClientRef, Event, 
 
 use super::tests::{defaults, me, open_with, until_done};
 use super::*;
-use crate::domain::desk::tests::fixture_copy;
+use crate::testing::fixture_copy;
 
 fn other_client() -> ClientRef {
     ClientRef {

@@ -15,7 +15,7 @@ use tinycode_shared::proto::{ApprovalDecision, ApprovalRequested, ClientRef, Too
 use tokio::sync::{mpsc, oneshot};
 
 use super::Sessions;
-use super::actor::Write;
+use super::jobs::Write;
 use crate::agent::Approver;
 use crate::approvals::Verdict;
 use crate::model::ToolCall;

@@ -14,27 +14,10 @@ use tinycode_shared::proto::Delta;
 use tinycode_shared::proto::event::Payload;
 use tokio::sync::{broadcast, mpsc, watch};
 
-use super::actor::Job;
-use super::{SessionError, Sessions, actor};
+use super::Sessions;
+pub use super::jobs::DeltaKind;
+use super::jobs::Job;
 use crate::sync::lock;
-
-/// What an ephemeral delta carries (`Delta.kind` on the wire).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeltaKind {
-    /// Answer text of the running step.
-    Text,
-    /// The model's thinking.
-    Thinking,
-}
-
-impl DeltaKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Text => "text",
-            Self::Thinking => "thinking",
-        }
-    }
-}
 
 /// What attached clients receive live, in the one order every client sees.
 #[derive(Debug, Clone)]
@@ -94,56 +77,6 @@ impl Live {
 }
 
 impl Sessions {
-    /// Run `f` on the session's live side (started if needed) under the
-    /// map's lock.
-    pub(super) fn with_live<T>(
-        self: &Arc<Self>,
-        id: &str,
-        f: impl FnOnce(&Live) -> T,
-    ) -> Result<T, SessionError> {
-        if !super::model::exists(self.projector.tree(), id)? {
-            return Err(SessionError::NotFound(id.to_string()));
-        }
-        let mut map = lock(&self.live);
-        if let Some(l) = map.get(id) {
-            return Ok(f(l));
-        }
-        let (jobs, rx) = mpsc::unbounded_channel();
-        let (cancel, _) = watch::channel(false);
-        let (updates, _) = broadcast::channel(256);
-        let l = Arc::new(Live {
-            jobs,
-            cancel,
-            running: AtomicU64::new(0),
-            queued: AtomicU64::new(0),
-            partial: Mutex::new((0, String::new())),
-            updates,
-        });
-        map.insert(id.to_string(), Arc::clone(&l));
-        tokio::spawn(actor::run(
-            Arc::clone(self),
-            id.to_string(),
-            Arc::clone(&l),
-            rx,
-        ));
-        Ok(f(&l))
-    }
-
-    /// Queue a job for the session's actor. Returns whether it waits behind
-    /// a running or queued turn.
-    pub(super) fn submit(self: &Arc<Self>, id: &str, job: Job) -> Result<bool, SessionError> {
-        self.with_live(id, |live| {
-            let busy = live.running.load(Ordering::Acquire) != 0
-                || live.queued.load(Ordering::Acquire) > 0;
-            if matches!(job, Job::Turn(_) | Job::Resume(_)) {
-                live.queued.fetch_add(1, Ordering::AcqRel);
-            }
-            // The receiver lives while the entry is in the map.
-            let _ = live.jobs.send(job);
-            busy
-        })
-    }
-
     /// Publish stored events to the clients attached right now (none when
     /// the session has no live side).
     pub(super) fn publish(&self, id: &str, events: &[Arc<tinycode_shared::proto::Event>]) {
@@ -170,7 +103,7 @@ impl Sessions {
             // (a repeat of one sent here is skipped by the actor).
             if let Some(Payload::UserMessageAdded(m)) = &event.payload
                 && m.daemon_id == self.cluster.id()
-                && let Err(e) = self.submit(id, super::actor::Job::Turn(m.turn))
+                && let Err(e) = self.submit(id, Job::Turn(m.turn))
             {
                 tracing::warn!(session = id, turn = m.turn, error = %e, "cannot run a turn sent through another daemon");
             }

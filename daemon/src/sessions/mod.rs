@@ -10,6 +10,7 @@ mod agents;
 mod approver;
 mod attach;
 mod decisions;
+mod jobs;
 mod live;
 pub mod model;
 pub mod state;
@@ -18,8 +19,8 @@ pub(crate) use approver::approval_request;
 pub(crate) use live::Live;
 pub use live::LiveUpdate;
 
-pub use actor::Compacted;
-use actor::Job;
+pub use jobs::Compacted;
+use jobs::Job;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -102,6 +103,20 @@ pub struct TurnDefaults {
     pub allow: Vec<String>,
 }
 
+/// What the sessions registry works with.
+pub struct Parts {
+    pub store: EventStore,
+    pub desk: Arc<Desk>,
+    pub skills: Arc<Skills>,
+    pub approvals: Arc<Approvals>,
+    pub workspace: PathBuf,
+    /// The daemons sharing the log.
+    pub cluster: Arc<Cluster>,
+    /// The offline model (with the desk's learner): what model `offline`
+    /// resolves to.
+    pub offline: Arc<dyn crate::model::ModelProvider>,
+}
+
 impl TurnDefaults {
     /// What new turns get from `config` (and `$TINYCODE_MODEL`, which
     /// overrides its `model`); full tool results go under `artifact_root`.
@@ -152,6 +167,9 @@ pub struct Sessions {
     defaults: std::sync::RwLock<Arc<TurnDefaults>>,
     /// A restart drains: no new turn starts.
     draining: std::sync::atomic::AtomicBool,
+    /// What model `offline` resolves to: the daemon's offline model, with
+    /// the desk's learner.
+    pub(crate) offline: Arc<dyn crate::model::ModelProvider>,
     /// The daemons sharing the log: whose turns are whose.
     pub(crate) cluster: Arc<Cluster>,
     /// The sessions read model (`model.rs`).
@@ -236,15 +254,16 @@ impl Sessions {
     /// Follow the log into the sessions model; turns left unfinished by a
     /// previous run are marked interrupted, except those waiting for an
     /// approval, which resume.
-    pub async fn open(
-        store: EventStore,
-        desk: Arc<Desk>,
-        skills: Arc<Skills>,
-        approvals: Arc<Approvals>,
-        workspace: PathBuf,
-        defaults: TurnDefaults,
-        cluster: Arc<Cluster>,
-    ) -> Result<Arc<Self>, SessionError> {
+    pub async fn open(parts: Parts, defaults: TurnDefaults) -> Result<Arc<Self>, SessionError> {
+        let Parts {
+            store,
+            desk,
+            skills,
+            approvals,
+            workspace,
+            cluster,
+            offline,
+        } = parts;
         // What other daemons append from here on is followed (a message
         // for a turn to run here included); what came before is settled
         // below from the caught-up model.
@@ -267,6 +286,7 @@ impl Sessions {
             workspace,
             defaults: std::sync::RwLock::new(Arc::new(defaults)),
             draining: std::sync::atomic::AtomicBool::new(false),
+            offline,
             cluster,
             projector,
             send_locks: crate::sync::Striped::default(),

@@ -6,9 +6,9 @@ use tinycode_shared::proto::{ClientRef, Event, TurnStarted};
 
 use super::*;
 use crate::config::Config;
-use crate::domain::desk::tests::fixture_copy;
 use crate::model::Message;
 use crate::store::SubscriptionOptions;
+use crate::testing::fixture_copy;
 
 pub(super) fn me() -> ClientRef {
     ClientRef {
@@ -46,7 +46,7 @@ pub(crate) async fn open_with(
     store: &EventStore,
     d: TurnDefaults,
 ) -> Arc<Sessions> {
-    let (desk, _) = Desk::open(store.clone(), ws, &Config::load(ws).unwrap())
+    let (desk, _) = Desk::open(store.clone(), ws, &Config::load(ws).unwrap().desk())
         .await
         .unwrap();
     let skills = Arc::new(crate::skills::Skills::discover(ws).0);
@@ -61,13 +61,16 @@ pub(crate) async fn open_with(
         .await
         .unwrap();
     Sessions::open(
-        store.clone(),
-        desk,
-        skills,
-        approvals,
-        ws.to_path_buf(),
+        crate::sessions::Parts {
+            store: store.clone(),
+            desk,
+            skills,
+            approvals,
+            workspace: ws.to_path_buf(),
+            cluster,
+            offline: Arc::new(crate::offline::OfflineModel::default()),
+        },
         d,
-        cluster,
     )
     .await
     .unwrap()

@@ -5,8 +5,8 @@ use tokio::sync::watch;
 
 use super::*;
 use crate::config::Config;
-use crate::domain::desk::tests::fixture_copy;
 use crate::store::EventStore;
+use crate::testing::fixture_copy;
 
 struct Setup {
     _tmp: tempfile::TempDir,
@@ -20,7 +20,7 @@ struct Setup {
 async fn setup() -> Setup {
     let (tmp, ws) = fixture_copy();
     let store = EventStore::open(&tmp.path().join("db")).unwrap();
-    let (desk, _) = Desk::open(store.clone(), &ws, &Config::load(&ws).unwrap())
+    let (desk, _) = Desk::open(store.clone(), &ws, &Config::load(&ws).unwrap().desk())
         .await
         .unwrap();
     let (skills, _) = SkillRegistry::discover(&ws);

@@ -9,8 +9,8 @@ use tinycode_shared::proto::{ApprovalDecision, ClientRef, TriageState, TriageSta
 use super::*;
 use crate::config::AutoTriage;
 use crate::domain::desk::NewTicket;
-use crate::domain::desk::tests::fixture_copy;
 use crate::sessions::tests::{defaults, open_with};
+use crate::testing::fixture_copy;
 
 struct Bench {
     _tmp: tempfile::TempDir,

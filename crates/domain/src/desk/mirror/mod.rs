@@ -1,0 +1,576 @@
+//! The workspace mirror: the one writer of `tickets/<id>.json` and
+//! `knowledge/<id>.md`, a projector that follows the log from its
+//! checkpoint (tree `proj-mirror`).
+//!
+//! For every ticket or article event it writes the file from the tickets or
+//! knowledge projection (temp file + fsync + rename, then the directory is
+//! fsynced), and records per file, in the same sled batch as its
+//! checkpoint, the stream version, the sequence and the content hash it
+//! wrote. Files are read back by `read_back.rs` (at start, and every poll):
+//!
+//! - content equal to what the mirror last wrote: ours (re-written when the
+//!   log has moved on);
+//! - content equal to the model, or to an earlier version of it (a write a
+//!   crash cut short): ours, re-written if behind, never imported;
+//! - anything else is a hand edit and is imported (`TicketUpdatedFromFile`,
+//!   `KnowledgeUpdatedFromFile`) at the version the file was written at; a
+//!   hand edit that lost a race with a newer change is kept beside the file
+//!   as `<name>.rejected` and the file is re-written;
+//! - a file with no stream is imported; a model entry with no file gets one.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tinycode_shared::proto::Event;
+use tinycode_shared::proto::event::Payload;
+
+use super::models::stored_article;
+use super::{Desk, DomainError, Stamp, article_stream, lock, ticket_stream};
+use crate::projection::{self, ProjectionError, Reporter, Writes, decode_u64};
+use crate::store::{ExpectedVersion, StoreError};
+use crate::ticket::{parse_ticket_file, render_ticket_file, same_content};
+
+mod read_back;
+pub use read_back::file_problem;
+
+/// Version of the mirror's records.
+const VERSION: u32 = 1;
+const RECORD_PREFIX: &[u8] = b"f/";
+/// Files appended concurrently during an import (shares flushes).
+const IMPORT_CONCURRENCY: usize = 64;
+/// A ticket or article file larger than this is never read (the largest
+/// limit of either kind).
+pub const MAX_FILE_BYTES: u64 = crate::limits::MAX_TICKET_FILE;
+/// Events handled per batch at most.
+const MAX_BATCH: usize = 256;
+/// A workspace file that cannot be written is tried again after this.
+const MIRROR_RETRY: Duration = Duration::from_secs(1);
+
+/// Each file's stamp at the last scan.
+pub type FileStamps = HashMap<PathBuf, Stamp>;
+
+/// A file brought up to the model: its record, and its stamp when the
+/// mirror wrote it.
+struct Synced {
+    key: Vec<u8>,
+    record: Record,
+    written: Option<Stamp>,
+}
+
+/// Files the mirror wrote, with their stamps.
+type Written = Vec<(PathBuf, Stamp)>;
+
+/// What the mirror last wrote to one file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Record {
+    version: u64,
+    sequence: u64,
+    hash: u64,
+    /// The file's stamp once it held that content: a file with this stamp
+    /// still holds it, and a start need not read it.
+    stamp: Option<Stamp>,
+}
+
+impl Record {
+    fn encode(&self) -> Vec<u8> {
+        let stamp = self.stamp.map(|s| [s.mtime_ns, s.len, s.ino]);
+        [self.version, self.sequence, self.hash]
+            .into_iter()
+            .chain(stamp.into_iter().flatten())
+            .flat_map(|n| n.to_be_bytes())
+            .collect()
+    }
+
+    fn decode(bytes: &[u8]) -> Option<Self> {
+        let n = |i: usize| decode_u64(&bytes[i * 8..i * 8 + 8]);
+        matches!(bytes.len(), 24 | 48).then(|| Self {
+            version: n(0),
+            sequence: n(1),
+            hash: n(2),
+            stamp: (bytes.len() == 48).then(|| Stamp {
+                mtime_ns: n(3),
+                len: n(4),
+                ino: n(5),
+            }),
+        })
+    }
+}
+
+/// FNV-1a, 64 bits: stable across builds (the records outlive the binary).
+fn content_hash(text: &str) -> u64 {
+    crate::fnv::fnv1a(text.bytes())
+}
+
+/// The two kinds of mirrored file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Kind {
+    Ticket,
+    Article,
+}
+
+impl Kind {
+    fn of_stream(stream: &str) -> Option<(Self, &str)> {
+        if let Some(id) = stream.strip_prefix("ticket-") {
+            Some((Self::Ticket, id))
+        } else {
+            stream.strip_prefix("kb-").map(|id| (Self::Article, id))
+        }
+    }
+
+    /// The kind of a mirrored file, by its extension.
+    fn of_path(path: &Path) -> Self {
+        if path.extension().is_some_and(|e| e == "md") {
+            Self::Article
+        } else {
+            Self::Ticket
+        }
+    }
+
+    fn stream(self, id: &str) -> String {
+        match self {
+            Self::Ticket => ticket_stream(id),
+            Self::Article => article_stream(id),
+        }
+    }
+
+    fn ext(self) -> &'static str {
+        match self {
+            Self::Ticket => "json",
+            Self::Article => "md",
+        }
+    }
+}
+
+/// A file's content as the model has it, with the stream version.
+struct Desired {
+    text: String,
+    version: u64,
+    /// The ticket itself (tickets only), to compare a parsed file with.
+    ticket: Option<tinycode_shared::proto::Ticket>,
+}
+
+/// A file read back: what it means against the log.
+enum Finding {
+    /// Nothing to do (ours and current, or recorded now).
+    InSync,
+    /// Ours but behind the log (or missing): write it again.
+    Stale,
+    /// Differs from the model, and the mirror has no record of writing it
+    /// (its records were rebuilt, an older daemon wrote it, a copied
+    /// workspace): ours and written again when its content is a version
+    /// the log held; otherwise kept aside, then written from the model.
+    Unrecorded { payload: Box<Payload> },
+    /// New or edited by hand: append this.
+    Import {
+        expected: ExpectedVersion,
+        payload: Box<Payload>,
+    },
+    /// Differs from what the mirror recorded writing at version `after`:
+    /// a hand edit (import `payload`), unless it is a later version whose
+    /// record a crash lost (stale). Decided against the log.
+    Changed { after: u64, payload: Box<Payload> },
+    /// An article never imported; an article edited before imports existed
+    /// has a stream already, so the expected version comes from the log.
+    NewArticle { payload: Box<Payload> },
+}
+
+impl Desk {
+    fn dir(&self, kind: Kind) -> &Path {
+        match kind {
+            Kind::Ticket => &self.tickets_dir,
+            Kind::Article => &self.knowledge_dir,
+        }
+    }
+
+    fn file_path(&self, kind: Kind, id: &str) -> PathBuf {
+        self.dir(kind).join(format!("{id}.{}", kind.ext()))
+    }
+
+    fn record_key(&self, path: &Path) -> Vec<u8> {
+        [RECORD_PREFIX, self.relative(path).as_bytes()].concat()
+    }
+
+    fn record(&self, path: &Path) -> Result<Option<Record>, ProjectionError> {
+        Ok(self
+            .mirror
+            .tree()
+            .get(self.record_key(path))?
+            .and_then(|v| Record::decode(&v)))
+    }
+
+    /// The file as the model has it now.
+    fn desired(&self, kind: Kind, id: &str) -> Result<Option<Desired>, DomainError> {
+        Ok(match kind {
+            Kind::Ticket => self.stored_ticket(id)?.map(|t| Desired {
+                text: render_ticket_file(&t),
+                version: t.version,
+                ticket: Some(t),
+            }),
+            Kind::Article => stored_article(self.kb.tree(), id)
+                .map_err(DomainError::from)?
+                .map(|(text, version)| Desired {
+                    text,
+                    version,
+                    ticket: None,
+                }),
+        })
+    }
+
+    /// Bring one file up to the model; the record to store, if any, and
+    /// the file's stamp when it was written. Content that is neither the
+    /// model nor what the mirror last wrote is kept aside first (named in
+    /// `rejected`), unless `trusted` (the read-back just found it is ours).
+    fn sync_file(
+        &self,
+        kind: Kind,
+        id: &str,
+        sequence: u64,
+        trusted: bool,
+        rejected: &mut Vec<String>,
+    ) -> Result<Option<Synced>, DomainError> {
+        let Some(desired) = self.desired(kind, id)? else {
+            return Ok(None);
+        };
+        let path = self.file_path(kind, id);
+        let record = self.record(&path).map_err(DomainError::from)?;
+        // What is there now, if it is a file that may be read (a FIFO or
+        // a link leading out is replaced, never read or followed).
+        let current = crate::files::regular_inside(
+            &path,
+            &self.read_roots[usize::from(kind == Kind::Article)],
+        )
+        .ok()
+        .flatten()
+        .and_then(|(target, _)| crate::files::read_text(&target, MAX_FILE_BYTES, "workspace").ok());
+        let synced = |hash, stamp: Option<Stamp>, written| Synced {
+            key: self.record_key(&path),
+            record: Record {
+                version: desired.version,
+                sequence,
+                hash,
+                stamp,
+            },
+            written,
+        };
+        if let Some(current) = &current {
+            let hash = content_hash(current);
+            if current == &desired.text || Self::same_as_model(current, &desired) {
+                // Already there (a file just imported keeps its layout).
+                return Ok(Some(synced(hash, Stamp::read(&path), None)));
+            }
+            if !trusted && record.is_none_or(|r| r.hash != hash) {
+                // Edited by hand and not imported (the log moved on, or
+                // the mirror has no record of this file): keep the edit.
+                let aside = self
+                    .dir(kind)
+                    .join(format!("{id}.{}.rejected-{sequence}", kind.ext()));
+                super::write_atomic(&aside, current)?;
+                rejected.push(self.relative(&aside));
+            }
+        }
+        let stamp = super::write_atomic(&path, &desired.text)?;
+        Ok(Some(synced(
+            content_hash(&desired.text),
+            Some(stamp),
+            Some(stamp),
+        )))
+    }
+
+    /// Does `text` parse to what the model holds?
+    fn same_as_model(text: &str, desired: &Desired) -> bool {
+        match &desired.ticket {
+            Some(ticket) => parse_ticket_file(text).is_ok_and(|t| same_content(&t, ticket)),
+            None => text == desired.text,
+        }
+    }
+
+    /// Follow the log and poll the files until the store closes.
+    pub(super) async fn run_mirror(
+        self: Arc<Self>,
+        mut checkpoint: u64,
+        mut reporter: Reporter,
+        poll: Duration,
+        mut stamps: FileStamps,
+    ) {
+        let mut pending = projection::PendingRebuild::default();
+        // The file a failed write left listed in `refused`.
+        let mut failing: Option<String> = None;
+        'follow: loop {
+            let mut sub = projection::follow(&self.store, checkpoint);
+            let mut next_scan = tokio::time::Instant::now() + poll;
+            loop {
+                pending.progress(checkpoint);
+                let first = tokio::select! {
+                    first = sub.recv() => first,
+                    _ = tokio::time::sleep_until(next_scan) => {
+                        // Files are read back once the mirror has caught up
+                        // (while it writes, they are behind by design), and
+                        // a scan costs a stat per file: the next one waits
+                        // at least 20 times as long as this one took, so
+                        // a huge workspace costs at most 5 % of a core.
+                        if checkpoint >= self.store.last_sequence() {
+                            let started = tokio::time::Instant::now();
+                            if let Err(e) = self.rescan(&mut stamps).await {
+                                crate::error_limited!("mirror-rescan", error = %e, "cannot scan the workspace files");
+                            }
+                            next_scan = tokio::time::Instant::now() + poll.max(started.elapsed() * 20);
+                        } else {
+                            next_scan = tokio::time::Instant::now() + poll;
+                        }
+                        continue;
+                    }
+                    request = reporter.rebuild_requested() => match request {
+                        Some(reply) => {
+                            // Hand edits not read back yet are imported
+                            // before the records that tell them apart go.
+                            if let Err(e) = self.rescan(&mut stamps).await {
+                                tracing::error!(error = %e, "cannot scan the workspace files");
+                            }
+                            if let Err(e) = projection::reset_tree(self.mirror.tree(), VERSION) {
+                                reply.send(Err(e));
+                                continue;
+                            }
+                            checkpoint = 0;
+                            self.mirror_persisted.store(0, Ordering::Release);
+                            reporter.applied(0);
+                            pending.start(reply, self.store.last_sequence(), "mirror");
+                            continue 'follow;
+                        }
+                        None => return,
+                    },
+                };
+                let Some(first) = first else { return };
+                let mut batch = vec![first];
+                while batch.len() < MAX_BATCH {
+                    match sub.try_recv() {
+                        Ok(next) => batch.push(next),
+                        Err(_) => break,
+                    }
+                }
+                match self.mirror_batch(batch).await {
+                    Ok(Some((last, written))) => {
+                        checkpoint = last;
+                        reporter.applied(last);
+                        // Our own writes are not changes to read back.
+                        stamps.extend(written);
+                        if let Some(file) = failing.take() {
+                            lock(&self.refused).remove(&file);
+                            tracing::info!(file, "the workspace files are written again");
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(DomainError::Io {
+                        action,
+                        path,
+                        source,
+                    }) => {
+                        // A full or failing disk under the workspace: the
+                        // files wait, the log goes on; the same events are
+                        // written again in a moment.
+                        let file = self.relative(&path);
+                        crate::error_limited!("mirror-write", file, error = %source, "cannot {action} a workspace file; retrying every second");
+                        lock(&self.refused).insert(
+                            file.clone(),
+                            format!(
+                                "cannot be written ({source}); the mirror retries every second"
+                            ),
+                        );
+                        failing = Some(file);
+                        let mut closing = self.store.closing();
+                        tokio::select! {
+                            _ = tokio::time::sleep(MIRROR_RETRY) => {}
+                            _ = closing.wait_for(|c| *c) => return,
+                        }
+                        continue 'follow;
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "the workspace mirror stopped");
+                        pending.fail(ProjectionError::Storage(e.to_string()));
+                        reporter.failed(e.to_string());
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Write the files a batch of events touched; commit records and
+    /// checkpoint together.
+    async fn mirror_batch(
+        self: &Arc<Self>,
+        batch: Vec<Result<Arc<Event>, StoreError>>,
+    ) -> Result<Option<(u64, Written)>, DomainError> {
+        let mut touched = BTreeSet::new();
+        let mut last = None;
+        for event in batch {
+            let event = event?;
+            if let Some((kind, id)) = Kind::of_stream(&event.stream_id) {
+                touched.insert((kind, id.to_string()));
+            }
+            last = Some(event.sequence);
+        }
+        let Some(last) = last else { return Ok(None) };
+        if touched.is_empty() {
+            // No file to write: only the checkpoint moves, and it is
+            // written only every so often (replaying other events is free).
+            if last - self.mirror_persisted.load(Ordering::Acquire) >= projection::CHECKPOINT_EVERY
+            {
+                Writes::new(self.mirror.tree())
+                    .commit(last)
+                    .map_err(DomainError::from)?;
+                self.mirror_persisted.store(last, Ordering::Release);
+            }
+            return Ok(Some((last, Vec::new())));
+        }
+        // The files render the models: wait until they have this batch.
+        self.tickets.wait_for(last).await?;
+        self.kb.wait_for(last).await?;
+        // File writes and fsyncs block: off the async workers, so the
+        // projectors and the RPCs never wait behind a disk flush.
+        let desk = Arc::clone(self);
+        let written = tokio::task::spawn_blocking(move || desk.write_files(&touched, last))
+            .await
+            .map_err(|e| {
+                DomainError::from(ProjectionError::Stopped {
+                    name: "mirror",
+                    reason: e.to_string(),
+                })
+            })??;
+        Ok(Some((last, written)))
+    }
+
+    /// Write the touched files, then commit their records with the
+    /// checkpoint and flush them.
+    fn write_files(
+        &self,
+        touched: &BTreeSet<(Kind, String)>,
+        last: u64,
+    ) -> Result<Written, DomainError> {
+        let mut writes = Writes::new(self.mirror.tree());
+        let mut rejected = Vec::new();
+        let mut written = Vec::new();
+        for (kind, id) in touched {
+            if let Some(synced) = self.sync_file(*kind, id, last, false, &mut rejected)? {
+                writes.put(synced.key, synced.record.encode());
+                if let Some(stamp) = synced.written {
+                    written.push((self.file_path(*kind, id), stamp));
+                }
+            }
+        }
+        warn_rejected(&rejected);
+        sync_dir(&self.tickets_dir);
+        sync_dir(&self.knowledge_dir);
+        // The records become durable with the log's next flush. A crash
+        // before that leaves a record one write behind its file: the file
+        // then equals a version newer than the record, which reads as ours
+        // (see `read_back`); a hand edit of such a file is kept aside.
+        writes.commit(last).map_err(DomainError::from)?;
+        self.mirror_persisted.store(last, Ordering::Release);
+        Ok(written)
+    }
+
+    /// Write these files from the model now and record them (`trusted`:
+    /// the read-back found them ours, so nothing is kept aside).
+    fn rewrite(&self, items: &[(Kind, String)], trusted: bool) -> Result<(), DomainError> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        let mut batch = sled::Batch::default();
+        let mut rejected = Vec::new();
+        for (kind, id) in items {
+            let applied = self.kb.applied().min(self.tickets.applied());
+            if let Some(synced) = self.sync_file(*kind, id, applied, trusted, &mut rejected)? {
+                batch.insert(synced.key, synced.record.encode());
+            }
+        }
+        warn_rejected(&rejected);
+        sync_dir(&self.tickets_dir);
+        sync_dir(&self.knowledge_dir);
+        self.mirror
+            .tree()
+            .apply_batch(batch)
+            .map_err(|e| DomainError::from(ProjectionError::from(e)))
+    }
+}
+
+/// A file's name without its extension (the item's id, unchecked).
+fn file_stem(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_default()
+}
+
+pub(super) fn list_dir(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.extension().is_some_and(|e| e == ext)
+                && p.file_name()
+                    .is_some_and(|n| !n.to_string_lossy().starts_with('.'))
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// Say where each hand edit that could not be imported was kept.
+fn warn_rejected(rejected: &[String]) {
+    for file in rejected {
+        tracing::warn!(
+            file,
+            "a hand edit could not be imported (the item changed after its file was written, or the daemon has no record of writing that file); it is kept in this file: re-apply what it changes"
+        );
+    }
+}
+
+/// fsync a directory, so renames in it are durable.
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = std::fs::File::open(dir)
+        && let Err(e) = d.sync_all()
+    {
+        tracing::warn!(dir = %dir.display(), error = %e, "cannot fsync the directory");
+    }
+}
+
+/// Open the mirror's state: the tree and its checkpoint.
+pub(super) fn open_state(
+    store: &crate::store::EventStore,
+) -> Result<(sled::Tree, u64), ProjectionError> {
+    let (tree, checkpoint, _) = projection::open_state(store, "mirror", VERSION)?;
+    Ok((tree, checkpoint))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_hash_is_stable() {
+        let r = Record {
+            version: 3,
+            sequence: 99,
+            hash: content_hash("abc"),
+            stamp: None,
+        };
+        assert_eq!(Record::decode(&r.encode()), Some(r));
+        let stamped = Record {
+            stamp: Some(Stamp {
+                mtime_ns: 1,
+                len: 2,
+                ino: 3,
+            }),
+            ..r
+        };
+        assert_eq!(Record::decode(&stamped.encode()), Some(stamped));
+        // FNV-1a 64 of "abc", a published test vector.
+        assert_eq!(content_hash("abc"), 0xe71f_a219_0541_574b);
+        assert_eq!(Record::decode(b"short"), None);
+    }
+}

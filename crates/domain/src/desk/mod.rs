@@ -1,0 +1,268 @@
+//! The desk: the workspace's tickets and articles as projections of the
+//! event log (sled trees that follow the log from a checkpoint, see
+//! [`crate::projection`]), mirrored to `tickets/*.json` and `knowledge/*.md`
+//! by the one mirror projector, and searchable.
+//!
+//! Writers append to the log (with the stream's expected version) and wait
+//! until the model's projector has passed their event; they never fold, and
+//! never write a workspace file.
+
+mod knowledge;
+mod mirror;
+mod models;
+mod open;
+mod ticket_index;
+mod tickets;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+
+use super::ids::{IdError, sanitize_id};
+use super::knowledge::EditError;
+use super::search::SearchIndex;
+use crate::projection::{ProjectionError, ProjectorHandle};
+use crate::store::{EventStore, StoreError};
+pub(crate) use crate::sync::lock;
+
+pub use knowledge::AppliedEdit;
+pub use mirror::{MAX_FILE_BYTES, file_problem};
+pub use open::{DeskSettings, LoadReport, Model, read_root};
+pub use tickets::{NewTicket, TicketFilter, now};
+
+/// Stream of one ticket.
+pub fn ticket_stream(id: &str) -> String {
+    format!("ticket-{id}")
+}
+
+/// Stream of one knowledge article.
+pub fn article_stream(id: &str) -> String {
+    format!("kb-{id}")
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DomainError {
+    #[error(
+        "ticket {0} does not exist; use list_tickets (or `tinycode ticket list`) to find ticket ids"
+    )]
+    TicketNotFound(String),
+    #[error(
+        "knowledge article {0} does not exist; use search_knowledge (or `tinycode kb list`) to find article ids"
+    )]
+    ArticleNotFound(String),
+    #[error("invalid {what}: {source}")]
+    BadId {
+        what: &'static str,
+        #[source]
+        source: IdError,
+    },
+    #[error("`{field}` {problem}")]
+    Invalid {
+        field: &'static str,
+        problem: String,
+    },
+    #[error(transparent)]
+    Edit(#[from] EditError),
+    #[error("{0} is being changed by others right now; try again")]
+    Busy(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Projection(#[from] ProjectionError),
+    #[error("cannot {action} {}: {source}", path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+pub fn ticket_id(raw: &str) -> Result<String, DomainError> {
+    sanitize_id(raw).map_err(|source| DomainError::BadId {
+        what: "ticket id",
+        source,
+    })
+}
+
+pub(crate) fn article_id(raw: &str) -> Result<String, DomainError> {
+    sanitize_id(raw).map_err(|source| DomainError::BadId {
+        what: "article id",
+        source,
+    })
+}
+
+pub struct Desk {
+    store: EventStore,
+    workspace: PathBuf,
+    tickets_dir: PathBuf,
+    knowledge_dir: PathBuf,
+    /// Categories and queues a decision may name.
+    taxonomy: crate::taxonomy::Taxonomy,
+    /// The tickets projection (tree `proj-tickets`).
+    tickets: ProjectorHandle,
+    /// The knowledge projection (tree `proj-kb`).
+    kb: ProjectorHandle,
+    /// The workspace mirror (tree `proj-mirror`).
+    mirror: ProjectorHandle,
+    /// The mirror's checkpoint last written to its tree.
+    mirror_persisted: AtomicU64,
+    /// The articles' search index, kept in step by the knowledge
+    /// projection; lives in memory (the tickets' is in their tree).
+    index: Arc<Mutex<SearchIndex>>,
+    /// Highest `T-<n>` this desk handed out (ids of created tickets).
+    issued: AtomicU64,
+    /// Knowledge edits are rare: one at a time.
+    edit_lock: tokio::sync::Mutex<()>,
+    /// Changes to one ticket from this daemon take turns (striped by id),
+    /// so concurrent writers queue instead of conflicting in a loop; the
+    /// expected-version check still guards against other writers.
+    ticket_locks: crate::sync::Striped<64>,
+    /// Where a symbolic link in `tickets/` or `knowledge/` may lead
+    /// (canonical): the workspace, or the folder itself when it lies
+    /// outside.
+    read_roots: [PathBuf; 2],
+    /// Workspace files that are refused, by relative path, with why; kept
+    /// until the file is fixed or removed (`daemon status` lists them).
+    refused: Mutex<std::collections::BTreeMap<String, String>>,
+}
+
+impl Desk {
+    pub fn store(&self) -> &EventStore {
+        &self.store
+    }
+
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    pub fn queues(&self) -> &[String] {
+        &self.taxonomy.queues
+    }
+
+    pub fn taxonomy(&self) -> &crate::taxonomy::Taxonomy {
+        &self.taxonomy
+    }
+
+    /// The workspace files refused now (relative path, why), in path order.
+    pub fn refused_files(&self) -> Vec<(String, String)> {
+        lock(&self.refused)
+            .iter()
+            .map(|(f, why)| (f.clone(), why.clone()))
+            .collect()
+    }
+
+    /// Workspace-relative form of `path`, for messages and events.
+    fn relative(&self, path: &Path) -> String {
+        path.strip_prefix(&self.workspace)
+            .unwrap_or(path)
+            .display()
+            .to_string()
+    }
+
+    /// Full-text search over tickets and articles, best first (ties by
+    /// id).
+    pub fn search(
+        &self,
+        query: &str,
+        limit: usize,
+        kind: Option<super::search::Kind>,
+    ) -> Result<Vec<super::search::Hit>, DomainError> {
+        use super::search::{Hit, Kind};
+        let mut hits = if kind == Some(Kind::Ticket) {
+            Vec::new()
+        } else {
+            lock(&self.index).search(query, limit, Some(Kind::Article))
+        };
+        if kind != Some(Kind::Article) {
+            let (ranked, idfs) = ticket_index::search(self.tickets.tree(), query, limit)?;
+            let idfs: Vec<(f64, &str)> = idfs.iter().map(|(i, t)| (*i, t.as_str())).collect();
+            for r in ranked {
+                if let Some(t) = self.stored_ticket(&r.id)? {
+                    hits.push(Hit {
+                        kind: Kind::Ticket,
+                        snippet: super::search::snippet(&ticket_index::body(&t), &idfs),
+                        id: r.id,
+                        title: t.subject,
+                        score: r.score,
+                    });
+                }
+            }
+        }
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
+        hits.truncate(limit);
+        Ok(hits)
+    }
+}
+
+/// The umask the process started with (for workspace files, which are the
+/// person's and keep the usual mode).
+static WORKSPACE_UMASK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+
+/// Make every file the process creates private (mode 0600, directories
+/// 0700), remembering the previous umask for workspace files.
+pub fn private_umask() {
+    use rustix::fs::Mode;
+    let previous = rustix::process::umask(Mode::from_bits_truncate(0o077));
+    let _ = WORKSPACE_UMASK.set(previous.bits());
+}
+
+/// The mode for a workspace file: the existing file's, else the usual one.
+fn workspace_mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).map_or_else(
+        |_| 0o666 & !WORKSPACE_UMASK.get().copied().unwrap_or(0o022),
+        |m| m.permissions().mode() & 0o7777,
+    )
+}
+
+/// What tells a file changed without reading it: modification time (ns),
+/// size and inode (an editor that saves by rename makes a new inode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    pub mtime_ns: u64,
+    pub len: u64,
+    pub ino: u64,
+}
+
+impl Stamp {
+    pub fn of(meta: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        Self {
+            mtime_ns: (meta.mtime() as u64)
+                .wrapping_mul(1_000_000_000)
+                .wrapping_add(meta.mtime_nsec() as u64),
+            len: meta.len(),
+            ino: meta.ino(),
+        }
+    }
+
+    /// The stamp of the file at `path` now (of a link that leads nowhere,
+    /// the link's own: it is read back once, and refused).
+    pub fn read(path: &Path) -> Option<Self> {
+        std::fs::metadata(path)
+            .or_else(|_| std::fs::symlink_metadata(path))
+            .ok()
+            .map(|m| Self::of(&m))
+    }
+}
+
+/// Write `content` to `path` atomically and durably: a temp file beside it,
+/// fsynced, then renamed (the caller fsyncs the directory). Returns the
+/// written file's stamp, taken before the rename: a change made after it
+/// shows as a different stamp.
+pub(crate) fn write_atomic(path: &Path, content: &str) -> Result<Stamp, DomainError> {
+    let io = |action| {
+        move |source| DomainError::Io {
+            action,
+            path: path.to_path_buf(),
+            source,
+        }
+    };
+    let meta = crate::files::replace(path, content.as_bytes(), workspace_mode(path))
+        .map_err(io("write"))?;
+    Ok(Stamp::of(&meta))
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

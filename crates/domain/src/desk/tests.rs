@@ -1,0 +1,587 @@
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tinycode_shared::proto::event::Payload;
+use tinycode_shared::proto::{TicketClassified, TicketRouted};
+
+use super::*;
+use crate::search::Kind;
+use crate::store::EventStore;
+
+/// A writable copy of the fixture workspace.
+pub(crate) fn fixture_copy() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("desk");
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/fixtures/tinycode-support-desk"),
+        &ws,
+    );
+    (tmp, ws)
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::write(&target, std::fs::read(entry.path()).unwrap()).unwrap();
+        }
+    }
+}
+
+/// Open the desk; after a close, once the previous desk's projector tasks
+/// have let go of the database (they end a moment after the store closes).
+async fn open(ws: &Path, db: &Path) -> (Arc<Desk>, LoadReport, EventStore) {
+    reopen(ws, db).await
+}
+
+/// Every ticket folded from the log alone, by id.
+pub(crate) async fn fold_from_log(
+    store: &EventStore,
+) -> std::collections::BTreeMap<String, tinycode_shared::proto::Ticket> {
+    let mut tickets = std::collections::BTreeMap::new();
+    for event in store.read_range(1, u64::MAX, usize::MAX).await.unwrap() {
+        if let Some(id) = event.stream_id.strip_prefix("ticket-") {
+            let t: &mut tinycode_shared::proto::Ticket = tickets.entry(id.to_string()).or_default();
+            crate::ticket::apply(t, &event);
+        }
+    }
+    tickets
+}
+
+/// The projection equals a fold of the log, and every file equals it.
+pub(crate) async fn assert_consistent(desk: &Desk, store: &EventStore, ws: &Path) {
+    desk.settled().await.unwrap();
+    let folded = fold_from_log(store).await;
+    let (listed, total) = desk.list_tickets(&TicketFilter::default(), usize::MAX);
+    assert_eq!(total, folded.len());
+    for t in &listed {
+        assert_eq!(Some(t), folded.get(&t.id), "projection of {}", t.id);
+        let file = read(ws.join(format!("tickets/{}.json", t.id)));
+        assert_eq!(
+            file,
+            crate::ticket::render_ticket_file(t),
+            "file of {}",
+            t.id
+        );
+    }
+}
+
+fn read(path: PathBuf) -> String {
+    std::fs::read_to_string(path).unwrap()
+}
+
+#[tokio::test]
+async fn the_fixture_imports_once_and_restarts_are_no_ops() {
+    let (tmp, ws) = fixture_copy();
+    let db = tmp.path().join("db");
+    let before: Vec<String> = ["T-1001", "T-1002", "T-1003"]
+        .iter()
+        .map(|id| read(ws.join(format!("tickets/{id}.json"))))
+        .collect();
+    let (desk, report, store) = open(&ws, &db).await;
+    assert_eq!(
+        (
+            report.imported,
+            report.updated,
+            report.tickets,
+            report.articles
+        ),
+        (3, 0, 3, 3)
+    );
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    assert_eq!(desk.get_ticket("T-1001").unwrap().customer, "张伟");
+    let events = store.last_sequence();
+    store.close().await.unwrap();
+    drop((desk, store));
+    for _ in 0..2 {
+        let (_, report, store) = open(&ws, &db).await;
+        assert_eq!((report.imported, report.updated), (0, 0));
+        assert_eq!(store.last_sequence(), events, "restart adds no events");
+        store.close().await.unwrap();
+    }
+    // Opening never rewrote the files.
+    for (i, id) in ["T-1001", "T-1002", "T-1003"].iter().enumerate() {
+        assert_eq!(read(ws.join(format!("tickets/{id}.json"))), before[i]);
+    }
+}
+
+#[tokio::test]
+async fn changes_go_to_the_log_then_the_file_and_leave_other_tickets_alone() {
+    let (tmp, ws) = fixture_copy();
+    let (desk, _, store) = open(&ws, &tmp.path().join("db")).await;
+    let other = read(ws.join("tickets/T-1002.json"));
+    let t = desk
+        .change_ticket("T-1001", |_| {
+            Ok(vec![
+                Payload::TicketClassified(TicketClassified {
+                    origin: None,
+                    category: "退款".into(),
+                    priority: "P1".into(),
+                    intent: "refund".into(),
+                    summary: "未收到货要求退款".into(),
+                }),
+                Payload::TicketRouted(TicketRouted {
+                    origin: None,
+                    queue: "售后组".into(),
+                    reason: "refund-policy".into(),
+                }),
+            ])
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        (t.status.as_str(), t.queue.as_str(), t.version),
+        ("routed", "售后组", 3)
+    );
+    desk.settled().await.unwrap();
+    let file = crate::ticket::parse_ticket_file(&read(ws.join("tickets/T-1001.json"))).unwrap();
+    assert!(
+        crate::ticket::same_content(&file, &t),
+        "file mirrors the projection"
+    );
+    assert_eq!(read(ws.join("tickets/T-1002.json")), other);
+    let stream = store.read_stream("ticket-T-1001", 1, 10).await.unwrap();
+    assert_eq!(stream.len(), 3);
+}
+
+#[tokio::test]
+async fn a_hand_edited_file_is_imported_as_an_update() {
+    let (tmp, ws) = fixture_copy();
+    let db = tmp.path().join("db");
+    let (desk, _, store) = open(&ws, &db).await;
+    store.close().await.unwrap();
+    drop((desk, store));
+    let path = ws.join("tickets/T-1002.json");
+    std::fs::write(&path, read(path.clone()).replace("480", "120")).unwrap();
+    let (desk, report, store) = open(&ws, &db).await;
+    assert_eq!((report.imported, report.updated), (0, 1));
+    assert_eq!(desk.get_ticket("T-1002").unwrap().sla_minutes, 120);
+    let last = store.read_stream("ticket-T-1002", 2, 1).await.unwrap();
+    assert!(matches!(
+        last[0].payload,
+        Some(Payload::TicketUpdatedFromFile(_))
+    ));
+}
+
+/// Close the desk and its store, and wait until the database is free.
+async fn closed(desk: Arc<Desk>, store: EventStore) {
+    desk.settled().await.unwrap();
+    store.close().await.unwrap();
+    drop((desk, store));
+}
+
+/// Open the store once a closed one's tasks have let go of it.
+async fn open_store(db: &Path) -> EventStore {
+    for _ in 0..500 {
+        if let Ok(store) = EventStore::open(db) {
+            return store;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("the store stayed locked")
+}
+
+async fn reopen(ws: &Path, db: &Path) -> (Arc<Desk>, LoadReport, EventStore) {
+    let store = open_store(db).await;
+    let (desk, report) = Desk::open(store.clone(), ws, &settings_of(ws))
+        .await
+        .unwrap();
+    (desk, report, store)
+}
+
+#[tokio::test]
+async fn a_hand_edit_back_to_an_older_state_is_an_edit_and_unknown_files_are_kept() {
+    let (tmp, ws) = fixture_copy();
+    let db = tmp.path().join("db");
+    let (desk, _, store) = open(&ws, &db).await;
+    let original = read(ws.join("tickets/T-1002.json"));
+    desk.add_customer_message("T-1002", "还没到").await.unwrap();
+    closed(desk, store).await;
+    // The person puts the file back as it was before the message: that is
+    // an edit (older than what the mirror last wrote), not a stale file.
+    std::fs::write(ws.join("tickets/T-1002.json"), &original).unwrap();
+    let (desk, report, store) = reopen(&ws, &db).await;
+    assert_eq!(report.updated, 1, "{report:?}");
+    assert_eq!(desk.get_ticket("T-1002").unwrap().messages.len(), 1);
+
+    // With no record of writing a file (the mirror's records gone), a file
+    // that differs from the log is neither imported nor lost: kept aside.
+    let t1001 = read(ws.join("tickets/T-1001.json"));
+    closed(desk, store).await;
+    {
+        let store = open_store(&db).await;
+        store
+            .projection_tree("proj-mirror")
+            .unwrap()
+            .clear()
+            .unwrap();
+        store.close().await.unwrap();
+    }
+    let edited = t1001.replace("张伟", "王五");
+    std::fs::write(ws.join("tickets/T-1001.json"), &edited).unwrap();
+    let (desk, report, store) = reopen(&ws, &db).await;
+    assert_eq!(report.updated, 0, "{report:?}");
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("no record of writing it")),
+        "{report:?}"
+    );
+    assert_eq!(desk.get_ticket("T-1001").unwrap().customer, "张伟");
+    assert_eq!(
+        read(ws.join("tickets/T-1001.json")),
+        t1001,
+        "written from the log"
+    );
+    let kept: Vec<_> = std::fs::read_dir(ws.join("tickets"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains("T-1001.json.rejected-"))
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(read(kept[0].clone()), edited, "the edit is kept");
+    assert_consistent(&desk, &store, &ws).await;
+}
+
+#[tokio::test]
+async fn malformed_files_are_skipped_with_the_file_and_field_named() {
+    let (tmp, ws) = fixture_copy();
+    std::fs::write(ws.join("tickets/T-2001.json"), "{ not json").unwrap();
+    let bad = read(ws.join("tickets/T-1001.json"))
+        .replace("T-1001", "T-2002")
+        .replace("\"email\"", "\"fax\"");
+    std::fs::write(ws.join("tickets/T-2002.json"), bad).unwrap();
+    let misnamed = read(ws.join("tickets/T-1001.json"));
+    std::fs::write(ws.join("tickets/T-2003.json"), misnamed).unwrap();
+    std::fs::write(ws.join("knowledge/broken.md"), "no frontmatter").unwrap();
+    let (desk, report, _) = open(&ws, &tmp.path().join("db")).await;
+    assert_eq!(report.imported, 3, "the good tickets still import");
+    let w = report.warnings.join("\n");
+    assert!(w.contains("tickets/T-2001.json: not valid JSON"), "{w}");
+    assert!(w.contains("tickets/T-2002.json: field `channel`"), "{w}");
+    assert!(w.contains("tickets/T-2003.json: field `id`"), "{w}");
+    assert!(
+        w.contains("knowledge/broken.md: missing frontmatter"),
+        "{w}"
+    );
+    assert!(matches!(
+        desk.get_ticket("T-2002"),
+        Err(DomainError::TicketNotFound(_))
+    ));
+}
+
+#[tokio::test]
+async fn concurrent_updates_to_one_ticket_lose_nothing() {
+    let (tmp, ws) = fixture_copy();
+    let (desk, _, store) = open(&ws, &tmp.path().join("db")).await;
+    let tasks: Vec<_> = (0..20)
+        .map(|i| {
+            let desk = Arc::clone(&desk);
+            tokio::spawn(async move {
+                desk.add_customer_message("T-1003", &format!("follow-up {i}"))
+                    .await
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    let t = desk.get_ticket("T-1003").unwrap();
+    assert_eq!(t.messages.len(), 21);
+    assert_eq!(t.version, 21);
+    for i in 0..20 {
+        assert!(
+            t.messages
+                .iter()
+                .any(|m| m.text == format!("follow-up {i}")),
+            "lost {i}"
+        );
+    }
+    desk.settled().await.unwrap();
+    let file = crate::ticket::parse_ticket_file(&read(ws.join("tickets/T-1003.json"))).unwrap();
+    assert_eq!(file.messages.len(), 21, "the file has the last version");
+    // The projection and the files equal a fold of the log alone, and a
+    // rebuild from scratch gives the same.
+    assert_consistent(&desk, &store, &ws).await;
+    let rows = crate::projection::rows(desk.projectors()[0].tree());
+    let queries = [
+        "follow-up 7",
+        "退款",
+        "物流 停滞 快递",
+        "风控冻结 企业",
+        "nothing-like-this",
+    ];
+    let found: Vec<_> = queries
+        .iter()
+        .map(|q| desk.search(q, 5, Some(Kind::Ticket)).unwrap())
+        .collect();
+    desk.rebuild(Model::Tickets).await.unwrap();
+    desk.rebuild(Model::Mirror).await.unwrap();
+    assert_consistent(&desk, &store, &ws).await;
+    assert_eq!(
+        crate::projection::rows(desk.projectors()[0].tree()),
+        rows,
+        "the tickets and their search index rebuild the same"
+    );
+    // The stored index ranks as the in-memory BM25 index does over the
+    // same tickets.
+    let mut memory = crate::search::SearchIndex::default();
+    for t in desk.list_tickets(&TicketFilter::default(), usize::MAX).0 {
+        let body = super::ticket_index::body(&t);
+        memory.upsert(crate::search::Document {
+            kind: Kind::Ticket,
+            id: &t.id,
+            title: &t.subject,
+            keywords: &[],
+            body: &body,
+        });
+    }
+    for (q, hits) in queries.iter().zip(found) {
+        let expected = memory.search(q, 5, Some(Kind::Ticket));
+        let ids = |h: &[crate::search::Hit]| -> Vec<(String, String)> {
+            h.iter()
+                .map(|h| (h.id.clone(), format!("{:.9}", h.score)))
+                .collect()
+        };
+        assert_eq!(ids(&hits), ids(&expected), "{q}");
+        assert_eq!(
+            hits.iter().map(|h| &h.snippet).collect::<Vec<_>>(),
+            expected.iter().map(|h| &h.snippet).collect::<Vec<_>>()
+        );
+    }
+}
+
+#[tokio::test]
+async fn intake_assigns_the_next_id_and_writes_the_file() {
+    let (tmp, ws) = fixture_copy();
+    let (desk, _, _) = open(&ws, &tmp.path().join("db")).await;
+    let new = |subject: &str| NewTicket {
+        subject: subject.into(),
+        customer: "Ana".into(),
+        channel: "web".into(),
+        body: "My printer is on fire".into(),
+        sla_minutes: 0,
+    };
+    let a = desk.create_ticket(new("fire")).await.unwrap();
+    let b = desk.create_ticket(new("smoke")).await.unwrap();
+    assert_eq!((a.id.as_str(), b.id.as_str()), ("T-1004", "T-1005"));
+    assert_eq!((a.status.as_str(), a.sla_minutes), ("open", 480));
+    desk.settled().await.unwrap();
+    assert!(ws.join("tickets/T-1005.json").exists());
+    let err = desk
+        .create_ticket(NewTicket {
+            channel: "fax".into(),
+            ..new("x")
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("`channel` must be one of email, chat, phone, web"),
+        "{err}"
+    );
+    assert_eq!(
+        desk.search("printer fire", 5, Some(crate::search::Kind::Ticket))
+            .unwrap()[0]
+            .id,
+        "T-1004"
+    );
+}
+
+#[tokio::test]
+async fn hostile_ids_never_reach_the_filesystem() {
+    let (tmp, ws) = fixture_copy();
+    let (desk, _, _) = open(&ws, &tmp.path().join("db")).await;
+    for id in ["../T-1001", "/etc/passwd", "T-1001/..", "..", "a\0b"] {
+        assert!(
+            matches!(desk.get_ticket(id), Err(DomainError::BadId { .. })),
+            "{id:?}"
+        );
+        assert!(
+            matches!(desk.get_article(id), Err(DomainError::BadId { .. })),
+            "{id:?}"
+        );
+        let err = desk
+            .edit_article(id, "a", "b", "r", None)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, DomainError::BadId { .. }), "{id:?}");
+    }
+    let err = desk.get_ticket("T-9999").unwrap_err().to_string();
+    assert!(
+        err.contains("ticket T-9999 does not exist; use list_tickets"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_knowledge_edit_is_recorded_then_written_and_searchable() {
+    let (tmp, ws) = fixture_copy();
+    let (desk, _, store) = open(&ws, &tmp.path().join("db")).await;
+    let preview = desk
+        .preview_article_edit("refund-policy", "7 个工作日", "5 个工作日")
+        .unwrap();
+    let applied = desk
+        .edit_article(
+            "refund-policy",
+            "7 个工作日",
+            "5 个工作日",
+            "财务已缩短退款周期",
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(applied.plan, preview, "the preview is the edit");
+    assert_eq!((applied.plan.added, applied.plan.removed), (1, 1));
+    let event = applied.event.unwrap();
+    assert_eq!(event.stream_id, "kb-refund-policy");
+    let Some(Payload::KnowledgeEdited(e)) = &event.payload else {
+        panic!()
+    };
+    assert_eq!(e.diff, preview.diff);
+    desk.settled().await.unwrap();
+    assert!(read(ws.join("knowledge/refund-policy.md")).contains("5 个工作日"));
+    assert!(
+        desk.get_article("refund-policy")
+            .unwrap()
+            .body
+            .contains("5 个工作日")
+    );
+    // old == new records nothing.
+    let seq = store.last_sequence();
+    let noop = desk
+        .edit_article("refund-policy", "5 个工作日", "5 个工作日", "", None)
+        .await
+        .unwrap();
+    assert!(noop.event.is_none() && noop.plan.is_noop());
+    assert_eq!(store.last_sequence(), seq);
+    let err = desk
+        .edit_article("refund-policy", "7 个工作日", "x", "", None)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("old_text was not found"), "{err}");
+}
+
+#[tokio::test]
+async fn the_open_tickets_index_follows_status_changes_and_rebuilds() {
+    let (tmp, ws) = fixture_copy();
+    let (desk, _, _) = open(&ws, &tmp.path().join("db")).await;
+    let open_by_scan = |desk: &Desk| -> Vec<String> {
+        let filter = TicketFilter {
+            status: "open".into(),
+            ..TicketFilter::default()
+        };
+        desk.list_tickets(&filter, usize::MAX)
+            .0
+            .into_iter()
+            .map(|t| t.id)
+            .collect()
+    };
+    let status = |s: &str| {
+        let s = s.to_string();
+        move |_: &tinycode_shared::proto::Ticket| {
+            Ok(vec![Payload::TicketStatusChanged(
+                tinycode_shared::proto::TicketStatusChanged {
+                    status: s.clone(),
+                    reason: String::new(),
+                },
+            )])
+        }
+    };
+    assert_eq!(desk.open_ticket_ids().unwrap(), open_by_scan(&desk));
+    assert!(
+        desk.open_ticket_ids()
+            .unwrap()
+            .contains(&"T-1002".to_string())
+    );
+    desk.change_ticket("T-1002", status("closed"))
+        .await
+        .unwrap();
+    assert!(
+        !desk
+            .open_ticket_ids()
+            .unwrap()
+            .contains(&"T-1002".to_string())
+    );
+    assert_eq!(desk.open_ticket_ids().unwrap(), open_by_scan(&desk));
+    desk.change_ticket("T-1002", status("open")).await.unwrap();
+    assert!(
+        desk.open_ticket_ids()
+            .unwrap()
+            .contains(&"T-1002".to_string())
+    );
+    let before = desk.open_ticket_ids().unwrap();
+    desk.rebuild(Model::Tickets).await.unwrap();
+    assert_eq!(desk.open_ticket_ids().unwrap(), before);
+}
+
+#[tokio::test]
+async fn pages_without_a_filter_read_only_the_page_and_agree_with_a_full_listing() {
+    let (tmp, ws) = fixture_copy();
+    let (desk, _, _) = open(&ws, &tmp.path().join("db")).await;
+    for n in 0..20 {
+        desk.create_ticket(NewTicket {
+            subject: format!("ticket {n}"),
+            customer: "Ana".into(),
+            channel: "web".into(),
+            body: "Where is my parcel?".into(),
+            sla_minutes: 0,
+        })
+        .await
+        .unwrap();
+    }
+    let (all, total) = desk.list_tickets(&TicketFilter::default(), usize::MAX);
+    assert_eq!((all.len(), total), (23, 23));
+    // Filtered: every ticket is open, so the same tickets, counted by reading.
+    let open_only = TicketFilter {
+        status: "open".into(),
+        ..TicketFilter::default()
+    };
+    for filter in [TicketFilter::default(), open_only] {
+        let mut after = String::new();
+        let mut paged = Vec::new();
+        loop {
+            let page = desk.list_page(&filter, 4, &after, usize::MAX);
+            assert_eq!(page.total, 23, "{filter:?}");
+            paged.extend(page.tickets.iter().map(|t| t.id.clone()));
+            match page.next {
+                Some(next) => after = next,
+                None => break,
+            }
+        }
+        let ids: Vec<String> = all.iter().map(|t| t.id.clone()).collect();
+        assert_eq!(paged, ids, "{filter:?}");
+    }
+}
+
+/// The desk settings a workspace's config names (folders, queues,
+/// categories), read the simple way: the daemon's config loader stands
+/// above this crate.
+pub fn settings_of(ws: &Path) -> DeskSettings {
+    let config: serde_json::Value = std::fs::read_to_string(ws.join(".tinycode/config.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    let list = |key: &str| -> Vec<String> {
+        config[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str().map(String::from))
+            .collect()
+    };
+    let dir = |key: &str, default: &str| config[key].as_str().unwrap_or(default).into();
+    DeskSettings {
+        tickets_dir: dir("ticketsDir", "tickets"),
+        knowledge_dir: dir("knowledgeDir", "knowledge"),
+        categories: list("categories"),
+        queues: list("queues"),
+        ..DeskSettings::default()
+    }
+}

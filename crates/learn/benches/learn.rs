@@ -1,0 +1,104 @@
+//! Learning benchmark (not a test): `cargo bench -p tinycode-learn --bench learn`.
+//!
+//! - intent accuracy on the Bitext customer-support test split, training on
+//!   its train split (`../shared/datasets/bitext-customer-support/`);
+//! - training time on 10,000 labelled rows (the train split drawn with
+//!   replacement, deterministic) on one core;
+//! - prediction time per ticket and the model's memory.
+//!
+//! Exits 1 when a target is missed. Figures go to docs/BENCHMARKS.md.
+
+// A benchmark binary: any failure aborts the run with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Instant;
+
+use tinycode_learn::{Classifier, dataset};
+
+fn load(name: &str) -> Vec<(String, String)> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/datasets/bitext-customer-support")
+        .join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    dataset::csv(&text)
+        .unwrap()
+        .into_iter()
+        .map(|r| (dataset::text_of(&r), r["intent"].clone()))
+        .collect()
+}
+
+fn main() {
+    let train = load("train.csv");
+    let test = load("test.csv");
+    let mut missed = false;
+    let mut check = |what: &str, ok: bool| {
+        println!("  {} {what}", if ok { "✓" } else { "✗" });
+        missed |= !ok;
+    };
+
+    let started = Instant::now();
+    let model = Classifier::train(train.iter().map(|(t, l)| (t.as_str(), l.as_str()))).unwrap();
+    let trained = started.elapsed();
+    let right = test
+        .iter()
+        .filter(|(t, l)| model.predict(t).label == *l)
+        .count();
+    let accuracy = right as f64 / test.len() as f64;
+    println!(
+        "bitext intents: {} train rows, {} test rows, {} intents; trained in {:.0} ms",
+        train.len(),
+        test.len(),
+        model.labels().len(),
+        trained.as_secs_f64() * 1000.0
+    );
+    println!(
+        "  accuracy {:.2} % ({right}/{}) (baseline TF-IDF + linear SVM 99.78 %)",
+        accuracy * 100.0,
+        test.len()
+    );
+    check("intent accuracy ≥ 99.5 %", accuracy >= 0.995);
+
+    // 10,000 rows drawn from the train split (a fixed LCG), one thread.
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let big: Vec<&(String, String)> = (0..10_000)
+        .map(|_| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            &train[(seed >> 33) as usize % train.len()]
+        })
+        .collect();
+    let started = Instant::now();
+    let model = Classifier::train(big.iter().map(|(t, l)| (t.as_str(), l.as_str()))).unwrap();
+    let trained = started.elapsed();
+    println!(
+        "10,000 rows: trained in {:.2} s; model {:.1} MiB",
+        trained.as_secs_f64(),
+        model.bytes() as f64 / (1 << 20) as f64
+    );
+    check(
+        "training on 10,000 rows ≤ 5 s",
+        trained.as_secs_f64() <= 5.0,
+    );
+    check(
+        "model memory ≤ 30 MiB",
+        model.bytes() as f64 <= 30.0 * (1 << 20) as f64,
+    );
+
+    let mut times: Vec<f64> = test
+        .iter()
+        .map(|(t, _)| {
+            let started = Instant::now();
+            std::hint::black_box(model.predict(t));
+            started.elapsed().as_secs_f64() * 1000.0
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    let p50 = times[times.len() / 2];
+    let p99 = times[times.len() * 99 / 100];
+    println!("prediction per ticket: p50 {p50:.3} ms, p99 {p99:.3} ms");
+    check("prediction ≤ 1 ms per ticket (p99)", p99 <= 1.0);
+    if missed {
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,245 @@
+//! The desk's own history as training data for the offline model: every
+//! ticket with a category, queue or priority decided on it is an example
+//! (its subject and customer messages → that field). Trained at start from
+//! the tickets projection and again whenever the projection has moved (at
+//! most every [`RETRAIN_EVERY`]), off the async threads. A field whose
+//! predicted class has fewer than [`MIN_SUPPORT`] examples, or that has
+//! fewer than [`MIN_EXAMPLES`] in all, is left to the TINY.md rules.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use super::Classifier;
+pub use super::model::ticket_text;
+use super::model::{HistoryModel, HistoryRow, labelled};
+use crate::projection::{ProjectionError, Projector, ProjectorHandle};
+use crate::store::EventStore;
+
+/// Examples a predicted class needs before the history decides.
+pub const MIN_SUPPORT: usize = 3;
+/// Examples a field needs in all before it is learned.
+pub const MIN_EXAMPLES: usize = 8;
+/// How often, at least, the learner looks for new decisions; and at
+/// most a tenth of its time goes to training (a pause of ten times the
+/// last training).
+pub const RETRAIN_EVERY: Duration = Duration::from_secs(2);
+
+/// The fields learned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    Category,
+    Queue,
+    Priority,
+}
+
+/// What the history says for one field of one ticket.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Suggestion {
+    pub label: String,
+    /// Examples of that label in the history.
+    pub support: usize,
+}
+
+/// Models trained on the history as it was at one point.
+#[derive(Default)]
+pub struct Learned {
+    category: Option<Classifier>,
+    queue: Option<Classifier>,
+    priority: Option<Classifier>,
+    /// Tickets that taught something.
+    pub examples: usize,
+}
+
+impl Learned {
+    /// Train on the decisions people made (the history read model's rows).
+    pub fn train(rows: impl Iterator<Item = HistoryRow>) -> Self {
+        let rows: Vec<(String, BTreeMap<String, String>)> =
+            rows.map(|r| (r.text(), r.labels)).collect();
+        let field = |name: &str| {
+            let examples: Vec<(&str, &str)> = rows
+                .iter()
+                .filter_map(|(text, labels)| Some((text.as_str(), labels.get(name)?.as_str())))
+                .collect();
+            if examples.len() < MIN_EXAMPLES {
+                return None;
+            }
+            Classifier::train(examples)
+        };
+        Self {
+            category: field("category"),
+            queue: field("queue"),
+            priority: field("priority"),
+            examples: rows.len(),
+        }
+    }
+
+    /// The history's answer for `field`, unless it is too thin.
+    pub fn suggest(&self, field: Field, text: &str) -> Option<Suggestion> {
+        let model = match field {
+            Field::Category => self.category.as_ref(),
+            Field::Queue => self.queue.as_ref(),
+            Field::Priority => self.priority.as_ref(),
+        }?;
+        let p = model.predict(text);
+        (p.support >= MIN_SUPPORT && p.margin > 0.0).then_some(Suggestion {
+            label: p.label,
+            support: p.support,
+        })
+    }
+}
+
+/// The learner of this process's desk (the offline model asks it).
+pub struct TicketLearner {
+    learned: RwLock<Arc<Learned>>,
+    /// The history read model it trains from.
+    projector: ProjectorHandle,
+}
+
+impl TicketLearner {
+    /// Follow the log into the history model and train in the background
+    /// (whoever needs it — the offline model — is handed this learner): once the model has caught up
+    /// (the daemon does not wait; until then the rules decide), then again
+    /// as decisions arrive.
+    pub fn start(store: &EventStore) -> Result<Arc<Self>, ProjectionError> {
+        let learner = Arc::new(Self {
+            learned: RwLock::new(Arc::new(Learned::default())),
+            projector: Projector::spawn(store, Arc::new(HistoryModel))?,
+        });
+        let weak = Arc::downgrade(&learner);
+        let head = store.last_sequence();
+        tokio::spawn(async move {
+            let Some(first) = weak.upgrade() else { return };
+            if let Err(e) = first.projector.wait_for(head).await {
+                tracing::error!(error = %e, "the history model stopped; the offline model uses its rules only");
+                return;
+            }
+            let mut seen = first.projector.applied();
+            let mut took = first.retrain().await;
+            drop(first);
+            loop {
+                tokio::time::sleep(RETRAIN_EVERY.max(took * 10)).await;
+                let Some(learner) = weak.upgrade() else {
+                    return;
+                };
+                let now = learner.projector.applied();
+                if now != seen {
+                    seen = now;
+                    took = learner.retrain().await;
+                }
+            }
+        });
+        Ok(learner)
+    }
+
+    /// The history read model (status, rebuild, `eval --from-history`).
+    pub fn projector(&self) -> &ProjectorHandle {
+        &self.projector
+    }
+
+    /// Train again; returns how long it took.
+    async fn retrain(&self) -> Duration {
+        let tree = self.projector.tree().clone();
+        let started = std::time::Instant::now();
+        let trained = tokio::task::spawn_blocking(move || {
+            // A row that cannot be read stops this training (a store that
+            // fails once usually fails for every row: never one warning
+            // per row); the model learned before stays in use.
+            let mut failed = None;
+            let learned = Learned::train(
+                labelled(&tree).map_while(|row| row.map_err(|e| failed = Some(e.to_string())).ok()),
+            );
+            match failed {
+                None => Ok(learned),
+                Some(e) => Err(e),
+            }
+        })
+        .await;
+        match trained {
+            Ok(Err(e)) => tracing::warn!(
+                error = %e,
+                "the history could not be read for learning; the model learned before stays in use"
+            ),
+            Ok(Ok(learned)) => {
+                tracing::info!(
+                    examples = learned.examples,
+                    ms = started.elapsed().as_millis() as u64,
+                    "the offline model learned from the desk's history"
+                );
+                *self.learned.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(learned);
+            }
+            Err(e) => tracing::error!(error = %e, "learning from the desk's history failed"),
+        }
+        started.elapsed()
+    }
+
+    pub fn current(&self) -> Arc<Learned> {
+        Arc::clone(&self.learned.read().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(subject: &str, body: &str, category: &str, queue: &str) -> HistoryRow {
+        HistoryRow {
+            subject: subject.into(),
+            messages: vec![body.into()],
+            labels: [("category", category), ("queue", queue)]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    fn history(refund_queue: &str) -> Vec<HistoryRow> {
+        let mut all = Vec::new();
+        for i in 0..6 {
+            all.push(row(
+                &format!("退款申请 订单 {i}"),
+                "我要退款，钱还没退回",
+                "退款",
+                refund_queue,
+            ));
+            all.push(row(
+                &format!("物流 包裹 {i}"),
+                "快递停滞没有更新",
+                "物流",
+                "物流组",
+            ));
+        }
+        all
+    }
+
+    #[test]
+    fn the_history_decides_once_it_is_thick_enough() {
+        let learned = Learned::train(history("VIP组").into_iter());
+        assert_eq!(learned.examples, 12);
+        let text = ticket_text("退款 订单 9931", ["申请退款"].into_iter());
+        assert_eq!(
+            learned.suggest(Field::Queue, &text),
+            Some(Suggestion {
+                label: "VIP组".into(),
+                support: 6
+            })
+        );
+        assert_eq!(
+            learned.suggest(Field::Category, &text).map(|s| s.label),
+            Some("退款".into())
+        );
+        assert_eq!(
+            learned.suggest(Field::Priority, &text),
+            None,
+            "no priorities decided"
+        );
+    }
+
+    #[test]
+    fn thin_history_leaves_it_to_the_rules() {
+        let few: Vec<HistoryRow> = history("VIP组").into_iter().take(4).collect();
+        let learned = Learned::train(few.into_iter());
+        assert_eq!(learned.suggest(Field::Queue, "退款"), None);
+        assert_eq!(Learned::default().suggest(Field::Category, "退款"), None);
+    }
+}

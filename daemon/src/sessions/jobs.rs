@@ -1,0 +1,59 @@
+//! What a session's actor is given and what its turn's writer handles:
+//! the messages between the registry, the live side, the approver and the
+//! actor (kept apart so none of them imports another for a type).
+
+use tinycode_shared::proto::ClientRef;
+use tinycode_shared::proto::event::Payload;
+use tokio::sync::oneshot;
+
+use super::SessionError;
+
+/// What a session's actor does, one at a time, in the order received.
+pub(crate) enum Job {
+    Turn(u64),
+    /// Continue a turn a restart interrupted while an approval was pending.
+    Resume(u64),
+    /// Summarise older turns now (the Compact RPC).
+    Compact {
+        by: ClientRef,
+        reply: oneshot::Sender<Result<Compacted, SessionError>>,
+    },
+}
+
+/// What a compaction did (the Compact RPC's answer).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Compacted {
+    pub compacted: bool,
+    pub summarized_messages: u32,
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+    pub first_kept_turn: u64,
+    pub sequence: u64,
+}
+
+/// What the turn's writer handles, in order.
+pub(super) enum Write {
+    Store(Box<Payload>),
+    /// Store, then say whether it is durable (an approval wait starts only
+    /// after its request is stored).
+    StoreAck(Box<Payload>, oneshot::Sender<Result<(), String>>),
+    Delta(DeltaKind, String),
+}
+
+/// What an ephemeral delta carries (`Delta.kind` on the wire).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeltaKind {
+    /// Answer text of the running step.
+    Text,
+    /// The model's thinking.
+    Thinking,
+}
+
+impl DeltaKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Text => "text",
+            Self::Thinking => "thinking",
+        }
+    }
+}
