@@ -3,6 +3,7 @@
 //! A thin client: it resolves where the daemon lives, connects (starting the
 //! daemon when needed), calls the gRPC API and prints the answer as text or,
 //! with `--json`, as JSON. No business logic lives here.
+#![forbid(unsafe_code)]
 
 mod admin_cmd;
 mod approvals_cmd;

@@ -4,6 +4,7 @@
 //! - [`app`]: state, keys and daemon events → [`rpc::Rpc`] requests (no I/O).
 //! - [`net`]: the gRPC side: attach with reconnect, approvals, requests.
 //! - [`ui`]: one frame ([`transcript`], [`views`], [`dialog`], [`status`]).
+#![forbid(unsafe_code)]
 
 pub mod app;
 pub mod dialog;

@@ -1,6 +1,7 @@
 //! `tinycode-tui` (also `tinycode tui`): attach a terminal to a session of
 //! `tinycoded`. Logs go to `<state>/logs/tinycode-tui.log`; nothing is
 //! printed to stdout but the screen itself.
+#![forbid(unsafe_code)]
 
 use std::path::PathBuf;
 use std::process::ExitCode;

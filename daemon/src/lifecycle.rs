@@ -76,7 +76,10 @@ pub enum DaemonError {
     Serve(#[from] ServeError),
 }
 
-fn io<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> DaemonError + 'a {
+pub(crate) fn io<'a>(
+    action: &'static str,
+    path: &'a Path,
+) -> impl FnOnce(std::io::Error) -> DaemonError + 'a {
     move |source| DaemonError::Io {
         action,
         path: path.to_path_buf(),
@@ -119,7 +122,7 @@ pub fn lock_state_dir(layout: &Layout) -> Result<StateLock, DaemonError> {
     Ok(StateLock { _file: file })
 }
 
-fn create_private_dir(dir: &Path) -> Result<(), DaemonError> {
+pub(crate) fn create_private_dir(dir: &Path) -> Result<(), DaemonError> {
     std::fs::create_dir_all(dir).map_err(io("cannot create directory", dir))?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
         .map_err(io("cannot set permissions on", dir))
@@ -157,7 +160,7 @@ pub fn bind_socket(layout: &Layout) -> Result<UnixListener, DaemonError> {
 
 /// Where the log is: `$TINYCODE_STORE_URL`, else config `store.url`, else
 /// the embedded sled log (`None`).
-fn store_url(config: &Config) -> Option<String> {
+pub(crate) fn store_url(config: &Config) -> Option<String> {
     std::env::var("TINYCODE_STORE_URL")
         .ok()
         .filter(|u| !u.trim().is_empty())
@@ -300,104 +303,6 @@ pub struct RunOptions {
     pub recover: bool,
 }
 
-/// What `tinycoded verify|export|import` does, on a stopped daemon's log.
-#[derive(Debug, Clone)]
-pub enum Maintenance {
-    Verify,
-    Export(PathBuf),
-    Import(PathBuf),
-}
-
-/// Run a maintenance command on the log (the daemon must be stopped: the
-/// state lock is taken). Returns what to print; a damaged log is an error.
-pub fn maintain(layout: &Layout, command: &Maintenance) -> Result<String, DaemonError> {
-    create_private_dir(&layout.state_dir)?;
-    let _lock = match lock_state_dir(layout) {
-        Err(DaemonError::AlreadyRunning { pid, .. }) => {
-            return Err(DaemonError::Maintenance(format!(
-                "tinycoded{} is running on this workspace; verify, export and import work on a stopped log: run `tinycode daemon stop` first",
-                pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
-            )));
-        }
-        other => other?,
-    };
-    if let Some(workspace) = &layout.workspace
-        && let Ok(config) = Config::load(workspace)
-        && let Some(url) = store_url(&config)
-    {
-        let Maintenance::Import(file) = command else {
-            return Err(DaemonError::Maintenance(
-                "verify and export work on the embedded log; this desk's log is in PostgreSQL: back it up with pg_dump".into(),
-            ));
-        };
-        // Moving an embedded desk to PostgreSQL: its export, restored.
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(io("cannot start the import", &layout.state_dir))?;
-        let n = runtime.block_on(EventStore::import_postgres(&url, file))?;
-        return Ok(format!(
-            "imported {n} events from {} into PostgreSQL",
-            file.display()
-        ));
-    }
-    let db = layout.db_path();
-    match command {
-        Maintenance::Verify => {
-            let report = EventStore::verify(&db)?;
-            let gaps: Vec<String> = report
-                .recovered_gaps
-                .iter()
-                .map(|(a, b)| format!("{a}–{b}"))
-                .collect();
-            let mut out = format!(
-                "{} events, last sequence {}",
-                report.events, report.last_sequence
-            );
-            if !gaps.is_empty() {
-                out.push_str(&format!("; lost in a recovery: {}", gaps.join(", ")));
-            }
-            if report.problems.is_empty() {
-                Ok(format!("the log is sound: {out}"))
-            } else {
-                Err(DaemonError::Maintenance(format!(
-                    "the log is damaged ({out}):\n  {}",
-                    report.problems.join("\n  ")
-                )))
-            }
-        }
-        Maintenance::Export(file) => {
-            let n = EventStore::export(&db, file)?;
-            Ok(format!("exported {n} events to {}", file.display()))
-        }
-        Maintenance::Import(file) => {
-            // What was there is kept aside, never overwritten.
-            let mut moved = String::new();
-            if db.exists() {
-                let stamp = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs());
-                let aside = (0..)
-                    .map(|n| match n {
-                        0 => layout.state_dir.join(format!("db.before-import-{stamp}")),
-                        n => layout
-                            .state_dir
-                            .join(format!("db.before-import-{stamp}-{n}")),
-                    })
-                    .find(|p| !p.exists())
-                    .unwrap_or_else(|| layout.state_dir.join("db.before-import"));
-                std::fs::rename(&db, &aside).map_err(io("cannot move aside", &db))?;
-                moved = format!(" (the previous log is kept in {})", aside.display());
-            }
-            let n = EventStore::import(&db, file)?;
-            Ok(format!(
-                "imported {n} events from {}{moved}",
-                file.display()
-            ))
-        }
-    }
-}
-
 /// Run the daemon until it is asked to stop. The caller has set up logging.
 pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError> {
     let started = Instant::now();
@@ -409,11 +314,43 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
     }
     register_secrets(&config);
     let mut stages = Stages::new();
+    let store = open_store(&layout, &config, &options).await?;
+    stages.done("store");
+    let (cluster, lifecycle) = join(&store, &layout, &workspace, &config).await?;
+    let engine = Engine::open(&store, &layout, &workspace, &config, &cluster, &mut stages).await?;
+    let listener = bind_socket(&layout)?;
+    crate::heap::release_free_memory();
+    tracing::info!(stages = %stages, "start-up");
+    tracing::info!(socket = %layout.socket.display(), workspace = %workspace.display(), "tinycoded listening");
+    let (served, reason) = serve_until_stopped(&engine, &layout, started, listener).await?;
+    engine.mcp.stop();
+    let stop = Stop {
+        store: &store,
+        lifecycle: &lifecycle,
+        desk: &engine.desk,
+        cluster: &cluster,
+        layout: &layout,
+    };
+    let (stopped, closed) = stop.run(started, reason).await;
+    served?;
+    stopped?;
+    closed?;
+    tracing::info!("tinycoded stopped cleanly");
+    Ok(())
+}
+
+/// The event log the config names (PostgreSQL, else sled under the state
+/// dir), recovered when `--recover` asks.
+async fn open_store(
+    layout: &Layout,
+    config: &Config,
+    options: &RunOptions,
+) -> Result<EventStore, DaemonError> {
     let store_options = crate::store::StoreOptions {
         recover: options.recover,
         ..Default::default()
     };
-    let store = match store_url(&config) {
+    let store = match store_url(config) {
         Some(url) if options.recover => {
             return Err(DaemonError::Maintenance(format!(
                 "--recover works on the embedded log; this desk's log is in PostgreSQL ({}), which recovers itself",
@@ -434,12 +371,23 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
             "started on a recovered log: the lost range is recorded as LogRecovered"
         );
     }
-    stages.done("store");
+    Ok(store)
+}
+
+/// Record `DaemonStarted` in this daemon's lifecycle stream and join the
+/// daemons sharing the log (heard from before anything is claimed).
+/// Returns the cluster and the lifecycle stream's name.
+async fn join(
+    store: &EventStore,
+    layout: &Layout,
+    workspace: &Path,
+    config: &Config,
+) -> Result<(Arc<crate::cluster::Cluster>, String), DaemonError> {
     let daemon_id = crate::cluster::daemon_id(&layout.state_dir)
         .map_err(io("cannot keep the daemon id in", &layout.state_dir))?;
     // Each daemon on a shared log keeps its own lifecycle stream.
-    let lifecycle = lifecycle_stream(&store, &daemon_id);
-    let unclean = previous_run_unclean(&store, &lifecycle).await?;
+    let lifecycle = lifecycle_stream(store, &daemon_id);
+    let unclean = previous_run_unclean(store, &lifecycle).await?;
     if unclean {
         tracing::warn!(
             "the previous run did not stop cleanly; the log is intact up to its last acknowledged append"
@@ -458,7 +406,6 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
             })],
         )
         .await?;
-    // Heard from before anything is claimed (daemons sharing the log).
     let cluster = crate::cluster::Cluster::join(
         store.clone(),
         crate::store::Member {
@@ -470,104 +417,142 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
             started_at: crate::clock::now_unix(),
             heartbeat_age_ms: 0,
         },
-        lease(&config),
+        lease(config),
     )
     .await?;
     tracing::info!(daemon = cluster.id(), lease = ?cluster.lease(), "joined the log");
-    let (desk, report) = Desk::open(store.clone(), &workspace, &config.desk()).await?;
-    stages.done("desk");
-    // The offline model learns from the desk's history, in the background.
-    let learner = crate::learn::tickets::TicketLearner::start(&store)?;
-    tracing::info!(
-        tickets = report.tickets,
-        imported = report.imported,
-        updated = report.updated,
-        articles = report.articles,
-        skipped = report.warnings.len(),
-        "workspace loaded"
-    );
-    let (skills, skill_warnings) = crate::skills::Skills::discover(&workspace);
-    let skills = Arc::new(skills);
-    for w in &skill_warnings {
-        tracing::warn!("{w}");
-    }
-    let defaults = crate::sessions::TurnDefaults::from_config(
-        &config,
-        Some(layout.state_dir.join("artifacts")),
-    );
-    let eval_model = defaults.model.clone();
-    let approvals = crate::approvals::Approvals::open(store.clone()).await?;
-    stages.done("approvals");
-    let sessions = crate::sessions::Sessions::open(
-        crate::sessions::Parts {
-            store: store.clone(),
-            desk: Arc::clone(&desk),
-            skills: Arc::clone(&skills),
-            approvals,
-            workspace: workspace.clone(),
-            cluster: Arc::clone(&cluster),
-            // The offline model, handed the desk's learner (no global).
-            offline: Arc::new(crate::offline::OfflineModel::new(Some(Arc::clone(
-                &learner,
-            )))),
-        },
-        defaults,
-    )
-    .await?;
-    stages.done("sessions");
-    // MCP servers connect in the background: the daemon serves meanwhile.
-    let mcp = Arc::new(crate::mcp::McpHub::start(
-        &config.mcp_servers,
-        &workspace,
-        sessions.tools.dynamic(),
-    ));
-    let triage = crate::triage::Triage::open(
-        store.clone(),
-        Arc::clone(&desk),
-        Arc::clone(&sessions),
-        config.auto_triage.clone(),
-        Arc::clone(&cluster),
-    )
-    .await?;
-    stages.done("triage");
-    let listener = bind_socket(&layout)?;
-    crate::heap::release_free_memory();
-    tracing::info!(stages = %stages, "start-up");
-    tracing::info!(socket = %layout.socket.display(), workspace = %workspace.display(), "tinycoded listening");
+    Ok((cluster, lifecycle))
+}
 
+/// Everything the daemon serves, opened in dependency order.
+struct Engine {
+    desk: Arc<Desk>,
+    sessions: Arc<crate::sessions::Sessions>,
+    triage: Arc<crate::triage::Triage>,
+    mcp: Arc<crate::mcp::McpHub>,
+    calls: Arc<crate::calls::DirectCalls>,
+    control: Arc<crate::control::Control>,
+    extensions: Arc<crate::extensions::Extensions>,
+    evals: Arc<crate::eval::Evals>,
+    store: EventStore,
+}
+
+impl Engine {
+    async fn open(
+        store: &EventStore,
+        layout: &Layout,
+        workspace: &Path,
+        config: &Config,
+        cluster: &Arc<crate::cluster::Cluster>,
+        stages: &mut Stages,
+    ) -> Result<Self, DaemonError> {
+        let (desk, report) = Desk::open(store.clone(), workspace, &config.desk()).await?;
+        stages.done("desk");
+        // The offline model learns from the desk's history, in the background.
+        let learner = crate::learn::tickets::TicketLearner::start(store)?;
+        tracing::info!(
+            tickets = report.tickets,
+            imported = report.imported,
+            updated = report.updated,
+            articles = report.articles,
+            skipped = report.warnings.len(),
+            "workspace loaded"
+        );
+        let (skills, skill_warnings) = crate::skills::Skills::discover(workspace);
+        let skills = Arc::new(skills);
+        for w in &skill_warnings {
+            tracing::warn!("{w}");
+        }
+        let artifacts = layout.state_dir.join("artifacts");
+        let defaults = crate::sessions::TurnDefaults::from_config(config, Some(artifacts.clone()));
+        let eval_model = defaults.model.clone();
+        let approvals = crate::approvals::Approvals::open(store.clone()).await?;
+        stages.done("approvals");
+        let sessions = crate::sessions::Sessions::open(
+            crate::sessions::Parts {
+                store: store.clone(),
+                desk: Arc::clone(&desk),
+                skills: Arc::clone(&skills),
+                approvals,
+                workspace: workspace.to_path_buf(),
+                cluster: Arc::clone(cluster),
+                // The offline model, handed the desk's learner (no global).
+                offline: Arc::new(crate::offline::OfflineModel::new(Some(Arc::clone(
+                    &learner,
+                )))),
+            },
+            defaults,
+        )
+        .await?;
+        stages.done("sessions");
+        // MCP servers connect in the background: the daemon serves meanwhile.
+        let mcp = Arc::new(crate::mcp::McpHub::start(
+            &config.mcp_servers,
+            workspace,
+            sessions.tools().dynamic(),
+        ));
+        let triage = crate::triage::Triage::open(
+            store.clone(),
+            Arc::clone(&desk),
+            Arc::clone(&sessions),
+            config.auto_triage.clone(),
+            Arc::clone(cluster),
+        )
+        .await?;
+        stages.done("triage");
+        let control = crate::control::Control::new(
+            config.clone(),
+            artifacts,
+            Arc::clone(&sessions),
+            Arc::clone(&triage),
+            Arc::clone(&mcp),
+            Arc::clone(&skills),
+        );
+        reload_on_sighup(Arc::clone(&control), layout)?;
+        Ok(Self {
+            calls: crate::calls::DirectCalls::new(store.clone(), Arc::clone(&sessions)),
+            extensions: crate::extensions::Extensions::new(workspace, Arc::clone(&mcp), skills),
+            evals: crate::eval::Evals::open(
+                store.clone(),
+                learner.projector().clone(),
+                workspace.to_path_buf(),
+                layout.state_dir.clone(),
+                config.clone(),
+                eval_model,
+            )?,
+            control,
+            desk,
+            sessions,
+            triage,
+            mcp,
+            store: store.clone(),
+        })
+    }
+}
+
+/// Serve until a signal or the Shutdown RPC; returns how serving ended and
+/// why the daemon stops. Graceful shutdown waits for every connection to
+/// close, but a client that keeps an idle connection open must not keep
+/// the daemon alive: after the grace period the rest are dropped.
+async fn serve_until_stopped(
+    engine: &Engine,
+    layout: &Layout,
+    started: Instant,
+    listener: tokio::net::UnixListener,
+) -> Result<(Result<(), DaemonError>, String), DaemonError> {
     let (shutdown_tx, mut shutdown_rx) = mpsc::channel::<String>(1);
     let (stopping_tx, stopping_rx) = watch::channel(false);
-    let stopping_rx_for_grace = stopping_rx.clone();
-    let desk_at_stop = Arc::clone(&desk);
-    let calls = crate::calls::DirectCalls::new(store.clone(), Arc::clone(&sessions));
-    let control = crate::control::Control::new(
-        config.clone(),
-        layout.state_dir.join("artifacts"),
-        Arc::clone(&sessions),
-        Arc::clone(&triage),
-        Arc::clone(&mcp),
-        Arc::clone(&skills),
-    );
-    reload_on_sighup(Arc::clone(&control), &layout)?;
-    let extensions = crate::extensions::Extensions::new(&workspace, Arc::clone(&mcp), skills);
-    let evals = crate::eval::Evals::open(
-        store.clone(),
-        learner.projector().clone(),
-        workspace.clone(),
-        layout.state_dir.clone(),
-        config.clone(),
-        eval_model,
-    )?;
+    let mut stopping = stopping_rx.clone();
     let shared = Shared {
-        evals,
-        store: store.clone(),
-        desk,
-        calls,
-        control,
-        extensions,
-        sessions,
-        triage,
-        mcp: Arc::clone(&mcp),
+        evals: Arc::clone(&engine.evals),
+        store: engine.store.clone(),
+        desk: Arc::clone(&engine.desk),
+        calls: Arc::clone(&engine.calls),
+        control: Arc::clone(&engine.control),
+        extensions: Arc::clone(&engine.extensions),
+        sessions: Arc::clone(&engine.sessions),
+        triage: Arc::clone(&engine.triage),
+        mcp: Arc::clone(&engine.mcp),
         layout: Arc::new(layout.clone()),
         started,
         shutdown: shutdown_tx,
@@ -587,16 +572,14 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
         tracing::info!(%reason, "stopping");
         // End long-lived streams so graceful shutdown can complete.
         stopping_tx.send_replace(true);
+        // The receiver is awaited below, after serving ends.
         let _ = reason_tx.send(reason);
     };
-    let mut stopping = stopping_rx_for_grace;
     let server = server::serve(shared, UnixListenerStream::new(listener), stop);
-    // Graceful shutdown waits for every connection to close; a client that
-    // keeps an idle connection open must not keep the daemon alive, so after
-    // the grace period the remaining connections are dropped.
     let served = tokio::select! {
         served = server => served,
         () = async {
+            // A closed channel means the daemon is stopping too.
             let _ = stopping.wait_for(|s| *s).await;
             tokio::time::sleep(SHUTDOWN_GRACE).await;
         } => {
@@ -607,49 +590,65 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
     let reason = reason_rx
         .await
         .unwrap_or_else(|_| "server error".to_string());
-    mcp.stop();
+    Ok((served.map_err(DaemonError::from), reason))
+}
 
-    // In-flight requests have completed; record the stop and flush.
-    let stopped = store
-        .append(
-            &lifecycle,
-            ExpectedVersion::Any,
-            vec![Payload::DaemonStopped(DaemonStopped {
-                pid: std::process::id(),
-                uptime_ms: started.elapsed().as_millis() as u64,
-                reason,
-            })],
-        )
-        .await;
-    // The read models and the workspace files catch up before the log
-    // closes (they would at the next start anyway).
-    match tokio::time::timeout(SETTLE_AT_STOP, desk_at_stop.settled()).await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, "the read models did not catch up before the stop")
+/// What stopping touches.
+struct Stop<'a> {
+    store: &'a EventStore,
+    lifecycle: &'a str,
+    desk: &'a Arc<Desk>,
+    cluster: &'a crate::cluster::Cluster,
+    layout: &'a Layout,
+}
+
+impl Stop<'_> {
+    /// In-flight requests have completed: record `DaemonStopped`, let the
+    /// read models and files catch up, close the log (within a limit: a
+    /// failed disk must not keep the daemon from stopping — what it
+    /// acknowledged is durable already), leave the daemons sharing it, and
+    /// remove the socket. Returns the record's and the close's results.
+    async fn run(
+        &self,
+        started: Instant,
+        reason: String,
+    ) -> (Result<(), DaemonError>, Result<(), DaemonError>) {
+        let stopped = self
+            .store
+            .append(
+                self.lifecycle,
+                ExpectedVersion::Any,
+                vec![Payload::DaemonStopped(DaemonStopped {
+                    pid: std::process::id(),
+                    uptime_ms: started.elapsed().as_millis() as u64,
+                    reason,
+                })],
+            )
+            .await
+            .map(drop)
+            .map_err(DaemonError::from);
+        match tokio::time::timeout(SETTLE_AT_STOP, self.desk.settled()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "the read models did not catch up before the stop")
+            }
+            Err(_) => {
+                tracing::warn!(limit = ?SETTLE_AT_STOP, "the read models did not catch up before the stop; they resume at the next start")
+            }
         }
-        Err(_) => {
-            tracing::warn!(limit = ?SETTLE_AT_STOP, "the read models did not catch up before the stop; they resume at the next start")
+        let closed = match tokio::time::timeout(SETTLE_AT_STOP, self.store.close()).await {
+            Ok(closed) => closed.map_err(DaemonError::from),
+            Err(_) => {
+                tracing::error!(limit = ?SETTLE_AT_STOP, "the event store did not close in time; stopping anyway (every acknowledged append is durable)");
+                Ok(())
+            }
+        };
+        // Nothing more is appended: others may take this daemon's work over
+        // at once, not after the lease.
+        self.cluster.leave().await;
+        if let Err(e) = std::fs::remove_file(&self.layout.socket) {
+            tracing::warn!(error = %e, "could not remove the socket");
         }
+        (stopped, closed)
     }
-    // A store that cannot flush (a failed disk) must not keep the daemon
-    // from stopping: what it acknowledged is already durable.
-    let closed = match tokio::time::timeout(SETTLE_AT_STOP, store.close()).await {
-        Ok(closed) => closed,
-        Err(_) => {
-            tracing::error!(limit = ?SETTLE_AT_STOP, "the event store did not close in time; stopping anyway (every acknowledged append is durable)");
-            Ok(())
-        }
-    };
-    // Nothing more is appended: others may take this daemon's work over at
-    // once, not after the lease.
-    cluster.leave().await;
-    if let Err(e) = std::fs::remove_file(&layout.socket) {
-        tracing::warn!(error = %e, "could not remove the socket");
-    }
-    served?;
-    stopped?;
-    closed?;
-    tracing::info!("tinycoded stopped cleanly");
-    Ok(())
 }

@@ -7,6 +7,7 @@
 //! - [`client`]: connect over the Unix socket, auto-start the daemon.
 //! - [`render`]: event → text / JSON, shared by the CLI and the TUI.
 //! - [`text`]: display width (CJK takes two columns), clipping, wrapping.
+#![forbid(unsafe_code)]
 
 pub mod client;
 pub mod hint;

@@ -2,7 +2,7 @@
 //! `tinycoded` and `tinycode` binaries, and cleanup of any daemon a test
 //! started. Every test gets its own directory and socket, so tests run in
 //! parallel safely.
-
+#![forbid(unsafe_code)]
 // Test support: a failed setup step should abort the test with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

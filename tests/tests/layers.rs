@@ -1,6 +1,6 @@
 //! The house's walls, checked on the source (issue 31): the lower layers
 //! are crates, so an upward import between them does not compile; inside a
-//! crate this test fails on a cycle between files and, in the daemon, on an
+//! crate this test fails on a cycle between files and, in the engine, on an
 //! import that runs up the layer order written at the top of
 //! docs/ARCHITECTURE.md. It reads `use` trees and `crate::`, `super::` and
 //! `self::` paths (comments and test modules left out); an import between a
@@ -12,11 +12,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The daemon's top-level modules, lowest first: a module may import those
-/// of its own layer or below, never above. The crates below the daemon
+/// The engine's top-level modules, lowest first: a module may import those
+/// of its own layer or below, never above. The crates below the engine
 /// (`tinycode-base`, `-log`, `-domain`, `-learn`, `-model`) are re-exported
-/// by their old names and count as layer 0.
-const DAEMON_LAYERS: &[(&str, u32)] = &[
+/// by their old names and count as layer 0; `tinycoded` (server,
+/// lifecycle, main) stands above it as a crate of its own.
+const ENGINE_LAYERS: &[(&str, u32)] = &[
     ("offline", 6),
     ("context", 7),
     ("config", 8),
@@ -30,12 +31,9 @@ const DAEMON_LAYERS: &[(&str, u32)] = &[
     ("calls", 14),
     ("control", 15),
     ("doctor", 15),
-    ("server", 16),
-    ("lifecycle", 17),
-    ("main", 18),
 ];
 
-/// Re-exports of the lower crates at the daemon's root.
+/// Re-exports of the lower crates at the engine's root.
 const BELOW: &[&str] = &[
     "clock",
     "files",
@@ -330,6 +328,7 @@ const CRATES: &[&str] = &[
     "crates/domain/src",
     "crates/learn/src",
     "crates/model/src",
+    "crates/engine/src",
     "daemon/src",
     "shared/src",
     "client-cli/src",
@@ -352,14 +351,14 @@ fn no_crate_has_a_cycle_between_its_files() {
 }
 
 #[test]
-fn no_daemon_module_imports_one_above_it() {
+fn no_engine_module_imports_one_above_it() {
     let layer = |m: &str| {
-        DAEMON_LAYERS
+        ENGINE_LAYERS
             .iter()
             .find(|(name, _)| *name == m)
             .map(|(_, l)| *l)
     };
-    let edges = graph(&root().join("daemon/src"));
+    let edges = graph(&root().join("crates/engine/src"));
     let mut upward = Vec::new();
     let mut unknown = BTreeSet::new();
     for (from, tos) in &edges {
@@ -388,7 +387,7 @@ fn no_daemon_module_imports_one_above_it() {
     }
     assert!(
         unknown.is_empty(),
-        "modules with no layer in DAEMON_LAYERS (add them, and to docs/ARCHITECTURE.md): {unknown:?}"
+        "modules with no layer in ENGINE_LAYERS (add them, and to docs/ARCHITECTURE.md): {unknown:?}"
     );
     assert!(
         upward.is_empty(),

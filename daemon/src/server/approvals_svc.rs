@@ -10,7 +10,7 @@ use tonic::{Request, Response, Status};
 
 use super::sessions_svc::client_ref;
 use super::validate;
-use super::{IntoStatus, ResponseStream, Shared};
+use super::{OrStatus, ResponseStream, Shared};
 use crate::approvals::Approvals;
 use crate::store::SubscriptionOptions;
 
@@ -43,10 +43,7 @@ impl ApprovalsApi for ApprovalsService {
                 Status::invalid_argument("`page_token` is not one this service returned")
             })?),
         };
-        let all = self
-            .approvals()
-            .list(req.all, &session)
-            .map_err(IntoStatus::into_status)?;
+        let all = self.approvals().list(req.all, &session).or_status()?;
         let (approvals, next) = super::page(all, |a| a.requested_sequence, after, limit);
         Ok(Response::new(ListApprovalsResponse {
             approvals,
@@ -59,10 +56,7 @@ impl ApprovalsApi for ApprovalsService {
         request: Request<GetApprovalRequest>,
     ) -> Result<Response<ApprovalInfo>, Status> {
         let id = validate::id("approval_id", &request.into_inner().approval_id)?;
-        self.approvals()
-            .get(&id)
-            .map(Response::new)
-            .map_err(IntoStatus::into_status)
+        self.approvals().get(&id).map(Response::new).or_status()
     }
 
     async fn decide(
@@ -86,7 +80,7 @@ impl ApprovalsApi for ApprovalsService {
             .decide(&id, decision, text, req.workspace_wide, by)
             .await
             .map(Response::new)
-            .map_err(IntoStatus::into_status)
+            .or_status()
     }
 
     type WatchStream = ResponseStream<Event>;
@@ -112,10 +106,7 @@ impl ApprovalsApi for ApprovalsService {
     ) -> Result<Response<ListRulesResponse>, Status> {
         let session = validate::optional_id("session_id", &request.into_inner().session_id)?;
         Ok(Response::new(ListRulesResponse {
-            rules: self
-                .approvals()
-                .rules(&session)
-                .map_err(IntoStatus::into_status)?,
+            rules: self.approvals().rules(&session).or_status()?,
         }))
     }
 
@@ -125,10 +116,7 @@ impl ApprovalsApi for ApprovalsService {
     ) -> Result<Response<RevokeRuleResponse>, Status> {
         let by = client_ref(&request);
         let rule = validate::id("rule_id", &request.into_inner().rule_id)?;
-        self.approvals()
-            .revoke(&rule, by)
-            .await
-            .map_err(IntoStatus::into_status)?;
+        self.approvals().revoke(&rule, by).await.or_status()?;
         Ok(Response::new(RevokeRuleResponse {}))
     }
 }

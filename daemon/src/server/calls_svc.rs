@@ -12,8 +12,8 @@ use tinycode_shared::proto::{
 use tonic::{Request, Response, Status};
 
 use super::sessions_svc::client_ref;
-use super::{IntoStatus, ResponseStream, Shared, stream_from};
-use crate::calls::{CallError, CallRequest, DirectCalls, Update};
+use super::{IntoStatus, OrStatus, ResponseStream, Shared, stream_from};
+use crate::calls::{CallRequest, DirectCalls, Update};
 use crate::permissions::Rule;
 
 pub struct CallsService {
@@ -26,18 +26,6 @@ impl CallsService {
         Self {
             calls: Arc::clone(&shared.calls),
             shared,
-        }
-    }
-}
-
-impl IntoStatus for CallError {
-    fn into_status(self) -> Status {
-        let message = self.to_string();
-        match self {
-            CallError::Invalid(_) => Status::invalid_argument(message),
-            CallError::UnknownTool { .. } => Status::not_found(message),
-            CallError::Store(e) => e.into_status(),
-            CallError::Approval(e) => e.into_status(),
         }
     }
 }
@@ -60,13 +48,9 @@ fn update_pb(update: Update) -> CallToolUpdate {
             approval_id,
         } => call_tool_update::Update::Result(CallResult {
             call_id,
+            details_json: output.details_json(),
             content: output.content,
             is_error: output.is_error,
-            details_json: if output.details.is_null() {
-                String::new()
-            } else {
-                output.details.to_string()
-            },
             approval_id,
         }),
         Update::Pending {
@@ -104,7 +88,7 @@ impl Calls for CallsService {
                 };
                 CallableTool {
                     read_only: crate::permissions::is_read_only(&spec.name),
-                    review_required: self.shared.sessions.tools.review_required(&spec.name),
+                    review_required: self.shared.sessions.tools().review_required(&spec.name),
                     input_schema_json: spec.parameters.to_string(),
                     rule: rule.into(),
                     name: spec.name,
@@ -130,7 +114,7 @@ impl Calls for CallsService {
             req.wait_seconds,
             by,
         )
-        .map_err(IntoStatus::into_status)?;
+        .or_status()?;
         let calls = Arc::clone(&self.calls);
         Ok(Response::new(stream_from(move |tx| async move {
             let (updates, mut rx) = tokio::sync::mpsc::channel(8);

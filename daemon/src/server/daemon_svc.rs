@@ -6,7 +6,7 @@ use tinycode_shared::proto::{
     ShutdownResponse, SkillSummary, WorkspaceProblem,
 };
 
-use super::IntoStatus;
+use super::OrStatus;
 use crate::projection::ProjectorHandle;
 use tonic::{Request, Response, Status};
 
@@ -115,7 +115,7 @@ impl Daemon for DaemonService {
         let models = models(self.shared.read_models(), &request.into_inner().models)?;
         let mut done = Vec::new();
         for model in models {
-            let applied = model.rebuild().await.map_err(IntoStatus::into_status)?;
+            let applied = model.rebuild().await.or_status()?;
             tracing::info!(model = model.name(), applied, "rebuilt from the log");
             done.push(ProjectionProgress {
                 name: model.name().into(),
@@ -162,12 +162,7 @@ impl Daemon for DaemonService {
     ) -> Result<Response<ReloadResponse>, Status> {
         let peer = Peer::of(&request);
         tracing::info!(client = %peer.client_name, pid = ?peer.pid, "reload requested");
-        let done = self
-            .shared
-            .control
-            .reload()
-            .await
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let done = self.shared.control.reload().await.or_status()?;
         let defaults = self.shared.sessions.defaults();
         Ok(Response::new(ReloadResponse {
             applied: done.applied,

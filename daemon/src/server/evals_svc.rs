@@ -12,8 +12,8 @@ use tinycode_shared::proto::{
 use tokio::sync::mpsc;
 use tonic::{Request, Response, Status};
 
-use super::{IntoStatus, ResponseStream, stream_from, validate};
-use crate::eval::{EvalError, Evals, RunSpec};
+use super::{OrStatus, ResponseStream, stream_from, validate};
+use crate::eval::{Evals, RunSpec};
 
 pub struct EvalsService {
     evals: Arc<Evals>,
@@ -22,19 +22,6 @@ pub struct EvalsService {
 impl EvalsService {
     pub fn new(evals: Arc<Evals>) -> Self {
         Self { evals }
-    }
-}
-
-impl IntoStatus for EvalError {
-    fn into_status(self) -> Status {
-        let message = self.to_string();
-        match self {
-            EvalError::Labels(_) | EvalError::Invalid { .. } => Status::invalid_argument(message),
-            EvalError::NotFound(_) => Status::not_found(message),
-            EvalError::Scratch(_) => Status::unavailable(message),
-            EvalError::Store(e) => e.into_status(),
-            EvalError::Projection(e) => e.into_status(),
-        }
     }
 }
 
@@ -118,7 +105,7 @@ impl EvalsRpc for EvalsService {
                 .map(|r| EvalUpdate {
                     update: Some(Update::Report(r)),
                 })
-                .map_err(IntoStatus::into_status);
+                .or_status();
             let _ = tx.send(last).await;
         })))
     }
@@ -133,7 +120,7 @@ impl EvalsRpc for EvalsService {
         if !cancelled {
             // Not running: one that finished is answered `false`; an id no
             // evaluation ever had is not found.
-            self.evals.get(&id).await.map_err(IntoStatus::into_status)?;
+            self.evals.get(&id).await.or_status()?;
         }
         Ok(Response::new(CancelEvalResponse { cancelled }))
     }
@@ -143,22 +130,14 @@ impl EvalsRpc for EvalsService {
         request: Request<ListEvalsRequest>,
     ) -> Result<Response<ListEvalsResponse>, Status> {
         let limit = validate::limit("limit", request.into_inner().limit, 20, 1000)?;
-        let evals = self
-            .evals
-            .list(limit)
-            .await
-            .map_err(IntoStatus::into_status)?;
+        let evals = self.evals.list(limit).await.or_status()?;
         Ok(Response::new(ListEvalsResponse { evals }))
     }
 
     async fn get(&self, request: Request<GetEvalRequest>) -> Result<Response<EvalReport>, Status> {
         let req = request.into_inner();
         validate::max_len("eval_id", &req.eval_id, 64)?;
-        let report = self
-            .evals
-            .get(&req.eval_id)
-            .await
-            .map_err(IntoStatus::into_status)?;
+        let report = self.evals.get(&req.eval_id).await.or_status()?;
         Ok(Response::new(report))
     }
 }

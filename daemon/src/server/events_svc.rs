@@ -2,7 +2,7 @@ use tinycode_shared::proto::events_server::Events;
 use tinycode_shared::proto::{Event, SubscribeRequest};
 use tonic::{Request, Response, Status};
 
-use super::{IntoStatus, ResponseStream, Shared, stream_from};
+use super::{OrStatus, ResponseStream, Shared, stream_from};
 use crate::store::{MAX_STREAM_ID, SubscriptionOptions};
 
 pub struct EventsService {
@@ -53,9 +53,7 @@ pub(super) fn subscribe(shared: &Shared, options: SubscriptionOptions) -> Respon
                 _ = stopping.wait_for(|s| *s) => None,
             };
             let Some(item) = next else { return };
-            let item = item
-                .map(|event| Event::clone(&event))
-                .map_err(IntoStatus::into_status);
+            let item = item.map(|event| Event::clone(&event)).or_status();
             if tx.send(item).await.is_err() {
                 return;
             }

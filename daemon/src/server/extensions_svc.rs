@@ -12,12 +12,11 @@ use tinycode_shared::proto::{
 };
 use tonic::{Request, Response, Status};
 
-use super::IntoStatus;
+use super::OrStatus;
 use super::daemon_svc::mcp_status;
-use crate::config::{ConfigEditError, ConfigError, McpServerSpec};
-use crate::extensions::{ExtensionError, Extensions};
+use crate::config::McpServerSpec;
+use crate::extensions::Extensions;
 use crate::mcp::ServerStatus;
-use crate::skills::SkillInstallError;
 
 pub struct ExtensionsService {
     extensions: Arc<Extensions>,
@@ -26,34 +25,6 @@ pub struct ExtensionsService {
 impl ExtensionsService {
     pub fn new(extensions: Arc<Extensions>) -> Self {
         Self { extensions }
-    }
-}
-
-impl IntoStatus for ExtensionError {
-    fn into_status(self) -> Status {
-        let message = self.to_string();
-        match self {
-            ExtensionError::Invalid(_) => Status::invalid_argument(message),
-            ExtensionError::Stopping => Status::unavailable(message),
-            ExtensionError::Config(e) => match e {
-                ConfigEditError::Config(ConfigError::Read { .. })
-                | ConfigEditError::Write { .. } => Status::internal(message),
-                ConfigEditError::Config(_) => Status::invalid_argument(message),
-                ConfigEditError::NoSuchServer { .. } => Status::not_found(message),
-                ConfigEditError::ServerExists { .. } => Status::already_exists(message),
-            },
-            ExtensionError::Skill(e) => match e {
-                SkillInstallError::Missing(_) | SkillInstallError::NoSuchSkill { .. } => {
-                    Status::not_found(message)
-                }
-                SkillInstallError::NoSkillFile(_) | SkillInstallError::Invalid { .. } => {
-                    Status::invalid_argument(message)
-                }
-                SkillInstallError::Exists(_) => Status::already_exists(message),
-                SkillInstallError::NotOurs(_) => Status::failed_precondition(message),
-                SkillInstallError::Io { .. } => Status::internal(message),
-            },
-        }
     }
 }
 
@@ -85,7 +56,7 @@ impl ExtensionsRpc for ExtensionsService {
             .extensions
             .add_mcp_server(&r.name, &r.spec_json, r.replace)
             .await
-            .map_err(IntoStatus::into_status)?;
+            .or_status()?;
         Ok(Response::new(info(&added)))
     }
 
@@ -94,10 +65,7 @@ impl ExtensionsRpc for ExtensionsService {
         request: Request<RemoveMcpServerRequest>,
     ) -> Result<Response<RemoveMcpServerResponse>, Status> {
         let name = request.into_inner().name;
-        self.extensions
-            .remove_mcp_server(&name)
-            .await
-            .map_err(IntoStatus::into_status)?;
+        self.extensions.remove_mcp_server(&name).await.or_status()?;
         Ok(Response::new(RemoveMcpServerResponse {}))
     }
 
@@ -110,7 +78,7 @@ impl ExtensionsRpc for ExtensionsService {
             .extensions
             .install_skill(&r.path, r.replace)
             .await
-            .map_err(IntoStatus::into_status)?;
+            .or_status()?;
         Ok(Response::new(SkillInfo {
             name: skill.name,
             description: skill.description,
@@ -124,10 +92,7 @@ impl ExtensionsRpc for ExtensionsService {
         request: Request<RemoveSkillRequest>,
     ) -> Result<Response<RemoveSkillResponse>, Status> {
         let name = request.into_inner().name;
-        self.extensions
-            .remove_skill(&name)
-            .await
-            .map_err(IntoStatus::into_status)?;
+        self.extensions.remove_skill(&name).await.or_status()?;
         Ok(Response::new(RemoveSkillResponse {}))
     }
 }

@@ -7,7 +7,7 @@ use tonic::{Request, Response, Status};
 
 use super::tickets_svc::search_kind;
 use super::validate::{self, MAX_NAME};
-use super::{IntoStatus, Shared};
+use super::{OrStatus, Shared};
 use crate::domain::search::Kind;
 
 pub struct KnowledgeService {
@@ -50,7 +50,7 @@ impl Knowledge for KnowledgeService {
             .desk
             .get_article(&request.into_inner().id)
             .map(Response::new)
-            .map_err(IntoStatus::into_status)
+            .or_status()
     }
 
     async fn search(

@@ -38,7 +38,7 @@ use tonic::transport::Server;
 use crate::domain::desk::Desk;
 use crate::store::EventStore;
 pub use peer::Peer;
-pub use status::IntoStatus;
+pub use status::{IntoStatus, OrStatus};
 
 /// Why the daemon is stopping (recorded in `DaemonStopped`).
 pub type ShutdownReason = String;
@@ -93,10 +93,7 @@ impl Shared {
                 "`min_sequence` is {min_sequence}, but the log ends at {head}; pass a sequence this daemon has sent"
             )));
         }
-        model
-            .wait_for(min_sequence)
-            .await
-            .map_err(IntoStatus::into_status)
+        model.wait_for(min_sequence).await.or_status()
     }
 }
 

@@ -11,8 +11,9 @@ use tinycode_shared::proto::{
 use tonic::{Request, Response, Status};
 
 use super::validate::{self, MAX_TEXT};
-use super::{IntoStatus, Peer, ResponseStream, Shared, stream_from};
-use crate::sessions::{LiveUpdate, SessionError, SessionState, Sessions};
+use super::{OrStatus, Peer, ResponseStream, Shared, stream_from};
+use crate::domain::limits::MAX_NAME;
+use crate::sessions::{LiveUpdate, SessionState, Sessions};
 use tinycode_shared::proto::Event;
 
 pub struct SessionsService {
@@ -78,25 +79,6 @@ fn agents(s: &SessionState) -> Vec<AgentInfo> {
         .collect()
 }
 
-impl IntoStatus for SessionError {
-    fn into_status(self) -> Status {
-        let message = self.to_string();
-        match self {
-            SessionError::NotFound(_) | SessionError::Deleted(_) => Status::not_found(message),
-            SessionError::BadId(_) | SessionError::Invalid { .. } => {
-                Status::invalid_argument(message)
-            }
-            SessionError::Model { .. } | SessionError::Agent(_) => {
-                Status::failed_precondition(message)
-            }
-            SessionError::Draining => Status::unavailable(message),
-            SessionError::Approval(e) => e.into_status(),
-            SessionError::Store(e) => e.into_status(),
-            SessionError::Projection(e) => e.into_status(),
-        }
-    }
-}
-
 pub(super) fn client_ref<T>(request: &Request<T>) -> ClientRef {
     let peer = Peer::of(request);
     ClientRef {
@@ -114,13 +96,13 @@ impl SessionsApi for SessionsService {
     ) -> Result<Response<SessionInfo>, Status> {
         let by = client_ref(&request);
         let req = request.into_inner();
-        validate::max_len("title", &req.title, 200)?;
-        validate::max_len("model", &req.model, 200)?;
+        validate::max_len("title", &req.title, MAX_NAME)?;
+        validate::max_len("model", &req.model, MAX_NAME)?;
         let s = self
             .sessions()
             .create(&req.title, &req.model, &req.approve, by)
             .await
-            .map_err(IntoStatus::into_status)?;
+            .or_status()?;
         Ok(Response::new(self.info(&s)))
     }
 
@@ -132,13 +114,13 @@ impl SessionsApi for SessionsService {
         let limit = validate::limit("limit", req.limit, 50, 1000)?;
         let model = self.sessions().projector();
         self.shared.read_at(model, req.min_sequence).await?;
-        validate::max_len("parent_id", &req.parent_id, 200)?;
+        validate::max_len("parent_id", &req.parent_id, MAX_NAME)?;
         let listed = if req.parent_id.is_empty() {
             self.sessions().list(limit + 1)
         } else {
             self.sessions().children(&req.parent_id)
         }
-        .map_err(IntoStatus::into_status)?;
+        .or_status()?;
         let more = listed.len() > limit;
         let sessions = listed.iter().take(limit).map(|s| self.info(s)).collect();
         Ok(Response::new(ListSessionsResponse { sessions, more }))
@@ -151,10 +133,7 @@ impl SessionsApi for SessionsService {
         let req = request.into_inner();
         let model = self.sessions().projector();
         self.shared.read_at(model, req.min_sequence).await?;
-        let s = self
-            .sessions()
-            .get(&req.id)
-            .map_err(IntoStatus::into_status)?;
+        let s = self.sessions().get(&req.id).or_status()?;
         Ok(Response::new(self.info(&s)))
     }
 
@@ -165,15 +144,15 @@ impl SessionsApi for SessionsService {
         let from = client_ref(&request);
         let req = request.into_inner();
         validate::max_len("text", &req.text, MAX_TEXT)?;
-        let (sequence, turn, queued) = self
+        let sent = self
             .sessions()
             .send_timed(&req.session_id, &req.text, from, req.timeout_seconds)
             .await
-            .map_err(IntoStatus::into_status)?;
+            .or_status()?;
         Ok(Response::new(SendMessageResponse {
-            sequence,
-            turn,
-            queued,
+            sequence: sent.sequence,
+            turn: sent.turn,
+            queued: sent.queued,
         }))
     }
 
@@ -184,7 +163,7 @@ impl SessionsApi for SessionsService {
         let cancelled = self
             .sessions()
             .cancel(&request.into_inner().session_id)
-            .map_err(IntoStatus::into_status)?;
+            .or_status()?;
         Ok(Response::new(CancelTurnResponse { cancelled }))
     }
 
@@ -194,12 +173,12 @@ impl SessionsApi for SessionsService {
     ) -> Result<Response<SessionInfo>, Status> {
         let by = client_ref(&request);
         let req = request.into_inner();
-        validate::max_len("title", &req.title, 200)?;
+        validate::max_len("title", &req.title, MAX_NAME)?;
         let s = self
             .sessions()
             .rename(&req.session_id, &req.title, by)
             .await
-            .map_err(IntoStatus::into_status)?;
+            .or_status()?;
         Ok(Response::new(self.info(&s)))
     }
 
@@ -212,7 +191,7 @@ impl SessionsApi for SessionsService {
             .sessions()
             .delete(&request.into_inner().session_id, by)
             .await
-            .map_err(IntoStatus::into_status)?;
+            .or_status()?;
         Ok(Response::new(DeleteSessionResponse { cancelled_turn }))
     }
 
@@ -232,7 +211,7 @@ impl SessionsApi for SessionsService {
             .sessions()
             .prune(older_than, req.dry_run, by)
             .await
-            .map_err(IntoStatus::into_status)?;
+            .or_status()?;
         Ok(Response::new(PruneSessionsResponse { session_ids }))
     }
 
@@ -242,12 +221,12 @@ impl SessionsApi for SessionsService {
     ) -> Result<Response<SessionInfo>, Status> {
         let by = client_ref(&request);
         let req = request.into_inner();
-        validate::max_len("title", &req.title, 200)?;
+        validate::max_len("title", &req.title, MAX_NAME)?;
         let s = self
             .sessions()
             .fork(&req.session_id, req.up_to_sequence, &req.title, by)
             .await
-            .map_err(IntoStatus::into_status)?;
+            .or_status()?;
         Ok(Response::new(self.info(&s)))
     }
 
@@ -261,7 +240,7 @@ impl SessionsApi for SessionsService {
             .sessions()
             .compact(&req.session_id, by)
             .await
-            .map_err(IntoStatus::into_status)?;
+            .or_status()?;
         Ok(Response::new(CompactSessionResponse {
             compacted: c.compacted,
             summarized_messages: c.summarized_messages,
@@ -288,7 +267,7 @@ impl SessionsApi for SessionsService {
                 self.shared.stopping.clone(),
             )
             .await
-            .map_err(IntoStatus::into_status)?;
+            .or_status()?;
         Ok(Response::new(stream_from(move |tx| async move {
             loop {
                 let update = tokio::select! {
@@ -305,7 +284,7 @@ impl SessionsApi for SessionsService {
                             LiveUpdate::Delta(d) => Update::Delta(d),
                         }),
                     })
-                    .map_err(IntoStatus::into_status);
+                    .or_status();
                 if tx.send(update).await.is_err() {
                     return;
                 }

@@ -2,8 +2,14 @@
 
 use tonic::Status;
 
+use crate::calls::CallError;
+use crate::config::{ConfigEditError, ConfigError};
 use crate::domain::desk::DomainError;
 use crate::domain::knowledge::EditError;
+use crate::eval::EvalError;
+use crate::extensions::ExtensionError;
+use crate::sessions::SessionError;
+use crate::skills::SkillInstallError;
 use crate::store::StoreError;
 
 /// A request tonic cannot decode (invalid UTF-8 in a string field, a
@@ -30,8 +36,22 @@ pub fn undecodable_request_is_invalid_argument(
     response
 }
 
+/// A library error as the gRPC status it means. Every mapping is in this
+/// module. (`From<…Error> for Status` cannot be written here: both types
+/// are other crates', which Rust's orphan rule forbids.)
 pub trait IntoStatus {
     fn into_status(self) -> Status;
+}
+
+/// `result.or_status()?` in a handler: the error as its status.
+pub trait OrStatus<T> {
+    fn or_status(self) -> Result<T, Status>;
+}
+
+impl<T, E: IntoStatus> OrStatus<T> for Result<T, E> {
+    fn or_status(self) -> Result<T, Status> {
+        self.map_err(IntoStatus::into_status)
+    }
 }
 
 impl IntoStatus for StoreError {
@@ -116,6 +136,86 @@ impl IntoStatus for crate::triage::TriageError {
             e @ E::Invalid { .. } => Status::invalid_argument(e.to_string()),
             e @ E::Elsewhere(_) => Status::failed_precondition(e.to_string()),
         }
+    }
+}
+
+impl IntoStatus for CallError {
+    fn into_status(self) -> Status {
+        let message = self.to_string();
+        match self {
+            CallError::Invalid(_) => Status::invalid_argument(message),
+            CallError::UnknownTool { .. } => Status::not_found(message),
+            CallError::Store(e) => e.into_status(),
+            CallError::Approval(e) => e.into_status(),
+        }
+    }
+}
+
+impl IntoStatus for EvalError {
+    fn into_status(self) -> Status {
+        let message = self.to_string();
+        match self {
+            EvalError::Labels(_) | EvalError::Invalid { .. } => Status::invalid_argument(message),
+            EvalError::NotFound(_) => Status::not_found(message),
+            EvalError::Scratch(_) => Status::unavailable(message),
+            EvalError::Store(e) => e.into_status(),
+            EvalError::Projection(e) => e.into_status(),
+        }
+    }
+}
+
+impl IntoStatus for ExtensionError {
+    fn into_status(self) -> Status {
+        let message = self.to_string();
+        match self {
+            ExtensionError::Invalid(_) => Status::invalid_argument(message),
+            ExtensionError::Stopping => Status::unavailable(message),
+            ExtensionError::Config(e) => match e {
+                ConfigEditError::Config(ConfigError::Read { .. })
+                | ConfigEditError::Write { .. } => Status::internal(message),
+                ConfigEditError::Config(_) => Status::invalid_argument(message),
+                ConfigEditError::NoSuchServer { .. } => Status::not_found(message),
+                ConfigEditError::ServerExists { .. } => Status::already_exists(message),
+            },
+            ExtensionError::Skill(e) => match e {
+                SkillInstallError::Missing(_) | SkillInstallError::NoSuchSkill { .. } => {
+                    Status::not_found(message)
+                }
+                SkillInstallError::NoSkillFile(_) | SkillInstallError::Invalid { .. } => {
+                    Status::invalid_argument(message)
+                }
+                SkillInstallError::Exists(_) => Status::already_exists(message),
+                SkillInstallError::NotOurs(_) => Status::failed_precondition(message),
+                SkillInstallError::Io { .. } => Status::internal(message),
+            },
+        }
+    }
+}
+
+impl IntoStatus for SessionError {
+    fn into_status(self) -> Status {
+        let message = self.to_string();
+        match self {
+            SessionError::NotFound(_) | SessionError::Deleted(_) => Status::not_found(message),
+            SessionError::BadId(_) | SessionError::Invalid { .. } => {
+                Status::invalid_argument(message)
+            }
+            SessionError::Model { .. } | SessionError::Agent(_) => {
+                Status::failed_precondition(message)
+            }
+            SessionError::Draining => Status::unavailable(message),
+            SessionError::Approval(e) => e.into_status(),
+            SessionError::Store(e) => e.into_status(),
+            SessionError::Projection(e) => e.into_status(),
+        }
+    }
+}
+
+impl IntoStatus for crate::control::ReloadError {
+    fn into_status(self) -> Status {
+        // A config that does not load (or names an unusable model) is the
+        // caller's to fix; nothing changed.
+        Status::invalid_argument(self.to_string())
     }
 }
 

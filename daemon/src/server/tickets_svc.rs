@@ -1,5 +1,3 @@
-use std::collections::HashMap;
-
 use tinycode_shared::proto::tickets_server::Tickets;
 use tinycode_shared::proto::{
     AddCustomerMessageRequest, CreateTicketRequest, GetTicketRequest, ListTicketsRequest,
@@ -10,11 +8,10 @@ use tonic::{Request, Response, Status};
 use super::validate::{
     self, MAX_LIST, MAX_NAME, MAX_QUERY, MAX_SLA_MINUTES, MAX_SUBJECT, MAX_TEXT,
 };
-use super::{IntoStatus, ResponseStream, Shared, stream_from};
-use crate::domain::desk::{NewTicket, TicketFilter, ticket_id, ticket_stream};
+use super::{IntoStatus, OrStatus, ResponseStream, Shared, stream_from};
+use crate::domain::desk::{NewTicket, TicketFilter};
 use crate::domain::search::Kind;
-use crate::domain::ticket::{Channel, Priority, Status as TicketStatus, apply};
-use crate::store::SubscriptionOptions;
+use crate::domain::ticket::{Channel, Priority, Status as TicketStatus};
 
 pub struct TicketsService {
     shared: Shared,
@@ -51,7 +48,7 @@ pub(crate) fn search_kind(
     let hits = shared
         .desk
         .search(&req.query, limit, Some(kind))
-        .map_err(IntoStatus::into_status)?;
+        .or_status()?;
     Ok(Response::new(search_response(hits)))
 }
 
@@ -108,7 +105,7 @@ impl Tickets for TicketsService {
             .desk
             .get_ticket(&req.id)
             .map(Response::new)
-            .map_err(IntoStatus::into_status)
+            .or_status()
     }
 
     async fn search(
@@ -149,7 +146,7 @@ impl Tickets for TicketsService {
             })
             .await
             .map(Response::new)
-            .map_err(IntoStatus::into_status)
+            .or_status()
     }
 
     async fn add_customer_message(
@@ -163,7 +160,7 @@ impl Tickets for TicketsService {
             .add_customer_message(&req.id, &req.text)
             .await
             .map(Response::new)
-            .map_err(IntoStatus::into_status)
+            .or_status()
     }
 
     type WatchStream = ResponseStream<TicketChange>;
@@ -173,57 +170,25 @@ impl Tickets for TicketsService {
         request: Request<WatchTicketsRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
         let req = request.into_inner();
-        let only = if req.id.is_empty() {
-            None
-        } else {
-            Some(ticket_stream(
-                &ticket_id(&req.id).map_err(IntoStatus::into_status)?,
-            ))
-        };
-        let store = self.shared.store.clone();
-        let mut subscription = store.subscribe(SubscriptionOptions {
-            from_sequence: req.from_sequence,
-            stream_prefix: only.clone().unwrap_or_else(|| "ticket-".into()),
-            follow: true,
-        });
+        let id = (!req.id.is_empty()).then_some(req.id.as_str());
+        let mut watch = self.shared.desk.watch(id, req.from_sequence).or_status()?;
         let mut stopping = self.shared.stopping.clone();
         Ok(Response::new(stream_from(move |tx| async move {
-            // The ticket as of each event, folded incrementally per watcher.
-            let mut states: HashMap<String, Ticket> = HashMap::new();
             loop {
                 let next = tokio::select! {
-                    next = subscription.recv() => next,
+                    next = watch.next() => next,
                     _ = stopping.wait_for(|s| *s) => None,
                 };
-                let Some(item) = next else { return };
-                let event = match item {
-                    Ok(event) => event,
-                    Err(e) => {
-                        let _ = tx.send(Err(e.into_status())).await;
-                        return;
-                    }
+                let change = match next {
+                    None => return,
+                    Some(Ok((event, ticket))) => Ok(TicketChange {
+                        event: Some((*event).clone()),
+                        ticket: Some(ticket),
+                    }),
+                    Some(Err(e)) => Err(e.into_status()),
                 };
-                if only.as_ref().is_some_and(|s| *s != event.stream_id) {
-                    continue; // `ticket-T-1` also prefixes `ticket-T-10`
-                }
-                let state = states.entry(event.stream_id.clone()).or_default();
-                if state.version + 1 != event.stream_version {
-                    // Joined mid-stream: fold the ticket's history first.
-                    *state = Ticket::default();
-                    let history = store
-                        .read_stream(&event.stream_id, 1, (event.stream_version - 1) as usize)
-                        .await
-                        .unwrap_or_default();
-                    for e in &history {
-                        apply(state, e);
-                    }
-                }
-                apply(state, &event);
-                let change = TicketChange {
-                    event: Some((*event).clone()),
-                    ticket: Some(state.clone()),
-                };
-                if tx.send(Ok(change)).await.is_err() {
+                let ended = change.is_err();
+                if tx.send(change).await.is_err() || ended {
                     return;
                 }
             }

@@ -9,7 +9,8 @@ use tonic::{Request, Response, Status};
 
 use super::sessions_svc::client_ref;
 use super::validate;
-use super::{IntoStatus, ResponseStream, Shared, stream_from};
+use super::{OrStatus, ResponseStream, Shared, stream_from};
+use crate::domain::limits::MAX_NAME;
 use crate::triage::Triage;
 
 /// `Triage.Watch` sends at most one status per this interval.
@@ -37,7 +38,7 @@ fn check_ids(ids: &[String]) -> Result<(), Status> {
         )));
     }
     ids.iter()
-        .try_for_each(|id| validate::max_len("ticket_ids", id, 200))
+        .try_for_each(|id| validate::max_len("ticket_ids", id, MAX_NAME))
 }
 
 #[tonic::async_trait]
@@ -56,7 +57,7 @@ impl TriageApi for TriageService {
                 req.limit as usize,
             )
             .map(Response::new)
-            .map_err(IntoStatus::into_status)
+            .or_status()
     }
 
     type WatchStream = ResponseStream<TriageStatus>;
@@ -81,7 +82,7 @@ impl TriageApi for TriageService {
                         token(&req.page_token),
                         req.limit as usize,
                     )
-                    .map_err(IntoStatus::into_status);
+                    .or_status();
                 let failed = status.is_err();
                 if tx.send(status).await.is_err() || failed {
                     return;
@@ -105,7 +106,7 @@ impl TriageApi for TriageService {
         let by = client_ref(&request);
         let req = request.into_inner();
         check_ids(&req.ticket_ids)?;
-        validate::max_len("model", &req.model, 200)?;
+        validate::max_len("model", &req.model, MAX_NAME)?;
         if req.ticket_ids.is_empty() && !req.all_open {
             return Err(Status::invalid_argument(
                 "name `ticket_ids` or set `all_open` (every open ticket never triaged)",
@@ -115,7 +116,7 @@ impl TriageApi for TriageService {
             .triage
             .enqueue(&req.ticket_ids, req.all_open, &req.approve, &req.model, by)
             .await
-            .map_err(IntoStatus::into_status)?;
+            .or_status()?;
         Ok(Response::new(EnqueueTriageResponse { queued, already }))
     }
 }

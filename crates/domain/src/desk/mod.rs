@@ -13,6 +13,7 @@ mod models;
 mod open;
 mod ticket_index;
 mod tickets;
+mod watch;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
@@ -29,6 +30,7 @@ pub use knowledge::AppliedEdit;
 pub use mirror::{MAX_FILE_BYTES, file_problem};
 pub use open::{DeskSettings, LoadReport, Model, read_root};
 pub use tickets::{NewTicket, TicketFilter, now};
+pub use watch::TicketWatch;
 
 /// Stream of one ticket.
 pub fn ticket_stream(id: &str) -> String {

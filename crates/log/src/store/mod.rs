@@ -9,6 +9,7 @@
 //! backend), and injected failures for tests.
 
 pub mod backend;
+mod batch;
 #[cfg(test)]
 pub(crate) mod conformance;
 mod error;

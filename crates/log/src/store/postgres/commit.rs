@@ -7,14 +7,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::SystemTime;
 
 use prost::Message;
-use tinycode_shared::proto::{Event, event::Payload};
-use tokio::sync::{mpsc, oneshot, watch};
+use tinycode_shared::proto::Event;
+use tokio::sync::{mpsc, watch};
 use tokio_postgres::{Client, Statement};
 
-use super::{CHANNEL, ExpectedVersion, StoreError, cause, connect, from_i64, to_i64};
+use super::{CHANNEL, StoreError, cause, connect, from_i64, to_i64};
 
 /// Serializes appends across every daemon on the database.
 pub(super) const APPEND_LOCK: i64 = 0x7469_6e79_0002;
@@ -23,14 +22,8 @@ pub(super) const APPEND_LOCK: i64 = 0x7469_6e79_0002;
 const MAX_BATCH: usize = 1024;
 const MAX_BATCH_BYTES: usize = 4 << 20;
 
-pub(crate) type Reply = oneshot::Sender<Result<Vec<Arc<Event>>, StoreError>>;
-
-pub(crate) struct Request {
-    pub stream: String,
-    pub expected: ExpectedVersion,
-    pub payloads: Vec<Payload>,
-    pub reply: Reply,
-}
+pub(crate) use super::super::batch::Request;
+use super::super::batch::{Accepted, accept};
 
 pub(super) struct Committer {
     pub config: tokio_postgres::Config,
@@ -62,9 +55,6 @@ pub(super) async fn run(mut c: Committer) {
     }
 }
 
-/// One accepted request: its reply and its events.
-type Accepted = (Reply, Vec<Arc<Event>>);
-
 impl Committer {
     async fn connect(&self) -> Result<Prepared, StoreError> {
         let client = connect(&self.config, &self.target).await?;
@@ -74,12 +64,12 @@ impl Committer {
     }
 
     fn gather(&mut self, first: Request) -> Vec<Request> {
-        let mut bytes = size(&first);
+        let mut bytes = first.size();
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH && bytes < MAX_BATCH_BYTES {
             match self.queue.try_recv() {
                 Ok(r) => {
-                    bytes += size(&r);
+                    bytes += r.size();
                     batch.push(r);
                 }
                 Err(_) => break,
@@ -213,7 +203,10 @@ async fn transact(
         .iter()
         .map(|row| (row.get::<_, String>(1), from_i64(row.get(2))))
         .collect();
-    let accepted = sequence(batch, head + 1, versions);
+    let accepted = accept(batch, head + 1, |s| {
+        Ok(versions.get(s).copied().unwrap_or(0))
+    })
+    .accepted;
     if accepted.is_empty() {
         let _ = client.batch_execute("ROLLBACK").await;
         return Ok(accepted);
@@ -249,43 +242,8 @@ async fn transact(
     }
 }
 
-/// Check expected versions and number the accepted requests' events from
-/// `next`; conflicts are answered at once.
-fn sequence(
-    batch: Vec<Request>,
-    mut next: u64,
-    mut versions: HashMap<String, u64>,
-) -> Vec<Accepted> {
-    let recorded_at = Some(prost_types::Timestamp::from(SystemTime::now()));
-    let mut accepted = Vec::with_capacity(batch.len());
-    for Request {
-        stream,
-        expected,
-        payloads,
-        reply,
-    } in batch
-    {
-        let current = versions.get(&stream).copied().unwrap_or(0);
-        let events = match expected.sequence(stream.clone(), current, next, payloads, recorded_at) {
-            Ok(events) => events,
-            Err(conflict) => {
-                let _ = reply.send(Err(conflict));
-                continue;
-            }
-        };
-        next += events.len() as u64;
-        versions.insert(stream, current + events.len() as u64);
-        accepted.push((reply, events));
-    }
-    accepted
-}
-
 /// A batch that never got to sequencing: every request is "accepted" for
 /// the purpose of answering it with the error.
 fn refuse_all(batch: Vec<Request>) -> Vec<Accepted> {
     batch.into_iter().map(|r| (r.reply, Vec::new())).collect()
-}
-
-fn size(r: &Request) -> usize {
-    r.payloads.iter().map(|p| p.encoded_len() + 64).sum()
 }

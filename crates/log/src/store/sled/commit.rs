@@ -9,25 +9,17 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::SystemTime;
 
 use sled::Transactional;
 use sled::transaction::{ConflictableTransactionError, TransactionError};
-use tinycode_shared::proto::{Event, event::Payload};
-use tokio::sync::{broadcast, oneshot};
+use tinycode_shared::proto::Event;
+use tokio::sync::broadcast;
 
 use super::segments::SegmentLog;
-use super::{ExpectedVersion, StoreError, keys};
+use super::{StoreError, keys};
 
-pub(crate) type Reply = oneshot::Sender<Result<Vec<Arc<Event>>, StoreError>>;
-
-/// One queued append.
-pub(crate) struct Request {
-    pub(crate) stream: String,
-    pub(crate) expected: ExpectedVersion,
-    pub(crate) payloads: Vec<Payload>,
-    pub(crate) reply: Reply,
-}
+pub(crate) use super::super::batch::Request;
+use super::super::batch::{Accepted, Sequenced, accept};
 
 pub(crate) struct Committer {
     queue: Mutex<Queue>,
@@ -150,11 +142,7 @@ impl Committer {
         let refused = writer.failed.as_ref().map(StoreError::again).or_else(|| {
             // A full disk refuses the batch before sled sees it (sled's
             // write errors are sticky; see `space.rs`).
-            let bytes = batch
-                .iter()
-                .flat_map(|r| r.payloads.iter())
-                .map(|p| p.encoded_len() as u64 + 64)
-                .sum();
+            let bytes = batch.iter().map(|r| r.size() as u64).sum();
             writer.space.check(bytes).err()
         });
         if let Some(e) = refused {
@@ -163,45 +151,18 @@ impl Committer {
             }
             return;
         }
-        // Check and sequence every request against a scratch copy of the
-        // writer's state; it becomes real only if the write succeeds.
-        let recorded_at = Some(prost_types::Timestamp::from(SystemTime::now()));
-        let mut next = writer.next_sequence;
-        let mut touched: HashMap<String, u64> = HashMap::new();
-        let mut accepted: Vec<(Reply, Vec<Arc<Event>>)> = Vec::with_capacity(batch.len());
-        for Request {
-            stream,
-            expected,
-            payloads,
-            reply,
-        } in batch
-        {
-            let current = match touched
-                .get(&stream)
-                .or_else(|| writer.versions.get(&stream))
-            {
+        // Check and sequence every request against the writer's versions;
+        // they become real only if the write succeeds.
+        let Sequenced {
+            accepted,
+            next,
+            versions: touched,
+        } = accept(batch, writer.next_sequence, |stream| {
+            match writer.versions.get(stream) {
                 Some(v) => Ok(*v),
-                None => super::stream_version_in(&writer.streams, &stream),
-            };
-            let current = match current {
-                Ok(v) => v,
-                Err(e) => {
-                    let _ = reply.send(Err(e));
-                    continue;
-                }
-            };
-            let events =
-                match expected.sequence(stream.clone(), current, next, payloads, recorded_at) {
-                    Ok(events) => events,
-                    Err(conflict) => {
-                        let _ = reply.send(Err(conflict));
-                        continue;
-                    }
-                };
-            next += events.len() as u64;
-            touched.insert(stream, current + events.len() as u64);
-            accepted.push((reply, events));
-        }
+                None => super::stream_version_in(&writer.streams, stream),
+            }
+        });
         if accepted.is_empty() {
             return;
         }
@@ -245,10 +206,7 @@ type Row = ([u8; 8], Vec<u8>, Vec<u8>, u32);
 /// both trees, one flush. A failure of the copy leaves nothing behind and
 /// the next batch tries again; sled's own failure is sticky (`true`: sled
 /// refuses every later write until the daemon restarts).
-fn write_and_flush(
-    writer: &mut Writer,
-    accepted: &[(Reply, Vec<Arc<Event>>)],
-) -> Result<(), (StoreError, bool)> {
+fn write_and_flush(writer: &mut Writer, accepted: &[Accepted]) -> Result<(), (StoreError, bool)> {
     let rows: Vec<Row> = accepted
         .iter()
         .flat_map(|(_, events)| events.iter())

@@ -258,7 +258,7 @@ mod tests {
     #[test]
     fn a_directory_of_ticket_files_with_a_labels_file() {
         let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../shared/fixtures/tinycode-support-desk/tickets/T-1001.json");
+            .join("../../../shared/fixtures/tinycode-support-desk/tickets/T-1001.json");
         let dir = tempfile::tempdir().unwrap();
         std::fs::copy(&fixture, dir.path().join("T-1001.json")).unwrap();
         std::fs::write(

@@ -232,7 +232,7 @@ pub(super) fn permissions(v: &Value) -> Result<Vec<String>, String> {
             let name = item
                 .as_str()
                 .map(str::trim)
-                .filter(|n| !n.is_empty() && n.len() <= 200)
+                .filter(|n| !n.is_empty() && n.len() <= crate::domain::limits::MAX_NAME)
                 .ok_or_else(|| format!("`allow` holds {item}, not a tool name"))?;
             if crate::permissions::REVIEW_REQUIRED.contains(&name) {
                 return Err(format!(

@@ -43,6 +43,16 @@ impl ToolOutput {
         }
     }
 
+    /// `details` as the wire and the log carry them (`details_json`):
+    /// JSON text, empty when there are none.
+    pub fn details_json(&self) -> String {
+        if self.details.is_null() {
+            String::new()
+        } else {
+            self.details.to_string()
+        }
+    }
+
     pub fn error(content: impl Into<String>) -> Self {
         Self {
             content: content.into(),

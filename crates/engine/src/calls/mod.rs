@@ -547,13 +547,9 @@ impl DirectCalls {
         };
         let finished = DirectCallFinished {
             call_id: open.call_id.clone(),
+            details_json: output.details_json(),
             content: output.content,
             is_error: output.is_error,
-            details_json: if output.details.is_null() {
-                String::new()
-            } else {
-                output.details.to_string()
-            },
         };
         match self
             .store

@@ -6,8 +6,8 @@ fn parse(text: &str) -> Result<Config, ConfigError> {
 
 #[test]
 fn the_fixture_config_loads() {
-    let ws =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/tinycode-support-desk");
+    let ws = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/fixtures/tinycode-support-desk");
     let c = Config::load(&ws).unwrap();
     assert_eq!(c.queues, ["售后组", "物流组", "技术支持"]);
     assert_eq!(c.max_steps_per_turn, 12);

@@ -353,10 +353,11 @@ impl Triage {
         // Subscribe before sending: the turn's end cannot be missed.
         let (rx, _, _) = self.sessions.attach(&session)?;
         let prompt = self.config().prompt.replace("{id}", &job.ticket);
-        let (_, turn, _) = self
+        let turn = self
             .sessions
             .send(&session, &prompt, worker_client())
-            .await?;
+            .await?
+            .turn;
         self.set_turn(&job.ticket, turn);
         Ok(self.follow_turn(&session, turn, rx, slot).await)
     }
@@ -456,7 +457,11 @@ impl Triage {
                     .is_ok_and(|t| t.category.is_empty())
                 && self.classify_failed(&record).await;
             if placed && !refused {
-                let _ = self.finish(&job.ticket, "done", &outcome, "").await;
+                if let Err(e) = self.finish(&job.ticket, "done", &outcome, "").await {
+                    // The record stays running; the next start settles it
+                    // from the turn's end (the ticket is placed already).
+                    crate::error_limited!("triage-finish", ticket = %job.ticket, error = %e, "cannot record a finished triage");
+                }
                 return;
             }
             let session = record.session;

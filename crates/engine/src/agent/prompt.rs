@@ -22,6 +22,8 @@ sentences, citing the article or ticket ids you used. You cannot change anything
 
 /// A worker's system prompt: its role, the business rules and the skills
 /// summary (no queues: it routes nothing).
+use crate::offline::prompt_lines as lines;
+
 pub fn worker_prompt(workspace: &Path, skills: &SkillRegistry) -> String {
     let mut prompt = String::from(WORKER_ROLE);
     append_context(&mut prompt, workspace, skills);
@@ -33,11 +35,16 @@ pub fn system_prompt(workspace: &Path, skills: &SkillRegistry, queues: &[String]
     // To the minute: the steps of a turn share one prompt.
     let now = crate::clock::now_unix();
     prompt.push_str(&format!(
-        "\n\nCurrent time: {}",
+        "\n\n{}{}",
+        lines::CURRENT_TIME,
         tinycode_shared::render::rfc3339(now - now.rem_euclid(60), 0)
     ));
     if !queues.is_empty() {
-        prompt.push_str(&format!("\n\nQueues: {}", queues.join(", ")));
+        prompt.push_str(&format!(
+            "\n\n{}{}",
+            lines::QUEUES,
+            queues.join(lines::QUEUE_SEPARATOR)
+        ));
     }
     append_context(&mut prompt, workspace, skills);
     prompt
@@ -66,7 +73,7 @@ mod tests {
     #[test]
     fn the_prompt_holds_rules_queues_and_skill_summaries_only() {
         let ws = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../shared/fixtures/tinycode-support-desk");
+            .join("../../../shared/fixtures/tinycode-support-desk");
         let (skills, _) = SkillRegistry::discover(&ws);
         let p = system_prompt(&ws, &skills, &["售后组".into(), "物流组".into()]);
         assert!(p.starts_with("You are tinycode"));

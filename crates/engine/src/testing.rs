@@ -7,7 +7,8 @@ pub(crate) fn fixture_copy() -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let ws = tmp.path().join("desk");
     copy_dir(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/tinycode-support-desk"),
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/fixtures/tinycode-support-desk"),
         &ws,
     );
     (tmp, ws)

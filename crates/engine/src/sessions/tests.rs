@@ -113,7 +113,7 @@ async fn an_offline_turn_runs_in_the_session_and_is_stored() {
         ("offline", "ask"),
         "the configured permissionMode"
     );
-    let (_, turn, queued) = sessions.send(&s.id, "triage T-1001", me()).await.unwrap();
+    let Sent { turn, queued, .. } = sessions.send(&s.id, "triage T-1001", me()).await.unwrap();
     assert_eq!((turn, queued), (1, false));
     let events = until_done(&sessions, &s.id, 1).await;
     let kinds: Vec<&str> = events
@@ -163,7 +163,7 @@ async fn a_second_message_is_queued_and_sees_the_first_turn() {
     let sessions = open(&ws, &store).await;
     let s = sessions.create("", "offline", "auto", me()).await.unwrap();
     sessions.send(&s.id, "triage T-1002", me()).await.unwrap();
-    let (_, turn, _) = sessions
+    let Sent { turn, .. } = sessions
         .send(&s.id, "退款 时效 是多久？", me())
         .await
         .unwrap();
@@ -250,7 +250,7 @@ async fn a_turn_left_running_by_a_crash_is_marked_interrupted_on_open() {
         matches!(last.payload, Some(Payload::TurnCompleted(ref c)) if c.outcome == TurnOutcome::Interrupted as i32)
     );
     // The session goes on.
-    let (_, turn, _) = reopened.send(&s.id, "triage T-1002", me()).await.unwrap();
+    let Sent { turn, .. } = reopened.send(&s.id, "triage T-1002", me()).await.unwrap();
     assert_eq!(turn, 2);
     until_done(&reopened, &s.id, 2).await;
 }
@@ -283,7 +283,7 @@ async fn sessions_can_be_renamed_forked_and_deleted() {
         sessions.history(&fork).await.unwrap().before(2),
         sessions.history(&original).await.unwrap().before(2)
     );
-    let (_, turn, _) = sessions
+    let Sent { turn, .. } = sessions
         .send(&fork.id, "退款 时效 是多久？", me())
         .await
         .unwrap();
@@ -439,12 +439,14 @@ async fn context_tokens_use_reported_usage_then_estimate_what_came_after() {
         payload: Some(payload),
         ..Default::default()
     };
-    state.apply(&event(Payload::UserMessageAdded(UserMessageAdded {
-        text: "x".repeat(400),
-        from: None,
-        turn: 1,
-        ..Default::default()
-    })));
+    state.apply(&event(Payload::UserMessageAdded(
+        tinycode_shared::proto::UserMessageAdded {
+            text: "x".repeat(400),
+            from: None,
+            turn: 1,
+            ..Default::default()
+        },
+    )));
     assert_eq!(state.context_tokens(), 100, "chars/4 before any usage");
     state.apply(&event(Payload::AssistantMessageAdded(
         tinycode_shared::proto::AssistantMessageAdded {
@@ -483,7 +485,7 @@ async fn an_idle_session_gives_up_its_actor_and_wakes_for_the_next_message() {
     let s = sessions.create("", "offline", "deny", me()).await.unwrap();
     let live = |sessions: &Sessions| lock(&sessions.live).contains_key(&s.id);
     let (rx, _, _) = sessions.attach(&s.id).unwrap();
-    let (_, turn, _) = sessions
+    let Sent { turn, .. } = sessions
         .send(&s.id, "退款 时效 是多久？", me())
         .await
         .unwrap();
@@ -500,7 +502,7 @@ async fn an_idle_session_gives_up_its_actor_and_wakes_for_the_next_message() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert!(retired, "the actor retired once nobody was attached");
-    let (_, turn, queued) = sessions
+    let Sent { turn, queued, .. } = sessions
         .send(&s.id, "T-1002 的物流呢？", me())
         .await
         .unwrap();
@@ -534,7 +536,7 @@ async fn a_failed_append_fails_the_turn_and_nothing_after_it_is_stored() {
     let store = EventStore::open(&tmp.path().join("db")).unwrap();
     let sessions = open(&ws, &store).await;
     let s = sessions.create("T-1001", "", "", me()).await.unwrap();
-    let (_, turn, _) = sessions.send(&s.id, "triage T-1001", me()).await.unwrap();
+    let Sent { turn, .. } = sessions.send(&s.id, "triage T-1001", me()).await.unwrap();
     let whole = kinds(&until_done(&sessions, &s.id, turn).await);
     assert!(whole.len() > 6, "{whole:?}");
 
@@ -545,7 +547,7 @@ async fn a_failed_append_fails_the_turn_and_nothing_after_it_is_stored() {
     // The session's first writes go through (the user message, the turn's
     // start, its first answer), then one fails.
     store.inject_failure("session-", 3);
-    let (_, turn, _) = sessions.send(&s.id, "triage T-1001", me()).await.unwrap();
+    let Sent { turn, .. } = sessions.send(&s.id, "triage T-1001", me()).await.unwrap();
     let events = until_done(&sessions, &s.id, turn).await;
     let Some(Payload::TurnCompleted(done)) = &events.last().unwrap().payload else {
         panic!()
@@ -639,7 +641,7 @@ async fn artifacts_belong_to_their_turn_and_go_with_their_session() {
         .await
         .unwrap();
     for (n, ticket) in [(1u64, "T-1002"), (2, "T-1003")] {
-        let (_, turn, _) = sessions
+        let Sent { turn, .. } = sessions
             .send(&s.id, &format!("triage {ticket}"), me())
             .await
             .unwrap();
@@ -680,7 +682,7 @@ async fn a_skill_command_is_expanded_for_the_model_and_stored_as_typed() {
     let store = EventStore::open(&tmp.path().join("db")).unwrap();
     let sessions = open(&ws, &store).await;
     let s = sessions.create("skills", "", "auto", me()).await.unwrap();
-    let (_, turn, _) = sessions
+    let Sent { turn, .. } = sessions
         .send(&s.id, "/triage-sop T-1001", me())
         .await
         .unwrap();

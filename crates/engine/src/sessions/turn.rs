@@ -1,0 +1,584 @@
+//! One turn of a session, by concern: begin it (once, also on a shared
+//! log), prepare what it runs with (history, model, prompt, limits, tools),
+//! run the agent loop while one writer stores what it produces in order,
+//! then settle it (what an interruption left unreported, approvals it no
+//! longer waits for, a worker's end, `TurnCompleted`).
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use tinycode_shared::proto::event::Payload;
+use tinycode_shared::proto::{
+    AssistantMessageAdded, ModelUsage, ToolCallFinished, ToolCallRef, TurnCompleted,
+    TurnOutcome as Outcome, TurnStarted,
+};
+use tokio::sync::mpsc;
+
+use super::approver::SessionApprover;
+use super::compaction::{MidTurn, compact};
+use super::jobs::{DeltaKind, Write};
+use super::write::{append, provider_for};
+use super::{Live, SessionError, SessionState, Sessions};
+use crate::agent::{Turn, TurnConfig, TurnEvent, TurnOutcome, TurnResult, prompt};
+use crate::model::{Message, ModelProvider, ToolCall, Usage};
+use crate::permissions::ApprovalMode;
+use crate::tools::ToolContext;
+
+/// Run turn `turn` of session `id` (`resume`: carry on one a restart
+/// interrupted while it waited for an approval).
+pub(super) async fn run_turn(
+    sessions: &Arc<Sessions>,
+    id: &str,
+    live: &Arc<Live>,
+    turn: u64,
+    resume: bool,
+) {
+    if !resume && !begin(sessions, id, live, turn).await {
+        return;
+    }
+    let Some(mut run) = Prepared::new(sessions, id, live, turn, resume).await else {
+        return;
+    };
+    let (tx, writer) = spawn_writer(sessions, live, id, turn);
+    let result = run.drive(&tx).await;
+    run.cancel_pending_approvals(&tx, &result.outcome).await;
+    drop(tx);
+    let write_failed = writer.await.ok().flatten();
+    run.complete(&result, write_failed).await;
+}
+
+/// Record `TurnStarted`; `false` when the turn already began (on a shared
+/// log a turn can be asked for twice: sent here, then seen in the log).
+async fn begin(sessions: &Sessions, id: &str, live: &Live, turn: u64) -> bool {
+    if sessions.store.shared() {
+        // Not caught up: the check below reads what is there.
+        if let Err(e) = sessions.caught_up().await {
+            tracing::warn!(session = %id, error = %e, "the sessions model did not catch up before a turn");
+        }
+        let begun = sessions
+            .stored_state(id)
+            .ok()
+            .flatten()
+            .and_then(|s| s.turns.get(&turn).map(|t| t.started || t.outcome.is_some()));
+        if begun == Some(true) {
+            return false;
+        }
+    }
+    // A failure is logged by `append`; the turn still runs, and a start
+    // that finds it unfinished marks it interrupted.
+    let _ = append(
+        sessions,
+        live,
+        id,
+        Payload::TurnStarted(TurnStarted {
+            turn,
+            daemon_id: sessions.cluster.id().to_string(),
+        }),
+    )
+    .await;
+    true
+}
+
+/// What a turn reads from its session before it runs.
+struct TurnSetup {
+    model: String,
+    approve: ApprovalMode,
+    context_tokens: u64,
+    /// This turn's user message and (resumed) what it added so far.
+    record: super::state::TurnMessages,
+    history: Vec<Message>,
+    /// The session as it was read (a worker's parent link, …).
+    state: SessionState,
+}
+
+impl TurnSetup {
+    /// Read once the sessions model has every event stored so far.
+    async fn read(sessions: &Sessions, id: &str, turn: u64) -> Result<Self, SessionError> {
+        sessions.caught_up().await?;
+        let state = sessions.get(id)?;
+        let history = sessions.history(&state).await?;
+        Ok(Self {
+            model: state.model.clone(),
+            approve: state.approve,
+            context_tokens: state.context_tokens(),
+            record: history.turn(turn),
+            history: history.before(turn),
+            state,
+        })
+    }
+}
+
+/// Everything a turn runs with, read and decided before it starts.
+struct Prepared<'a> {
+    sessions: &'a Arc<Sessions>,
+    id: &'a str,
+    live: &'a Arc<Live>,
+    turn: u64,
+    state: SessionState,
+    approve: ApprovalMode,
+    /// A worker: read tools only, its own prompt and limits, no workers.
+    worker: bool,
+    history: Vec<Message>,
+    /// The user message, and what a resumed turn already added.
+    so_far: Vec<Message>,
+    provider: Arc<dyn ModelProvider>,
+    system: String,
+    config: TurnConfig,
+}
+
+impl<'a> Prepared<'a> {
+    /// `None` when the turn cannot run; its `TurnCompleted{FAILED}` is then
+    /// recorded here.
+    async fn new(
+        sessions: &'a Arc<Sessions>,
+        id: &'a str,
+        live: &'a Arc<Live>,
+        turn: u64,
+        resume: bool,
+    ) -> Option<Self> {
+        let fail = |error: String| async move {
+            // A failure to record it is logged by `append`; the next start
+            // marks the turn interrupted.
+            let _ = append(sessions, live, id, failed(turn, error)).await;
+        };
+        let mut setup = match TurnSetup::read(sessions, id, turn).await {
+            Ok(setup) => setup,
+            Err(e) => {
+                tracing::error!(session = %id, turn, error = %e, "cannot read the session to run a turn");
+                fail(format!("the session could not be read: {e}")).await;
+                return None;
+            }
+        };
+        let defaults = sessions.defaults();
+        if !resume && setup.context_tokens > defaults.compaction.above_tokens {
+            match compact(sessions, id, live, Some(turn), None).await {
+                Ok(_) => setup = TurnSetup::read(sessions, id, turn).await.unwrap_or(setup),
+                Err(e) => {
+                    tracing::warn!(session = %id, error = %e, "automatic compaction failed; the turn runs on the full history");
+                }
+            }
+        }
+        let provider = match provider_for(sessions, &setup.model) {
+            Ok(p) => p,
+            Err(e) => {
+                fail(e.to_string()).await;
+                return None;
+            }
+        };
+        let worker = setup.state.parent.is_some();
+        let record = std::mem::take(&mut setup.record);
+        let config = turn_config(sessions, id, turn, worker, record.timeout, setup.approve);
+        let so_far = std::iter::once(Message::User {
+            text: record.user.clone(),
+        })
+        .chain(if resume { record.messages } else { Vec::new() })
+        .collect();
+        let system = if worker {
+            prompt::worker_prompt(&sessions.workspace, &sessions.skills.current())
+        } else {
+            prompt::system_prompt(
+                &sessions.workspace,
+                &sessions.skills.current(),
+                sessions.desk.queues(),
+            )
+        };
+        Some(Self {
+            sessions,
+            id,
+            live,
+            turn,
+            approve: setup.approve,
+            history: setup.history,
+            state: setup.state,
+            worker,
+            so_far,
+            provider,
+            system,
+            config,
+        })
+    }
+
+    /// The tools' context: the desk, the skills, the turn's cancel signal,
+    /// where a change comes from, and (a root turn) its workers.
+    fn tool_context(&self) -> ToolContext {
+        let sessions = self.sessions;
+        ToolContext {
+            desk: Arc::clone(&sessions.desk),
+            skills: sessions.skills.current(),
+            cancel: self.live.cancel.subscribe(),
+            origin: Some(tinycode_shared::proto::ToolOrigin {
+                session_id: self.id.to_string(),
+                turn: self.turn,
+                call_id: String::new(),
+            }),
+            agents: (!self.worker).then(|| {
+                Arc::new(super::agents::Scope {
+                    sessions: Arc::clone(sessions),
+                    session: self.id.to_string(),
+                    turn: self.turn,
+                }) as Arc<dyn crate::tools::agents::SubAgents>
+            }),
+        }
+    }
+
+    /// Run the agent loop, handing what it produces to the writer in the
+    /// order produced; then what an interruption left unreported.
+    async fn drive(&mut self, tx: &mpsc::UnboundedSender<Write>) -> TurnResult {
+        let sessions = self.sessions;
+        let ctx = self.tool_context();
+        // A worker closed before its turn ran stops at once.
+        if self.worker && sessions.worker_closed(self.id) {
+            self.live.cancel.send_replace(true);
+        }
+        let approver = SessionApprover {
+            sessions: Arc::clone(sessions),
+            session: self.id.to_string(),
+            turn: self.turn,
+            mode: self.approve,
+            writer: tx.clone(),
+            timeout: sessions.defaults().approval_timeout,
+        };
+        let mid_turn = MidTurn {
+            sessions,
+            id: self.id,
+            live: self.live,
+            turn: self.turn,
+            failed: AtomicBool::new(false),
+        };
+        let runner = Turn {
+            provider: self.provider.as_ref(),
+            tools: if self.worker {
+                &sessions.worker_tools
+            } else {
+                &sessions.tools
+            },
+            ctx: &ctx,
+            config: &self.config,
+            approver: Some(&approver),
+            compactor: Some(&mid_turn),
+        };
+        let prior = self.so_far.len();
+        let mut recorder = Recorder {
+            tx,
+            turn: self.turn,
+            step: 0,
+            stored: 0,
+        };
+        let result = runner
+            .resume(
+                &self.system,
+                std::mem::take(&mut self.history),
+                std::mem::take(&mut self.so_far),
+                &mut |event| recorder.on(event),
+            )
+            .await;
+        // The partial answer and the results of calls that never ran, so
+        // the transcript stays whole.
+        for message in result.messages.iter().skip(prior + recorder.stored) {
+            if let Some(p) = payload(self.turn, recorder.step, message) {
+                // The writer outlives this sender; a closed one has failed
+                // and reports it.
+                let _ = tx.send(Write::Store(Box::new(p)));
+            }
+        }
+        result
+    }
+
+    /// Approvals the turn no longer waits for are recorded as cancelled.
+    async fn cancel_pending_approvals(
+        &self,
+        tx: &mpsc::UnboundedSender<Write>,
+        outcome: &TurnOutcome,
+    ) {
+        let why = match outcome {
+            TurnOutcome::Cancelled => "the turn was cancelled".to_string(),
+            TurnOutcome::TimedOut => "the turn timed out".to_string(),
+            TurnOutcome::Failed(e) => format!("the turn failed: {e}"),
+            _ => "the turn ended".to_string(),
+        };
+        let approvals = &self.sessions.approvals;
+        let pending = approvals.pending_of_turn(self.id, self.turn);
+        for approval in pending.into_iter().flatten() {
+            match approvals.cancel(&approval, &why).await {
+                Ok(Some(e)) => {
+                    if let Some(p) = e.payload.clone() {
+                        let _ = tx.send(Write::Store(Box::new(p)));
+                    }
+                }
+                Ok(None) => {} // decided meanwhile
+                Err(e) => {
+                    tracing::warn!(session = %self.id, approval = %approval, error = %e, "an approval the turn left could not be cancelled; it stays pending");
+                }
+            }
+        }
+    }
+
+    /// Record the turn's end (and a worker's end in its parent).
+    async fn complete(&self, result: &TurnResult, write_failed: Option<String>) {
+        let (outcome, error) = match write_failed {
+            Some(e) => (
+                Outcome::Failed,
+                format!("the turn stopped: an event could not be stored ({e})"),
+            ),
+            None => outcome_of(&result.outcome),
+        };
+        let sessions = self.sessions;
+        if self.worker {
+            let end = super::agents::WorkerEnd {
+                outcome,
+                text: final_text(&result.messages),
+                steps: result.steps,
+                tool_calls: result.tool_calls,
+                usage: model_usage(&result.usage),
+                error: error.clone(),
+            };
+            if let Err(e) = sessions.worker_finished(&self.state, end).await {
+                tracing::error!(session = %self.id, error = %e, "could not record a worker's end in its parent; the next start does");
+            }
+        } else if outcome != Outcome::Completed {
+            // Its workers end with it.
+            sessions.stop_workers_of_turn(self.id, self.turn);
+        }
+        let completed = Payload::TurnCompleted(TurnCompleted {
+            turn: self.turn,
+            outcome: outcome as i32,
+            steps: result.steps,
+            tool_calls: result.tool_calls,
+            usage: Some(model_usage(&result.usage)),
+            error,
+            denied: result.denied,
+        });
+        // A failure is logged by `append`; the next start finds the turn
+        // unfinished and marks it interrupted.
+        let _ = append(sessions, self.live, self.id, completed).await;
+    }
+}
+
+/// The limits and policy of one turn (a worker's are its own).
+fn turn_config(
+    sessions: &Sessions,
+    id: &str,
+    turn: u64,
+    worker: bool,
+    own_timeout: Option<std::time::Duration>,
+    approve: ApprovalMode,
+) -> TurnConfig {
+    let defaults = sessions.defaults();
+    let limits = &defaults.sub_agents;
+    let timeout = match (own_timeout.or(defaults.timeout), worker) {
+        (Some(t), true) => Some(t.min(limits.timeout)),
+        (None, true) => Some(limits.timeout),
+        (t, false) => t,
+    };
+    TurnConfig {
+        max_steps: if worker {
+            limits.max_steps
+        } else {
+            defaults.max_steps
+        },
+        timeout,
+        max_tool_result_chars: defaults.max_tool_result_chars,
+        // Per session and turn: call ids repeat across turns (the offline
+        // model's, some providers'), so a later turn never overwrites an
+        // earlier turn's artifact.
+        artifact_dir: defaults
+            .artifact_root
+            .as_ref()
+            .map(|root| root.join(id).join(format!("turn-{turn}"))),
+        policy: approve.run_policy(),
+        compact_above_tokens: defaults.compaction.above_tokens,
+        allow: defaults.allow.clone(),
+    }
+}
+
+/// One writer stores events and emits deltas in the order the turn
+/// produced them, so every attached client sees one order. The first
+/// failed append stops the turn (as a cancel does) and fails it: nothing
+/// after an event that was never stored is stored or acknowledged. The
+/// task ends when every sender is gone, with the first failure.
+fn spawn_writer(
+    sessions: &Arc<Sessions>,
+    live: &Arc<Live>,
+    id: &str,
+    turn: u64,
+) -> (
+    mpsc::UnboundedSender<Write>,
+    tokio::task::JoinHandle<Option<String>>,
+) {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Write>();
+    let (sessions, live, id) = (Arc::clone(sessions), Arc::clone(live), id.to_string());
+    let writer = tokio::spawn(async move {
+        let mut failed: Option<String> = None;
+        while let Some(w) = rx.recv().await {
+            let (p, ack) = match w {
+                Write::Store(p) => (p, None),
+                Write::StoreAck(p, ack) => (p, Some(ack)),
+                Write::Delta(kind, text) => {
+                    if failed.is_none() {
+                        live.emit(turn, kind, &text);
+                    }
+                    continue;
+                }
+            };
+            let stored = match &failed {
+                Some(e) => Err(e.clone()),
+                None => append(&sessions, &live, &id, *p)
+                    .await
+                    .map(drop)
+                    .map_err(|e| e.to_string()),
+            };
+            if let (Err(e), None) = (&stored, &failed) {
+                failed = Some(e.clone());
+                live.cancel.send_replace(true);
+            }
+            if let Some(ack) = ack {
+                // The asker may have given up waiting: nothing to tell.
+                let _ = ack.send(stored);
+            }
+        }
+        failed
+    });
+    (tx, writer)
+}
+
+/// Turns the loop's events into writes, counting what it stored.
+struct Recorder<'a> {
+    tx: &'a mpsc::UnboundedSender<Write>,
+    turn: u64,
+    step: u32,
+    /// Messages handed to the writer (the rest are stored after the loop).
+    stored: usize,
+}
+
+impl Recorder<'_> {
+    fn on(&mut self, event: TurnEvent) {
+        // A closed writer has failed and reports it when the turn ends.
+        let send = |w: Write| {
+            let _ = self.tx.send(w);
+        };
+        match event {
+            TurnEvent::StepStarted { step } => self.step = step,
+            TurnEvent::TextDelta(t) => send(Write::Delta(DeltaKind::Text, t)),
+            TurnEvent::ThinkingDelta(t) => send(Write::Delta(DeltaKind::Thinking, t)),
+            TurnEvent::AssistantMessage(m, usage) => {
+                self.stored += 1;
+                if let Some(mut p) = payload(self.turn, self.step, &m) {
+                    if let Payload::AssistantMessageAdded(a) = &mut p {
+                        a.usage = Some(model_usage(&usage));
+                    }
+                    send(Write::Store(Box::new(p)));
+                }
+            }
+            TurnEvent::ToolStarted(_) => {}
+            TurnEvent::ToolFinished {
+                call,
+                output,
+                full_chars,
+                artifact,
+            } => {
+                self.stored += 1;
+                send(Write::Store(Box::new(Payload::ToolCallFinished(
+                    ToolCallFinished {
+                        call: Some(call_ref(&call)),
+                        details_json: output.details_json(),
+                        content: output.content,
+                        is_error: output.is_error,
+                        full_chars: full_chars.unwrap_or(0) as u64,
+                        turn: self.turn,
+                        artifact: artifact
+                            .map(|p| p.display().to_string())
+                            .unwrap_or_default(),
+                    },
+                ))));
+            }
+        }
+    }
+}
+
+/// `TurnCompleted{FAILED}` with why.
+fn failed(turn: u64, error: String) -> Payload {
+    Payload::TurnCompleted(TurnCompleted {
+        turn,
+        outcome: Outcome::Failed as i32,
+        error,
+        ..TurnCompleted::default()
+    })
+}
+
+/// The loop's outcome as stored, with its error (no credential ever).
+fn outcome_of(outcome: &TurnOutcome) -> (Outcome, String) {
+    match outcome {
+        TurnOutcome::Completed => (Outcome::Completed, String::new()),
+        TurnOutcome::EmptyResponse => (Outcome::EmptyResponse, String::new()),
+        TurnOutcome::MaxSteps => (Outcome::MaxSteps, String::new()),
+        TurnOutcome::Cancelled => (Outcome::Cancelled, String::new()),
+        TurnOutcome::TimedOut => (Outcome::TimedOut, String::new()),
+        // Whatever a provider said, no credential is stored.
+        TurnOutcome::Failed(e) => (Outcome::Failed, crate::model::redact::redact(e, &[])),
+    }
+}
+
+pub(super) fn call_ref(c: &ToolCall) -> ToolCallRef {
+    ToolCallRef {
+        id: c.id.clone(),
+        name: c.name.clone(),
+        arguments_json: c.raw_arguments.clone(),
+    }
+}
+
+/// The stored form of a message the turn added.
+fn payload(turn: u64, step: u32, message: &Message) -> Option<Payload> {
+    match message {
+        Message::Assistant {
+            text,
+            thinking,
+            tool_calls,
+        } => Some(Payload::AssistantMessageAdded(AssistantMessageAdded {
+            text: text.clone(),
+            thinking: thinking.iter().map(|t| t.text.clone()).collect(),
+            thinking_signatures: thinking.iter().map(|t| t.signature.clone()).collect(),
+            tool_calls: tool_calls.iter().map(call_ref).collect(),
+            step,
+            turn,
+            usage: None,
+        })),
+        Message::ToolResult {
+            call_id,
+            name,
+            content,
+            is_error,
+        } => Some(Payload::ToolCallFinished(ToolCallFinished {
+            call: Some(ToolCallRef {
+                id: call_id.clone(),
+                name: name.clone(),
+                arguments_json: String::new(),
+            }),
+            content: content.clone(),
+            is_error: *is_error,
+            turn,
+            ..ToolCallFinished::default()
+        })),
+        Message::User { .. } => None,
+    }
+}
+
+/// The last answer text the turn produced (a worker's result).
+fn final_text(messages: &[Message]) -> String {
+    messages
+        .iter()
+        .rev()
+        .find_map(|m| match m {
+            Message::Assistant { text, .. } if !text.trim().is_empty() => Some(text.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+pub(super) fn model_usage(u: &Usage) -> ModelUsage {
+    ModelUsage {
+        input_tokens: u.input_tokens,
+        output_tokens: u.output_tokens,
+        cache_read_tokens: u.cache_read_tokens,
+        cache_write_tokens: u.cache_write_tokens,
+    }
+}

@@ -1,0 +1,47 @@
+//! Storing a session's events and finding its model: what the actor, the
+//! compaction and the turn all use.
+
+use std::sync::Arc;
+
+use tinycode_shared::proto::event::Payload;
+
+use super::{Live, SessionError, Sessions, session_stream};
+use crate::model::catalog::resolve;
+use crate::model::{ModelProvider, RetryPolicy};
+use crate::store::ExpectedVersion;
+
+/// Store one event of the session and publish it; returns its sequence.
+pub(super) async fn append(
+    sessions: &Sessions,
+    live: &Live,
+    id: &str,
+    p: Payload,
+) -> Result<u64, SessionError> {
+    let events = sessions
+        .store
+        .append(&session_stream(id), ExpectedVersion::Any, vec![p])
+        .await
+        .inspect_err(
+            |e| tracing::error!(session = %id, error = %e, "could not store a session event"),
+        )?;
+    live.publish(&events);
+    Ok(events.last().map_or(0, |e| e.sequence))
+}
+
+/// The provider of `model` (`offline`: the daemon's offline model).
+pub(super) fn provider_for(
+    sessions: &Sessions,
+    model: &str,
+) -> Result<Arc<dyn ModelProvider>, SessionError> {
+    resolve(
+        model,
+        &sessions.defaults().providers,
+        &|k| std::env::var(k).ok(),
+        RetryPolicy::default(),
+    )
+    .map(|c| c.provider(&sessions.offline))
+    .map_err(|e| SessionError::Model {
+        model: model.to_string(),
+        message: e.to_string(),
+    })
+}
