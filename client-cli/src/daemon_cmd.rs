@@ -213,7 +213,7 @@ fn report_stopped(ctx: &Ctx, pid: Option<u32>, was_running: bool) {
 }
 
 async fn status(ctx: &Ctx) -> anyhow::Result<ExitCode> {
-    let channel = match client::connect(&ctx.layout.socket, &ctx.client).await {
+    let channel = match client::connect_now(&ctx.layout.socket, &ctx.client).await {
         Ok(c) => c,
         Err(ConnectError::NotRunning { socket }) => {
             if ctx.json {
@@ -232,6 +232,12 @@ async fn status(ctx: &Ctx) -> anyhow::Result<ExitCode> {
         Err(e) => return Err(e.into()),
     };
     let s = fetch_status(channel).await?;
+    if let Some(p) = s.startup.as_ref().filter(|p| !p.stage.is_empty())
+        && !ctx.json
+    {
+        println!("{} (pid {})", render::startup_line(p), s.pid);
+        return Ok(ExitCode::SUCCESS);
+    }
     if ctx.json {
         let mut value = render::message_json("tinycode.v1.DaemonStatus", &s);
         value["running"] = true.into();

@@ -143,6 +143,14 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// The desk in a browser (runs `tinycode-web` with these arguments:
+    /// `tinycode web [--listen ADDR] [--no-open] [--url]`; `tinycode web
+    /// --help` shows its options).
+    #[command(disable_help_flag = true)]
+    Web {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Print a shell completion script, e.g. `tinycode completions bash`.
     Completions {
         #[arg(value_enum)]
@@ -184,17 +192,19 @@ fn quiet_on_closed_stdout() {
     }));
 }
 
-/// `tinycode tui …`: become `tinycode-tui …` (found beside this binary or
-/// on PATH), passing the global `--workspace` and `--no-autostart` on.
-fn tui(
+/// `tinycode tui …` / `tinycode web …`: become `tinycode-tui …` /
+/// `tinycode-web …` (found beside this binary or on PATH), passing the
+/// global `--workspace` and `--no-autostart` on.
+fn companion(
+    name: &str,
     workspace: Option<PathBuf>,
     no_autostart: bool,
     args: Vec<String>,
 ) -> anyhow::Result<ExitCode> {
     use std::os::unix::process::CommandExt;
-    let binary = client::find_binary("tinycode-tui").map_err(|beside| {
+    let binary = client::find_binary(name).map_err(|beside| {
         anyhow::anyhow!(
-            "cannot find tinycode-tui (looked beside {} and on PATH); build it with `cargo build -p tinycode-tui`",
+            "cannot find {name} (looked beside {} and on PATH); build it with `cargo build -p {name}`",
             beside.display()
         )
     })?;
@@ -241,7 +251,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let Some(command) = cli.command else {
         // As TinyCode: no command opens the terminal UI.
         let args = cli.tui_args();
-        return tui(cli.workspace, cli.no_autostart, args);
+        return companion("tinycode-tui", cli.workspace, cli.no_autostart, args);
     };
     let command = match command {
         Command::Completions { shell } => {
@@ -250,7 +260,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         Command::Init(args) => return init_cmd::run(cli.json, args),
-        Command::Tui { args } => return tui(cli.workspace, cli.no_autostart, args),
+        Command::Tui { args } => {
+            return companion("tinycode-tui", cli.workspace, cli.no_autostart, args);
+        }
+        Command::Web { args } => {
+            return companion("tinycode-web", cli.workspace, cli.no_autostart, args);
+        }
         Command::Demo(args) => return demo_cmd::run(cli.json, &client, args).await,
         other => other,
     };
@@ -274,9 +289,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Mcp { action } => mcp_cmd::run(ctx, action).await,
         Command::Skills { action } => skills_cmd::run(&ctx, action).await,
         Command::Eval(args) => eval_cmd::run(&ctx, args).await,
-        Command::Completions { .. } | Command::Init(_) | Command::Demo(_) | Command::Tui { .. } => {
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Completions { .. }
+        | Command::Init(_)
+        | Command::Demo(_)
+        | Command::Tui { .. }
+        | Command::Web { .. } => Ok(ExitCode::SUCCESS),
     }
 }
 

@@ -4,8 +4,9 @@ use std::process::ExitCode;
 use clap::Subcommand;
 use tinycode_shared::proto::tickets_client::TicketsClient;
 use tinycode_shared::proto::{
-    AddCustomerMessageRequest, CreateTicketRequest, GetTicketRequest, ListTicketsRequest,
-    ListTicketsResponse, SearchRequest, SearchResponse, Ticket,
+    AddCustomerMessageRequest, ClassifyTicketRequest, CreateTicketRequest, GetTicketRequest,
+    ListTicketsRequest, ListTicketsResponse, RouteTicketRequest, SearchRequest, SearchResponse,
+    SetTicketStatusRequest, Ticket, TicketTextRequest,
 };
 use tinycode_shared::render;
 
@@ -54,6 +55,41 @@ pub enum TicketAction {
     },
     /// Add a customer message to a ticket.
     Message { id: String, text: String },
+    /// Reply to the customer, as yourself (`-` reads the text from
+    /// standard input); recorded as a person's decision.
+    Reply { id: String, text: String },
+    /// Add an internal note.
+    Note { id: String, text: String },
+    /// Classify it yourself (any of the three; the rest stay).
+    Classify {
+        id: String,
+        #[arg(long)]
+        category: Option<String>,
+        /// P0 | P1 | P2 | P3
+        #[arg(long)]
+        priority: Option<String>,
+        #[arg(long)]
+        intent: Option<String>,
+    },
+    /// Route (or reassign) it to a queue of the desk.
+    Route {
+        id: String,
+        queue: String,
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
+    /// Close it (status `resolved`).
+    Close {
+        id: String,
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
+    /// Reopen it (status `open`).
+    Reopen {
+        id: String,
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
 }
 
 pub async fn run(ctx: &Ctx, action: TicketAction) -> anyhow::Result<ExitCode> {
@@ -158,19 +194,101 @@ pub async fn run(ctx: &Ctx, action: TicketAction) -> anyhow::Result<ExitCode> {
                 .add_customer_message(AddCustomerMessageRequest { id, text })
                 .await?
                 .into_inner();
-            if ctx.json {
-                output::json_pretty(&render::message_json("tinycode.v1.Ticket", &t));
-            } else {
-                println!(
-                    "{}: {} messages, status {}",
-                    t.id,
-                    t.messages.len(),
-                    t.status
-                );
-            }
+            changed(ctx, &t);
         }
+        other => person(ctx, &mut client, other).await?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A person's action on a ticket, then the ticket as it is after it.
+async fn person(
+    ctx: &Ctx,
+    client: &mut TicketsClient<tinycode_shared::client::DaemonChannel>,
+    action: TicketAction,
+) -> anyhow::Result<()> {
+    let text = |text: String| -> anyhow::Result<String> {
+        if text != "-" {
+            return Ok(text);
+        }
+        let mut read = String::new();
+        std::io::stdin().read_to_string(&mut read)?;
+        Ok(read)
+    };
+    let status = |ticket_id: String, status: &str, reason: String| SetTicketStatusRequest {
+        ticket_id,
+        status: status.into(),
+        reason,
+    };
+    let t = match action {
+        TicketAction::Reply { id, text: t } => {
+            client
+                .reply(TicketTextRequest {
+                    ticket_id: id,
+                    text: text(t)?,
+                })
+                .await?
+        }
+        TicketAction::Note { id, text: t } => {
+            client
+                .add_note(TicketTextRequest {
+                    ticket_id: id,
+                    text: text(t)?,
+                })
+                .await?
+        }
+        TicketAction::Classify {
+            id,
+            category,
+            priority,
+            intent,
+        } => {
+            client
+                .classify(ClassifyTicketRequest {
+                    ticket_id: id,
+                    category: category.unwrap_or_default(),
+                    priority: priority.unwrap_or_default(),
+                    intent: intent.unwrap_or_default(),
+                })
+                .await?
+        }
+        TicketAction::Route { id, queue, reason } => {
+            client
+                .route(RouteTicketRequest {
+                    ticket_id: id,
+                    queue,
+                    reason,
+                })
+                .await?
+        }
+        TicketAction::Close { id, reason } => {
+            client.set_status(status(id, "resolved", reason)).await?
+        }
+        TicketAction::Reopen { id, reason } => {
+            client.set_status(status(id, "open", reason)).await?
+        }
+        _ => return Ok(()),
+    }
+    .into_inner();
+    changed(ctx, &t);
+    Ok(())
+}
+
+/// A changed ticket: JSON, or one line.
+fn changed(ctx: &Ctx, t: &Ticket) {
+    if ctx.json {
+        output::json_pretty(&render::message_json("tinycode.v1.Ticket", t));
+    } else {
+        println!(
+            "{}: {} messages, status {}, {} · {} → {}",
+            t.id,
+            t.messages.len(),
+            t.status,
+            dash(&t.category),
+            dash(&t.priority),
+            dash(&t.queue)
+        );
+    }
 }
 
 fn dash(s: &str) -> String {

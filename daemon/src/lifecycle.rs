@@ -17,7 +17,6 @@ use tinycode_shared::proto::{DaemonStarted, DaemonStopped};
 use tokio::net::UnixListener;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, watch};
-use tokio_stream::wrappers::UnixListenerStream;
 
 use crate::config::{Config, ConfigError};
 use crate::domain::desk::{Desk, DomainError};
@@ -313,12 +312,48 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
         tracing::warn!("{warning}");
     }
     register_secrets(&config);
+    // The socket answers from the first moment: while the daemon starts,
+    // `Daemon.GetStatus` says how far it is (a large desk takes a while).
+    let listener = Arc::new(bind_socket(&layout)?);
+    let _socket = RemoveOnDrop(layout.socket.clone());
+    let progress = Arc::new(crate::progress::Progress::default());
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
+    let status_while_starting = tokio::spawn(server::starting::serve_while_starting(
+        server::starting::StartingService {
+            layout: Arc::new(layout.clone()),
+            progress: Arc::clone(&progress),
+            started,
+        },
+        Arc::clone(&listener),
+        async {
+            let _ = started_rx.await;
+        },
+    ));
     let mut stages = Stages::new();
+    progress.stage("opening the log");
     let store = open_store(&layout, &config, &options).await?;
     stages.done("store");
+    progress.stage("joining the daemons sharing the log");
     let (cluster, lifecycle) = join(&store, &layout, &workspace, &config).await?;
-    let engine = Engine::open(&store, &layout, &workspace, &config, &cluster, &mut stages).await?;
-    let listener = bind_socket(&layout)?;
+    let engine = Engine::open(
+        &store,
+        &layout,
+        &workspace,
+        &config,
+        (&cluster, &progress),
+        &mut stages,
+    )
+    .await?;
+    progress.finish();
+    // The start-up server steps aside (its clients reconnect to the full
+    // one on the same socket).
+    let _ = started_tx.send(());
+    if tokio::time::timeout(SHUTDOWN_GRACE, status_while_starting)
+        .await
+        .is_err()
+    {
+        tracing::warn!("the start-up status server did not stop in time");
+    }
     crate::heap::release_free_memory();
     tracing::info!(stages = %stages, "start-up");
     tracing::info!(socket = %layout.socket.display(), workspace = %workspace.display(), "tinycoded listening");
@@ -443,11 +478,19 @@ impl Engine {
         layout: &Layout,
         workspace: &Path,
         config: &Config,
-        cluster: &Arc<crate::cluster::Cluster>,
+        (cluster, progress): (
+            &Arc<crate::cluster::Cluster>,
+            &Arc<crate::progress::Progress>,
+        ),
         stages: &mut Stages,
     ) -> Result<Self, DaemonError> {
-        let (desk, report) = Desk::open(store.clone(), workspace, &config.desk()).await?;
+        let settings = crate::domain::desk::DeskSettings {
+            progress: Arc::clone(progress),
+            ..config.desk()
+        };
+        let (desk, report) = Desk::open(store.clone(), workspace, &settings).await?;
         stages.done("desk");
+        progress.stage("opening the approvals, sessions and triage");
         // The offline model learns from the desk's history, in the background.
         let learner = crate::learn::tickets::TicketLearner::start(store)?;
         tracing::info!(
@@ -530,6 +573,20 @@ impl Engine {
     }
 }
 
+/// Removes the socket when the daemon's run ends, also when its start
+/// fails after binding it (no stale socket is left for clients to find).
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        match std::fs::remove_file(&self.0) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!(error = %e, "could not remove the socket"),
+        }
+    }
+}
+
 /// Serve until a signal or the Shutdown RPC; returns how serving ended and
 /// why the daemon stops. Graceful shutdown waits for every connection to
 /// close, but a client that keeps an idle connection open must not keep
@@ -538,7 +595,7 @@ async fn serve_until_stopped(
     engine: &Engine,
     layout: &Layout,
     started: Instant,
-    listener: tokio::net::UnixListener,
+    listener: Arc<tokio::net::UnixListener>,
 ) -> Result<(Result<(), DaemonError>, String), DaemonError> {
     let (shutdown_tx, mut shutdown_rx) = mpsc::channel::<String>(1);
     let (stopping_tx, stopping_rx) = watch::channel(false);
@@ -575,7 +632,11 @@ async fn serve_until_stopped(
         // The receiver is awaited below, after serving ends.
         let _ = reason_tx.send(reason);
     };
-    let server = server::serve(shared, UnixListenerStream::new(listener), stop);
+    let incoming = futures::stream::unfold(listener, |l| async move {
+        let accepted = l.accept().await.map(|(stream, _)| stream);
+        Some((accepted, l))
+    });
+    let server = server::serve(shared, incoming, stop);
     let served = tokio::select! {
         served = server => served,
         () = async {

@@ -19,6 +19,10 @@ pub type DaemonChannel = InterceptedService<Channel, ClientName>;
 /// How long an auto-start waits for the socket to answer.
 pub const START_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// A starting daemon whose progress has not moved for this long is taken
+/// for stuck (a large desk's start moves all the time: files, events).
+pub const START_STALL: Duration = Duration::from_secs(30);
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
     #[error(
@@ -60,6 +64,33 @@ pub enum ConnectError {
     },
     #[error("invalid client name {0:?}: only visible ASCII is allowed")]
     BadClientName(String),
+    #[error(
+        "tinycoded has been starting ({stage}) without progress for {}s; see {log}{last}",
+        START_STALL.as_secs()
+    )]
+    StartStalled {
+        stage: String,
+        log: String,
+        /// The log's last lines, each on a line of its own.
+        last: String,
+    },
+    #[error("tinycoded stopped while it was starting ({stage}); see {log}{last}")]
+    StoppedStarting {
+        stage: String,
+        log: String,
+        last: String,
+    },
+}
+
+/// The last `n` lines of the log at `path`, indented, after a newline
+/// (empty when there are none).
+fn last_lines(path: &str, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..]
+        .iter()
+        .map(|l| format!("\n  {}", crate::secrets::redact(l)))
+        .collect()
 }
 
 /// Interceptor adding `x-tinycode-client: <name>` to every request.
@@ -104,6 +135,17 @@ pub fn process_running(pid: u32) -> bool {
 
 /// Connect to the daemon listening on `socket`. Fails fast when nobody answers.
 pub async fn connect(socket: &Path, client: &ClientName) -> Result<DaemonChannel, ConnectError> {
+    let channel = connect_now(socket, client).await?;
+    wait_started(&channel).await?;
+    Ok(channel)
+}
+
+/// [`connect`], without waiting for a starting daemon (`daemon status`
+/// shows how far the start is).
+pub async fn connect_now(
+    socket: &Path,
+    client: &ClientName,
+) -> Result<DaemonChannel, ConnectError> {
     let not_running = || ConnectError::NotRunning {
         socket: socket.to_path_buf(),
     };
@@ -130,6 +172,89 @@ pub async fn connect(socket: &Path, client: &ClientName) -> Result<DaemonChannel
         .await
         .map_err(|_| not_running())?;
     Ok(InterceptedService::new(channel, client.clone()))
+}
+
+/// While the daemon on `channel` starts (a large desk imports for a while),
+/// wait, showing how far it is on a terminal; a start whose progress stops
+/// moving, or a daemon that goes away, is an error naming its log's last
+/// lines. A daemon that serves (or predates start-up progress) passes at
+/// once.
+async fn wait_started(channel: &DaemonChannel) -> Result<(), ConnectError> {
+    use crate::proto::daemon_client::DaemonClient;
+    use std::io::IsTerminal;
+    let show = std::io::stderr().is_terminal();
+    let mut last_move = Instant::now();
+    let mut seen: Option<(String, u64)> = None;
+    let mut log = String::new();
+    let mut failures = 0;
+    loop {
+        let status = DaemonClient::new(channel.clone())
+            .get_status(crate::proto::GetStatusRequest {})
+            .await;
+        let progress = match status {
+            Ok(s) => {
+                let s = s.into_inner();
+                log = s.log_path.clone();
+                failures = 0;
+                match s.startup {
+                    Some(p) if !p.stage.is_empty() => p,
+                    _ => break,
+                }
+            }
+            // The start-up server hands over to the full one: a moment
+            // without an answer. A daemon that never answers has stopped.
+            // A refusal (another uid, an old daemon) is the call's to tell.
+            Err(e)
+                if seen.is_some()
+                    && !matches!(
+                        e.code(),
+                        tonic::Code::PermissionDenied | tonic::Code::Unimplemented
+                    ) =>
+            {
+                failures += 1;
+                if failures > 25 {
+                    if show {
+                        eprintln!();
+                    }
+                    return Err(ConnectError::StoppedStarting {
+                        stage: format!(
+                            "{} — {}",
+                            seen.map(|s| s.0).unwrap_or_default(),
+                            e.message()
+                        ),
+                        last: last_lines(&log, 5),
+                        log,
+                    });
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+            // Not a starting daemon's answer: let the call itself tell.
+            Err(_) => return Ok(()),
+        };
+        let now = (progress.stage.clone(), progress.done);
+        if seen.as_ref() != Some(&now) {
+            seen = Some(now);
+            last_move = Instant::now();
+        } else if last_move.elapsed() > START_STALL {
+            if show {
+                eprintln!();
+            }
+            return Err(ConnectError::StartStalled {
+                stage: crate::render::startup_line(&progress),
+                last: last_lines(&log, 5),
+                log,
+            });
+        }
+        if show {
+            eprint!("\r\x1b[2K{}", crate::render::startup_line(&progress));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    if show && seen.is_some() {
+        eprint!("\r\x1b[2K");
+    }
+    Ok(())
 }
 
 /// The uid owning `path`, or the nearest directory above it this user can

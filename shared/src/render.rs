@@ -199,6 +199,30 @@ pub fn session_line(payload: &crate::proto::event::Payload) -> Option<String> {
     })
 }
 
+/// `tinycoded is starting: importing the workspace files [#####·····]
+/// 12,345 / 50,000 files · 8 s`.
+pub fn startup_line(p: &crate::proto::StartupProgress) -> String {
+    let count = if p.total > 0 {
+        let width = 20;
+        let filled = ((p.done.min(p.total) * width) / p.total.max(1)) as usize;
+        format!(
+            " [{}{}] {} / {} {}",
+            "#".repeat(filled),
+            "·".repeat(width as usize - filled),
+            p.done,
+            p.total,
+            p.unit
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "tinycoded is starting: {}{count} · {} s",
+        p.stage,
+        p.elapsed_ms / 1000
+    )
+}
+
 /// The commands that answer an approval.
 pub fn how_to_answer(id: &str) -> String {
     let tc = crate::hint::program();
@@ -519,6 +543,29 @@ mod tool_line_tests {
             details_json: details.to_string(),
             ..ToolCallFinished::default()
         }
+    }
+
+    #[test]
+    fn a_start_shows_its_stage_and_a_bar() {
+        let p = crate::proto::StartupProgress {
+            stage: "importing the workspace files".into(),
+            unit: "files".into(),
+            done: 25,
+            total: 100,
+            elapsed_ms: 8_400,
+        };
+        assert_eq!(
+            startup_line(&p),
+            "tinycoded is starting: importing the workspace files [#####···············] 25 / 100 files · 8 s"
+        );
+        let bare = crate::proto::StartupProgress {
+            stage: "opening the log".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            startup_line(&bare),
+            "tinycoded is starting: opening the log · 0 s"
+        );
     }
 
     #[test]

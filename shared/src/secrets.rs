@@ -134,6 +134,7 @@ mod tests {
             sequence: 1,
             stream_id: "ticket-T-1".into(),
             payload: Some(Payload::TicketNoteAdded(TicketNoteAdded {
+                by: None,
                 note: Some(TicketNote {
                     text: format!("gave up: provider said \"{key}\""),
                     at: "now".into(),

@@ -62,6 +62,7 @@ async fn lag(targets: &mut Targets) {
                 let mut lags = Vec::new();
                 for i in 0..100 {
                     let note = Payload::TicketNoteAdded(TicketNoteAdded {
+                        by: None,
                         note: Some(TicketNote {
                             text: format!("note {i}"),
                             at: String::new(),

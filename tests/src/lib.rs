@@ -46,6 +46,8 @@ pub fn bin_dir() -> &'static Path {
             "tinycode",
             "-p",
             "tinycode-tui",
+            "-p",
+            "tinycode-web",
             "--bins",
         ]);
         if dir.file_name().is_some_and(|n| n == "release") {

@@ -70,6 +70,15 @@ impl MockLlm {
         Self::serve(Some(Arc::new(responder)), Vec::new(), Duration::ZERO)
     }
 
+    /// As [`MockLlm::respond`], each reply streamed with `chunk_delay`
+    /// between its chunks.
+    pub fn respond_slowly(
+        responder: impl Fn(&Value) -> Reply + Send + Sync + 'static,
+        chunk_delay: Duration,
+    ) -> Self {
+        Self::serve(Some(Arc::new(responder)), Vec::new(), chunk_delay)
+    }
+
     fn serve(responder: Option<Responder>, replies: Vec<Reply>, chunk_delay: Duration) -> Self {
         let script = Script {
             responder,

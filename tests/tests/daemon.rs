@@ -352,3 +352,65 @@ fn clients_starting_the_daemon_at_the_same_time_all_succeed() {
     let events = desk.events(&["--stream", "daemon"]);
     assert_eq!(kinds(&events), ["started"], "exactly one daemon started");
 }
+
+#[test]
+fn a_large_desk_answers_while_it_starts_and_a_command_waits_for_it() {
+    let desk = Desk::fixture();
+    // Enough ticket files that the first start takes a while.
+    let template = desk.read("tickets/T-1001.json");
+    for n in 0..3000 {
+        let id = format!("T-{}", 5000 + n);
+        desk.write(
+            &format!("tickets/{id}.json"),
+            &template.replace("T-1001", &id),
+        );
+    }
+    tinycode_tests::bin_dir();
+    let mut daemon = desk
+        .daemon_cmd()
+        .arg("--workspace")
+        .arg(desk.workspace())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(20), || desk
+        .socket()
+        .exists()));
+    // A command sent now waits for the start, then answers.
+    let list = {
+        let mut cmd = desk.cli();
+        cmd.args(["--json", "--no-autostart", "ticket", "list", "--limit", "1"]);
+        cmd.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // Meanwhile `daemon status` says how far the start is.
+    let mut stages = std::collections::BTreeSet::new();
+    let mut counted = false;
+    let ready = wait_until(Duration::from_secs(120), || {
+        let out = desk.run(&["--json", "--no-autostart", "daemon", "status"]);
+        let Ok(s) = serde_json::from_str::<serde_json::Value>(&out.stdout) else {
+            return false;
+        };
+        match s["startup"]["stage"].as_str() {
+            Some(stage) if !stage.is_empty() => {
+                stages.insert(stage.to_string());
+                counted |= s["startup"]["total"].as_str().is_some()
+                    || s["startup"]["total"].as_u64().is_some_and(|n| n > 0);
+                false
+            }
+            _ => s["running"] == true,
+        }
+    });
+    assert!(ready, "the daemon never finished starting");
+    assert!(!stages.is_empty(), "no start-up progress was seen");
+    assert!(counted, "no stage counted what it did: {stages:?}");
+    let listed = list.wait_with_output().unwrap();
+    assert!(listed.status.success(), "{listed:?}");
+    let page: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(page["total"], 3003, "{page}");
+    desk.stop();
+    let _ = daemon.wait();
+}

@@ -484,3 +484,78 @@ async fn watch_replays_ticket_changes_then_streams_new_ones() {
         err.message()
     );
 }
+
+#[test]
+fn a_persons_reply_note_classification_route_close_and_reopen_are_recorded_with_who() {
+    let desk = Desk::fixture();
+    let out = desk.ok(&["ticket", "reply", "T-1002", "我们已联系快递，明天送达。"]);
+    assert!(out.starts_with("T-1002: "), "{out}");
+    desk.ok(&["ticket", "note", "T-1002", "customer called twice"]);
+    desk.ok(&[
+        "ticket",
+        "classify",
+        "T-1002",
+        "--category",
+        "物流",
+        "--priority",
+        "P1",
+    ]);
+    desk.ok(&[
+        "ticket",
+        "route",
+        "T-1002",
+        "物流组",
+        "--reason",
+        "parcel stuck",
+    ]);
+    let closed = desk.json(&["ticket", "close", "T-1002", "--reason", "delivered"]);
+    assert_eq!(closed["status"], "resolved", "{closed}");
+    // Bad input is refused with the field named; nothing is stored.
+    let events_before = desk.events(&["--stream", "ticket-T-1002"]).len();
+    for (args, said) in [
+        (vec!["ticket", "route", "T-1002", "火星组"], "queue"),
+        (
+            vec!["ticket", "classify", "T-1002", "--priority", "P9"],
+            "priority",
+        ),
+        (vec!["ticket", "reply", "T-1002", "   "], "text"),
+    ] {
+        let out = desk.run(&args);
+        assert_eq!(out.code, 1, "{args:?}: {out:?}");
+        assert!(out.stderr.contains(said), "{args:?}: {}", out.stderr);
+    }
+    assert_eq!(
+        desk.events(&["--stream", "ticket-T-1002"]).len(),
+        events_before
+    );
+    let reopened = desk.json(&["ticket", "reopen", "T-1002"]);
+    assert_eq!(reopened["status"], "open");
+    // The file follows, and every change names who made it.
+    desk.mirror_settled();
+    let file = desk.ticket_file("T-1002");
+    let texts = file["messages"].to_string();
+    assert!(texts.contains("我们已联系快递，明天送达。"), "{file:#}");
+    assert_eq!(file["queue"], "物流组");
+    assert!(file["notes"].to_string().contains("customer called twice"));
+    let events = desk.events(&["--stream", "ticket-T-1002"]);
+    for kind in [
+        "agentReplyAdded",
+        "ticketNoteAdded",
+        "ticketClassified",
+        "ticketRouted",
+        "ticketStatusChanged",
+    ] {
+        let e = events
+            .iter()
+            .rev()
+            .find_map(|e| e.get(kind))
+            .unwrap_or_else(|| panic!("no {kind}: {events:#?}"));
+        let by = e["by"]["name"].as_str().unwrap_or_default();
+        assert!(by.starts_with("tinycode-cli/"), "{kind}: {e}");
+        assert!(
+            e.get("origin").is_none(),
+            "a person's decision has no tool origin: {e}"
+        );
+    }
+    desk.stop();
+}

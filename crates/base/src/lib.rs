@@ -13,5 +13,6 @@ pub mod heap;
 pub mod ids;
 pub mod limits;
 pub mod paging;
+pub mod progress;
 pub mod ratelimit;
 pub mod sync;

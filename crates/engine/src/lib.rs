@@ -30,7 +30,7 @@ mod testing;
 
 // The layers below, by their old paths (`crate::store::…`).
 pub(crate) use tinycode_base::error_limited;
-pub use tinycode_base::{clock, files, fnv, heap, paging, ratelimit, sync};
+pub use tinycode_base::{clock, files, fnv, heap, paging, progress, ratelimit, sync};
 pub use tinycode_domain as domain;
 pub use tinycode_domain::{approvals, permissions, skills};
 pub use tinycode_learn as learn;

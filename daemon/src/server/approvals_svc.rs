@@ -43,8 +43,20 @@ impl ApprovalsApi for ApprovalsService {
                 Status::invalid_argument("`page_token` is not one this service returned")
             })?),
         };
-        let all = self.approvals().list(req.all, &session).or_status()?;
-        let (approvals, next) = super::page(all, |a| a.requested_sequence, after, limit);
+        let mut all = self.approvals().list(req.all, &session).or_status()?;
+        let (approvals, next) = if req.newest_first {
+            use std::cmp::Reverse;
+            all.reverse();
+            let (page, next) = super::page(
+                all,
+                |a| Reverse(a.requested_sequence),
+                after.map(Reverse),
+                limit,
+            );
+            (page, next.map(|n| n.0))
+        } else {
+            super::page(all, |a| a.requested_sequence, after, limit)
+        };
         Ok(Response::new(ListApprovalsResponse {
             approvals,
             next_page_token: next.map(|n| n.to_string()).unwrap_or_default(),

@@ -105,6 +105,16 @@ impl Daemon for DaemonService {
             writes_paused: self.shared.store.writes_paused().unwrap_or_default(),
             permission_mode: self.shared.sessions.defaults().approve.as_str().into(),
             needs_restart: self.shared.control.needs_restart(),
+            startup: None,
+            queues: self.shared.desk.queues().to_vec(),
+            categories: self
+                .shared
+                .desk
+                .taxonomy()
+                .categories
+                .iter()
+                .map(|c| c.name.clone())
+                .collect(),
         }))
     }
 

@@ -1,5 +1,6 @@
+use prost::Message;
 use tinycode_shared::proto::events_server::Events;
-use tinycode_shared::proto::{Event, SubscribeRequest};
+use tinycode_shared::proto::{Event, ReadStreamRequest, ReadStreamResponse, SubscribeRequest};
 use tonic::{Request, Response, Status};
 
 use super::{OrStatus, ResponseStream, Shared, stream_from};
@@ -38,6 +39,41 @@ impl Events for EventsService {
                 follow: req.follow,
             },
         )))
+    }
+
+    async fn read_stream(
+        &self,
+        request: Request<ReadStreamRequest>,
+    ) -> Result<Response<ReadStreamResponse>, Status> {
+        let req = request.into_inner();
+        super::validate::max_len("stream_id", &req.stream_id, MAX_STREAM_ID)?;
+        let limit = super::validate::limit("limit", req.limit, 1_000, 10_000)?;
+        // Taken first: a subscription after it misses nothing the page
+        // does not hold.
+        let last_sequence = self.shared.store.last_sequence();
+        let mut events = self
+            .shared
+            .store
+            .read_stream(&req.stream_id, req.from_version.max(1), limit + 1)
+            .await
+            .or_status()?;
+        let mut next_version = 0;
+        let mut bytes = 0;
+        let mut keep = 0;
+        for (i, e) in events.iter().enumerate() {
+            bytes += e.encoded_len();
+            if i == limit || (i > 0 && bytes > super::MAX_PAGE_BYTES) {
+                next_version = e.stream_version;
+                break;
+            }
+            keep = i + 1;
+        }
+        events.truncate(keep);
+        Ok(Response::new(ReadStreamResponse {
+            events,
+            next_version,
+            last_sequence,
+        }))
     }
 }
 

@@ -10,6 +10,7 @@ mod extensions_svc;
 mod knowledge_svc;
 mod peer;
 mod sessions_svc;
+pub mod starting;
 mod status;
 mod tickets_svc;
 mod triage_svc;

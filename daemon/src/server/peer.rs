@@ -24,8 +24,25 @@ impl Peer {
             .get(CLIENT_NAME_METADATA)
             .or_else(|| request.metadata().get("user-agent"))
             .and_then(|v| v.to_str().ok())
-            .map(|s| s.chars().take(128).collect())
+            .map(|s| s.chars().take(128).collect::<String>())
             .unwrap_or_else(|| "unknown".to_string());
+        // A person acting through a bridging client (the web page).
+        let person = request
+            .metadata()
+            .get(tinycode_shared::PERSON_METADATA)
+            .and_then(|v| v.to_str().ok())
+            .map(tinycode_shared::decode_person)
+            .map(|p| {
+                p.chars()
+                    .filter(|c| !c.is_control())
+                    .take(80)
+                    .collect::<String>()
+            })
+            .filter(|p| !p.trim().is_empty());
+        let client_name = match person {
+            Some(p) => format!("{} (via {client_name})", p.trim()),
+            None => client_name,
+        };
         Self {
             client_name,
             uid: cred.map(|c| c.uid()),

@@ -1,7 +1,8 @@
 use tinycode_shared::proto::tickets_server::Tickets;
 use tinycode_shared::proto::{
-    AddCustomerMessageRequest, CreateTicketRequest, GetTicketRequest, ListTicketsRequest,
-    ListTicketsResponse, SearchRequest, SearchResponse, Ticket, TicketChange, WatchTicketsRequest,
+    AddCustomerMessageRequest, ClassifyTicketRequest, CreateTicketRequest, GetTicketRequest,
+    ListTicketsRequest, ListTicketsResponse, RouteTicketRequest, SearchRequest, SearchResponse,
+    SetTicketStatusRequest, Ticket, TicketChange, TicketTextRequest, WatchTicketsRequest,
 };
 use tonic::{Request, Response, Status};
 
@@ -74,21 +75,35 @@ impl Tickets for TicketsService {
         validate::max_len("queue", &req.queue, MAX_NAME)?;
         validate::max_len("category", &req.category, MAX_NAME)?;
         let limit = validate::limit("limit", req.limit, 100, MAX_LIST)?;
-        let after = validate::optional_id("page_token", &req.page_token)?;
+        validate::one_of_or_empty("order", &req.order, &["id", "urgent"])?;
+        let urgent = req.order == "urgent";
+        let after = if urgent {
+            String::new()
+        } else {
+            validate::optional_id("page_token", &req.page_token)?
+        };
+        let offset = if urgent && !req.page_token.is_empty() {
+            req.page_token.parse::<usize>().map_err(|_| {
+                Status::invalid_argument("page_token: not a page token of an \"urgent\" listing")
+            })?
+        } else {
+            0
+        };
         self.shared
             .read_at(self.shared.desk.tickets_model(), req.min_sequence)
             .await?;
-        let page = self.shared.desk.list_page(
-            &TicketFilter {
-                status: req.status,
-                queue: req.queue,
-                priority: req.priority,
-                category: req.category,
-            },
-            limit,
-            &after,
-            super::MAX_PAGE_BYTES,
-        );
+        let filter = TicketFilter {
+            status: req.status,
+            queue: req.queue,
+            priority: req.priority,
+            category: req.category,
+        };
+        let desk = &self.shared.desk;
+        let page = if urgent {
+            desk.list_urgent(&filter, limit, offset, req.brief, super::MAX_PAGE_BYTES)
+        } else {
+            desk.list_page(&filter, limit, &after, req.brief, super::MAX_PAGE_BYTES)
+        };
         Ok(Response::new(ListTicketsResponse {
             tickets: page.tickets,
             total: page.total as u32,
@@ -163,6 +178,73 @@ impl Tickets for TicketsService {
             .or_status()
     }
 
+    async fn reply(&self, request: Request<TicketTextRequest>) -> Result<Response<Ticket>, Status> {
+        let (by, req) = person(request)?;
+        let desk = &self.shared.desk;
+        desk.reply_as(&req.ticket_id, &req.text, by)
+            .await
+            .map(Response::new)
+            .or_status()
+    }
+
+    async fn add_note(
+        &self,
+        request: Request<TicketTextRequest>,
+    ) -> Result<Response<Ticket>, Status> {
+        let (by, req) = person(request)?;
+        let desk = &self.shared.desk;
+        desk.note_as(&req.ticket_id, &req.text, by)
+            .await
+            .map(Response::new)
+            .or_status()
+    }
+
+    async fn classify(
+        &self,
+        request: Request<ClassifyTicketRequest>,
+    ) -> Result<Response<Ticket>, Status> {
+        let by = super::sessions_svc::client_ref(&request);
+        let r = request.into_inner();
+        validate::max_len("category", &r.category, MAX_NAME)?;
+        validate::max_len("priority", &r.priority, MAX_NAME)?;
+        validate::max_len("intent", &r.intent, MAX_NAME)?;
+        let desk = &self.shared.desk;
+        desk.classify_as(&r.ticket_id, &r.category, &r.priority, &r.intent, by)
+            .await
+            .map(Response::new)
+            .or_status()
+    }
+
+    async fn route(
+        &self,
+        request: Request<RouteTicketRequest>,
+    ) -> Result<Response<Ticket>, Status> {
+        let by = super::sessions_svc::client_ref(&request);
+        let r = request.into_inner();
+        validate::max_len("queue", &r.queue, MAX_NAME)?;
+        validate::max_len("reason", &r.reason, MAX_TEXT)?;
+        let desk = &self.shared.desk;
+        desk.route_as(&r.ticket_id, &r.queue, &r.reason, by)
+            .await
+            .map(Response::new)
+            .or_status()
+    }
+
+    async fn set_status(
+        &self,
+        request: Request<SetTicketStatusRequest>,
+    ) -> Result<Response<Ticket>, Status> {
+        let by = super::sessions_svc::client_ref(&request);
+        let r = request.into_inner();
+        validate::max_len("status", &r.status, MAX_NAME)?;
+        validate::max_len("reason", &r.reason, MAX_TEXT)?;
+        let desk = &self.shared.desk;
+        desk.set_status_as(&r.ticket_id, &r.status, &r.reason, by)
+            .await
+            .map(Response::new)
+            .or_status()
+    }
+
     type WatchStream = ResponseStream<TicketChange>;
 
     async fn watch(
@@ -194,4 +276,15 @@ impl Tickets for TicketsService {
             }
         })))
     }
+}
+
+/// Who acts (the calling client) and the request, its text within the
+/// limit.
+fn person(
+    request: Request<TicketTextRequest>,
+) -> Result<(tinycode_shared::proto::ClientRef, TicketTextRequest), Status> {
+    let by = super::sessions_svc::client_ref(&request);
+    let req = request.into_inner();
+    validate::max_len("text", &req.text, MAX_TEXT)?;
+    Ok((by, req))
 }

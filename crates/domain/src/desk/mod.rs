@@ -11,6 +11,7 @@ mod knowledge;
 mod mirror;
 mod models;
 mod open;
+mod person;
 mod ticket_index;
 mod tickets;
 mod watch;
@@ -29,7 +30,7 @@ pub(crate) use crate::sync::lock;
 pub use knowledge::AppliedEdit;
 pub use mirror::{MAX_FILE_BYTES, file_problem};
 pub use open::{DeskSettings, LoadReport, Model, read_root};
-pub use tickets::{NewTicket, TicketFilter, now};
+pub use tickets::{BRIEF_CHARS, NewTicket, TicketFilter, now};
 pub use watch::TicketWatch;
 
 /// Stream of one ticket.

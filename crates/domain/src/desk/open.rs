@@ -59,7 +59,7 @@ impl Model {
 /// What a desk is opened with: where its files are, its taxonomy, and how
 /// often the workspace is read back. The daemon makes it from its config;
 /// the desk never reads the config itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct DeskSettings {
     /// Workspace-relative folder of `<id>.json` tickets.
     pub tickets_dir: PathBuf,
@@ -70,6 +70,9 @@ pub struct DeskSettings {
     pub queues: Vec<String>,
     /// How often the workspace files are read back for hand edits.
     pub poll_interval: Duration,
+    /// Where a long start reports how far it is (files read, events
+    /// indexed).
+    pub progress: Arc<tinycode_base::progress::Progress>,
 }
 
 impl Default for DeskSettings {
@@ -80,6 +83,7 @@ impl Default for DeskSettings {
             categories: Vec::new(),
             queues: Vec::new(),
             poll_interval: Duration::from_millis(500),
+            progress: Arc::default(),
         }
     }
 }
@@ -96,6 +100,7 @@ impl Desk {
         let kb = Projector::spawn(&store, Arc::new(KnowledgeModel::new(Arc::clone(&index))))?;
         let (mirror_tree, checkpoint) = mirror::open_state(&store)?;
         let (mirror, reporter) = projection::channel("mirror", mirror_tree, checkpoint);
+        let progress = Arc::clone(&config.progress);
         let tickets_dir = workspace.join(&config.tickets_dir);
         let knowledge_dir = workspace.join(&config.knowledge_dir);
         let read_roots = [&tickets_dir, &knowledge_dir].map(|dir| read_root(workspace, dir));
@@ -125,15 +130,37 @@ impl Desk {
         });
         let head = desk.store.last_sequence();
         let started = std::time::Instant::now();
+        let tickets = desk.tickets.clone();
+        progress.following(
+            "catching up the desk's read models",
+            "events",
+            head,
+            move || tickets.applied(),
+        );
         desk.tickets.wait_for(head).await?;
         desk.kb.wait_for(head).await?;
         let caught_up = started.elapsed();
         let mut report = LoadReport::default();
         let mut stamps = mirror::FileStamps::new();
-        desk.scan_all(&mut report, &mut stamps).await?;
+        desk.scan_all(&mut report, &mut stamps, &progress).await?;
         let scanned = started.elapsed();
         let poll = config.poll_interval.max(Duration::from_millis(10));
         tokio::spawn(Arc::clone(&desk).run_mirror(checkpoint, reporter, poll, stamps));
+        // Each wait a stage of its own: a large desk's search index and
+        // files take a while, and whoever asks sees them move.
+        let head = desk.store.last_sequence();
+        let tickets = desk.tickets.clone();
+        progress.following(
+            "indexing the tickets for search",
+            "events",
+            head,
+            move || tickets.indexed(),
+        );
+        desk.tickets.wait_indexed(head).await?;
+        let mirror = desk.mirror.clone();
+        progress.following("writing the workspace files", "events", head, move || {
+            mirror.applied()
+        });
         desk.settled().await?;
         tracing::info!(
             caught_up_ms = caught_up.as_millis(),

@@ -119,6 +119,7 @@ async fn changes_go_to_the_log_then_the_file_and_leave_other_tickets_alone() {
         .change_ticket("T-1001", |_| {
             Ok(vec![
                 Payload::TicketClassified(TicketClassified {
+                    by: None,
                     origin: None,
                     category: "退款".into(),
                     priority: "P1".into(),
@@ -126,6 +127,7 @@ async fn changes_go_to_the_log_then_the_file_and_leave_other_tickets_alone() {
                     summary: "未收到货要求退款".into(),
                 }),
                 Payload::TicketRouted(TicketRouted {
+                    by: None,
                     origin: None,
                     queue: "售后组".into(),
                     reason: "refund-policy".into(),
@@ -488,6 +490,7 @@ async fn the_open_tickets_index_follows_status_changes_and_rebuilds() {
         move |_: &tinycode_shared::proto::Ticket| {
             Ok(vec![Payload::TicketStatusChanged(
                 tinycode_shared::proto::TicketStatusChanged {
+                    by: None,
                     status: s.clone(),
                     reason: String::new(),
                 },
@@ -547,7 +550,7 @@ async fn pages_without_a_filter_read_only_the_page_and_agree_with_a_full_listing
         let mut after = String::new();
         let mut paged = Vec::new();
         loop {
-            let page = desk.list_page(&filter, 4, &after, usize::MAX);
+            let page = desk.list_page(&filter, 4, &after, false, usize::MAX);
             assert_eq!(page.total, 23, "{filter:?}");
             paged.extend(page.tickets.iter().map(|t| t.id.clone()));
             match page.next {
@@ -558,6 +561,72 @@ async fn pages_without_a_filter_read_only_the_page_and_agree_with_a_full_listing
         let ids: Vec<String> = all.iter().map(|t| t.id.clone()).collect();
         assert_eq!(paged, ids, "{filter:?}");
     }
+}
+
+#[tokio::test]
+async fn the_urgent_listing_puts_unresolved_high_priority_first_and_pages_by_offset() {
+    let (tmp, ws) = fixture_copy();
+    let (desk, _, _) = open(&ws, &tmp.path().join("db")).await;
+    let by = || tinycode_shared::proto::ClientRef {
+        name: "test".into(),
+        uid: 0,
+        pid: 0,
+    };
+    let mut made = Vec::new();
+    for (n, priority) in ["P3", "P0", "", "P1", "P0"].iter().enumerate() {
+        let t = desk
+            .create_ticket(NewTicket {
+                subject: format!("ticket {n}"),
+                customer: "Ana".into(),
+                channel: "web".into(),
+                body: "x".repeat(500),
+                sla_minutes: 0,
+            })
+            .await
+            .unwrap();
+        if !priority.is_empty() {
+            desk.classify_as(&t.id, "", priority, "", by())
+                .await
+                .unwrap();
+        }
+        made.push(t.id);
+    }
+    // The second P0 is resolved: after every unresolved ticket.
+    desk.set_status_as(&made[4], "resolved", "", by())
+        .await
+        .unwrap();
+    let filter = TicketFilter::default();
+    let all = desk.list_urgent(&filter, usize::MAX, 0, true, usize::MAX);
+    let ids: Vec<&str> = all.tickets.iter().map(|t| t.id.as_str()).collect();
+    let at = |id: &String| ids.iter().position(|i| *i == id).unwrap();
+    assert_eq!(all.total, 8, "{ids:?}");
+    assert!(
+        at(&made[1]) < at(&made[3]) && at(&made[3]) < at(&made[0]),
+        "{ids:?}"
+    );
+    assert!(at(&made[0]) < at(&made[2]), "no priority after P3: {ids:?}");
+    assert_eq!(
+        ids.last(),
+        Some(&made[4].as_str()),
+        "resolved last: {ids:?}"
+    );
+    // Brief rows: one message, clipped; no notes.
+    let row = &all.tickets[at(&made[0])];
+    assert_eq!(row.messages.len(), 1);
+    assert_eq!(row.messages[0].text.chars().count(), BRIEF_CHARS + 1);
+    assert!(row.notes.is_empty());
+    // Pages of 3 by offset give the same order.
+    let mut paged = Vec::new();
+    let mut offset = 0;
+    loop {
+        let page = desk.list_urgent(&filter, 3, offset, true, usize::MAX);
+        paged.extend(page.tickets.iter().map(|t| t.id.clone()));
+        match page.next {
+            Some(next) => offset = next.parse().unwrap(),
+            None => break,
+        }
+    }
+    assert_eq!(paged, ids);
 }
 
 /// The desk settings a workspace's config names (folders, queues,

@@ -52,6 +52,35 @@ pub struct Page {
     pub next: Option<String>,
 }
 
+/// A brief ticket's last message keeps this many characters.
+pub const BRIEF_CHARS: usize = 200;
+
+/// Sort key of `list_urgent`: unresolved before resolved, then P0..P3,
+/// then no priority.
+fn urgency(t: &Ticket) -> (bool, u8) {
+    let priority = match t.priority.as_str() {
+        "P0" => 0,
+        "P1" => 1,
+        "P2" => 2,
+        "P3" => 3,
+        _ => 4,
+    };
+    (t.status == "resolved", priority)
+}
+
+fn make_brief(t: &mut Ticket) {
+    let last = t.messages.pop().map(|mut m| {
+        if let Some((cut, _)) = m.text.char_indices().nth(BRIEF_CHARS) {
+            m.text.truncate(cut);
+            m.text.push('…');
+        }
+        m
+    });
+    t.messages = last.into_iter().collect();
+    t.notes.clear();
+    t.extra_json.clear();
+}
+
 pub fn now() -> String {
     crate::clock::now_rfc3339()
 }
@@ -107,7 +136,7 @@ impl Desk {
 
     /// Matching tickets, ordered by id, and how many matched in all.
     pub fn list_tickets(&self, filter: &TicketFilter, limit: usize) -> (Vec<Ticket>, usize) {
-        let page = self.list_page(filter, limit, "", usize::MAX);
+        let page = self.list_page(filter, limit, "", false, usize::MAX);
         (page.tickets, page.total)
     }
 
@@ -120,6 +149,7 @@ impl Desk {
         filter: &TicketFilter,
         limit: usize,
         after: &str,
+        brief: bool,
         max_bytes: usize,
     ) -> Page {
         let matches = |want: &str, have: &str| want.is_empty() || want == have;
@@ -156,6 +186,10 @@ impl Desk {
                 if full || t.id.as_str() <= after {
                     continue;
                 }
+                let mut t = t;
+                if brief {
+                    make_brief(&mut t);
+                }
                 let size = t.encoded_len();
                 if page.tickets.len() >= limit
                     || (!page.tickets.is_empty() && bytes + size > max_bytes)
@@ -170,6 +204,62 @@ impl Desk {
                 bytes += size;
                 page.tickets.push(t);
             }
+        }
+        page
+    }
+
+    /// One page of matching tickets, most urgent first: P0 before P3,
+    /// unprioritised last, resolved tickets after every unresolved one, and
+    /// newest first within a priority. The page starts `offset` matches
+    /// in (its token is the offset). With `brief` each ticket keeps only
+    /// its last message, clipped to [`BRIEF_CHARS`], and no notes: a
+    /// board's rows, not whole conversations.
+    pub fn list_urgent(
+        &self,
+        filter: &TicketFilter,
+        limit: usize,
+        offset: usize,
+        brief: bool,
+        max_bytes: usize,
+    ) -> Page {
+        let matches = |want: &str, have: &str| want.is_empty() || want == have;
+        let mut all: Vec<Ticket> = self
+            .all_tickets()
+            .filter_map(|t| {
+                t.map_err(|e| tracing::error!(error = %e, "cannot read a stored ticket"))
+                    .ok()
+            })
+            .filter(|t| {
+                t.version > 0
+                    && matches(&filter.status, &t.status)
+                    && matches(&filter.queue, &t.queue)
+                    && matches(&filter.priority, &t.priority)
+                    && matches(&filter.category, &t.category)
+            })
+            .collect();
+        all.sort_by(|a, b| {
+            urgency(a)
+                .cmp(&urgency(b))
+                .then_with(|| b.created_at.cmp(&a.created_at))
+                .then_with(|| a.id.cmp(&b.id))
+        });
+        let mut page = Page {
+            total: all.len(),
+            ..Page::default()
+        };
+        let mut bytes = 0;
+        for (i, mut t) in all.into_iter().enumerate().skip(offset) {
+            if brief {
+                make_brief(&mut t);
+            }
+            let size = t.encoded_len();
+            if page.tickets.len() >= limit || (!page.tickets.is_empty() && bytes + size > max_bytes)
+            {
+                page.next = Some(i.to_string());
+                break;
+            }
+            bytes += size;
+            page.tickets.push(t);
         }
         page
     }

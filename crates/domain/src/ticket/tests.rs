@@ -168,6 +168,7 @@ fn every_event_type_folds() {
             message: Some(msg("customer", "hello")),
         }),
         Payload::TicketClassified(TicketClassified {
+            by: None,
             origin: None,
             category: "退款".into(),
             priority: "P1".into(),
@@ -175,15 +176,18 @@ fn every_event_type_folds() {
             summary: "wants money back".into(),
         }),
         Payload::TicketRouted(TicketRouted {
+            by: None,
             origin: None,
             queue: "售后组".into(),
             reason: "refunds".into(),
         }),
         Payload::AgentReplyAdded(AgentReplyAdded {
+            by: None,
             origin: None,
             message: Some(msg("agent", "on it")),
         }),
         Payload::TicketNoteAdded(TicketNoteAdded {
+            by: None,
             note: Some(TicketNote {
                 text: "n".into(),
                 at: "t".into(),
@@ -224,6 +228,7 @@ fn every_event_type_folds() {
         &event(
             8,
             Payload::TicketRouted(TicketRouted {
+                by: None,
                 origin: None,
                 queue: "技术支持".into(),
                 reason: String::new(),
@@ -236,6 +241,7 @@ fn every_event_type_folds() {
         &event(
             9,
             Payload::TicketStatusChanged(TicketStatusChanged {
+                by: None,
                 status: "resolved".into(),
                 reason: String::new(),
             }),

@@ -220,6 +220,7 @@ impl Config {
             categories: self.categories.clone(),
             queues: self.queues.clone(),
             poll_interval: Duration::from_millis(self.auto_triage.poll_interval_ms),
+            progress: Default::default(),
         }
     }
 

@@ -294,6 +294,7 @@ fn classify_ticket() -> FnTool {
                 let priority = arg(args, "priority");
                 let summary = arg(args, "summary").trim();
                 let mut payloads = vec![Payload::TicketClassified(TicketClassified {
+                    by: None,
                     category: category.clone(),
                     priority: priority.into(),
                     intent: arg(args, "intent").into(),
@@ -350,6 +351,7 @@ fn route_ticket() -> FnTool {
                 let reason = arg(args, "reason").trim();
                 let payloads = vec![
                     Payload::TicketRouted(TicketRouted {
+                        by: None,
                         queue: queue.clone(),
                         reason: reason.into(),
                         origin: ctx.origin.clone(),
@@ -428,6 +430,7 @@ fn reply_customer() -> FnTool {
                     at: crate::domain::desk::now(),
                 };
                 let payload = Payload::AgentReplyAdded(AgentReplyAdded {
+                    by: None,
                     message: Some(message),
                     origin: ctx.origin.clone(),
                 });
@@ -526,6 +529,7 @@ fn load_skill() -> FnTool {
 /// A note on the ticket, stamped now.
 fn note(text: String) -> Payload {
     Payload::TicketNoteAdded(TicketNoteAdded {
+        by: None,
         note: Some(TicketNote {
             text,
             at: crate::domain::desk::now(),

@@ -618,6 +618,7 @@ impl Triage {
             "Auto-triage gave up: {why}. The ticket stays open; triage it by hand (`tinycode triage {ticket}`)."
         );
         let note = Payload::TicketNoteAdded(TicketNoteAdded {
+            by: None,
             note: Some(TicketNote {
                 text,
                 at: crate::domain::desk::now(),

@@ -121,6 +121,11 @@ impl ProjectorHandle {
         self.progress.borrow().applied
     }
 
+    /// Last sequence in the in-memory indexes too (search).
+    pub fn indexed(&self) -> u64 {
+        self.progress.borrow().indexed
+    }
+
     /// Wait until every event up to `sequence` is applied.
     pub async fn wait_for(&self, sequence: u64) -> Result<(), ProjectionError> {
         self.wait(|p| p.applied >= sequence).await

@@ -37,6 +37,7 @@ fn counter(version: u32) -> Arc<Counter> {
 
 fn note(i: usize) -> Payload {
     Payload::TicketNoteAdded(TicketNoteAdded {
+        by: None,
         note: Some(TicketNote {
             text: format!("n{i}"),
             at: String::new(),

@@ -5,6 +5,7 @@
 //! limits a file must keep to be imported.
 
 use std::path::{Path, PathBuf};
+use tinycode_base::progress::Progress;
 
 use futures::StreamExt;
 use tinycode_shared::proto::event::Payload;
@@ -58,7 +59,9 @@ impl Desk {
         self.kb.wait_for(head).await?;
         let mut report = LoadReport::default();
         let paths = changed.iter().map(|(k, p)| (*k, p.clone())).collect();
-        if let Err(e) = self.scan(paths, &mut report).await {
+        // A poll reports no progress: nobody waits for it.
+        let unseen = Progress::default();
+        if let Err(e) = self.scan(paths, &mut report, &unseen).await {
             // Read them again next time.
             for (_, path) in &changed {
                 stamps.remove(path);
@@ -88,12 +91,19 @@ impl Desk {
         &self,
         report: &mut LoadReport,
         stamps: &mut FileStamps,
+        progress: &Progress,
     ) -> Result<(), DomainError> {
         let mut changed = Vec::new();
         let mut missing = Vec::new();
-        for kind in [Kind::Ticket, Kind::Article] {
+        progress.stage("listing the workspace files");
+        let listed = [Kind::Ticket, Kind::Article].map(|kind| {
             let dir = self.dir(kind);
-            let names = list_names(dir, kind.ext());
+            (kind, list_names(dir, kind.ext()))
+        });
+        let found: usize = listed.iter().map(|(_, names)| names.len()).sum();
+        progress.counted("checking the workspace files", "files", found as u64);
+        for (kind, names) in listed {
+            let dir = self.dir(kind);
             let stamped = stat_all(dir, &names);
             let prefix = {
                 let mut key = self.record_key(&dir.join("x"));
@@ -130,13 +140,15 @@ impl Desk {
                 }
                 if !ours {
                     changed.push((kind, path));
+                } else {
+                    progress.advance(1);
                 }
             }
             for (key, _) in records {
                 missing.push((kind, stem_of(&key[prefix.len()..])));
             }
         }
-        self.scan(changed, report).await?;
+        self.scan(changed, report, progress).await?;
         // Files the mirror wrote that are gone get written again (one the
         // mirror has not written yet, it writes when it catches up: its
         // record and its checkpoint are committed together).
@@ -148,6 +160,7 @@ impl Desk {
         &self,
         paths: Vec<(Kind, PathBuf)>,
         report: &mut LoadReport,
+        progress: &Progress,
     ) -> Result<(), DomainError> {
         let mut imports = Vec::new();
         let mut stale = Vec::new();
@@ -159,6 +172,7 @@ impl Desk {
                 .into_iter()
                 .map(|(kind, path)| {
                     let found = self.read_back(kind, &path);
+                    progress.advance(1);
                     (kind, path, found)
                 })
                 .collect()
@@ -170,6 +184,7 @@ impl Desk {
                 part.into_iter()
                     .map(|(kind, path)| {
                         let found = self.read_back(kind, &path);
+                        progress.advance(1);
                         (kind, path, found)
                     })
                     .collect::<Vec<_>>()
@@ -235,6 +250,11 @@ impl Desk {
         self.rewrite(&stale, true)?;
         self.rewrite(&unknown, false)?;
         let store = &self.store;
+        progress.counted(
+            "importing the workspace files",
+            "files",
+            imports.len() as u64,
+        );
         let mut results = futures::stream::iter(imports)
             .map(|(stream, path, expected, payload)| async move {
                 let updated = matches!(
@@ -249,6 +269,7 @@ impl Desk {
         let mut last = 0;
         let mut lost_races = Vec::new();
         while let Some((path, updated, appended)) = results.next().await {
+            progress.advance(1);
             match appended {
                 Ok(events) => {
                     last = last.max(events.last().map_or(0, |e| e.sequence));
@@ -275,6 +296,10 @@ impl Desk {
             ));
             self.rewrite(&[(kind, id)], false)?;
         }
+        let tickets = self.tickets.clone();
+        progress.following("indexing the imported files", "events", last, move || {
+            tickets.applied()
+        });
         self.tickets.wait_for(last).await?;
         self.kb.wait_for(last).await?;
         Ok(())

@@ -1,0 +1,156 @@
+//! `tinycode-web` (also `tinycode web`): the desk in a browser. A small HTTP
+//! server that turns pages, form posts and server-sent events into the
+//! daemon's gRPC calls over its Unix socket — a client as thin as the CLI
+//! and the TUI: everything it shows comes from the daemon, every change is
+//! one RPC.
+//!
+//! Safe by default on a shared machine: loopback only (another address
+//! needs TLS); a one-time link exchanged for an HttpOnly, SameSite=Strict
+//! cookie; the `Host` header checked (DNS rebinding); every change
+//! same-origin and carrying a CSRF token; a Content-Security-Policy with no
+//! inline script; everything a customer or a model wrote escaped; bodies and
+//! rates capped. See `auth.rs`.
+//!
+//! Why axum: the tokio/hyper/tower stack the daemon's gRPC already uses
+//! (no second runtime or HTTP stack), SSE built in, small with its
+//! default features off; maud for HTML, whose templates escape by default
+//! and are checked when the binary compiles.
+#![forbid(unsafe_code)]
+
+mod auth;
+mod grpc;
+mod live;
+mod manage;
+mod pages;
+mod routes;
+mod serve;
+mod timeline;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use tinycode_shared::client::{self, ClientName};
+use tinycode_shared::paths::Layout;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "tinycode-web",
+    version,
+    about = "The desk in a browser: a page where a support team works (live)"
+)]
+struct Args {
+    /// The support workspace; default: nearest ancestor holding `.tinycode/`.
+    #[arg(long, short = 'w', value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// Address to listen on. Loopback by default; any other address needs
+    /// --tls-cert and --tls-key.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: String,
+    /// Do not open a browser; only print the link.
+    #[arg(long)]
+    no_open: bool,
+    /// PEM certificate chain (with --tls-key): serve HTTPS.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Print a fresh one-time link to the page already running for this
+    /// workspace, and exit.
+    #[arg(long)]
+    url: bool,
+    /// Fail instead of starting tinycoded when it is not running.
+    #[arg(long)]
+    no_autostart: bool,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("tinycode-web: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!(
+                "tinycode-web: {}",
+                tinycode_shared::hint::localize(&format!("{e:#}"))
+            );
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    let layout = Layout::discover(args.workspace.as_deref())?;
+    if args.url {
+        println!("{}", manage::fresh_link(&layout).await?);
+        return Ok(());
+    }
+    let log = layout.log_dir().join("tinycode-web.log");
+    tinycode_shared::logging::init(&log)
+        .with_context(|| format!("cannot open log file {}", log.display()))?;
+    let addr: SocketAddr = args.listen.parse().with_context(|| {
+        format!(
+            "--listen {:?} is not an address like 127.0.0.1:8080",
+            args.listen
+        )
+    })?;
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(serve::tls_config(cert, key)?),
+        _ if !addr.ip().is_loopback() => bail!(
+            "listening on {addr} makes the desk reachable from other machines: give --tls-cert and --tls-key (HTTPS), or listen on 127.0.0.1"
+        ),
+        _ => None,
+    };
+    let name = ClientName::new(&format!("tinycode-web/{}", env!("CARGO_PKG_VERSION")))?;
+    let channel = client::connect_or_start(&layout, &name, !args.no_autostart).await?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    let local = listener.local_addr()?;
+    let auth = Arc::new(auth::Auth::new(local, tls.is_some()));
+    let link = auth.link();
+    // The first line on stdout is the link to open.
+    println!("{link}");
+    let _links = manage::serve_links(&layout, Arc::clone(&auth))?;
+    if !args.no_open {
+        open_browser(&link);
+    }
+    tracing::info!(address = %local, tls = tls.is_some(), "tinycode-web listening");
+    let app = routes::router(routes::App {
+        daemon: grpc::Daemon::new(channel),
+        auth,
+    });
+    serve::serve(listener, app, tls).await
+}
+
+/// Open `url` in the person's browser (nothing happens where none is).
+fn open_browser(url: &str) {
+    let opener = if cfg!(target_os = "macos") {
+        "open"
+    } else {
+        "xdg-open"
+    };
+    let spawned = std::process::Command::new(opener)
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    if let Err(e) = spawned {
+        tracing::info!(error = %e, "no browser opened; open the link printed above");
+    }
+}

@@ -1,0 +1,655 @@
+//! The page's URLs and what each asks the daemon. Every handler is a few
+//! lines: read with gRPC, render with `pages`, or turn a form into one RPC
+//! made by the person (`grpc::by`) and send the browser back to the page
+//! it came from. The checks of `auth::guard` ran before any of them.
+
+use std::sync::Arc;
+
+use axum::extract::{Extension, Path, Query, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::{Form, Router};
+use maud::Markup;
+use serde::Deserialize;
+use tinycode_shared::proto::*;
+
+use crate::auth::{Auth, Person};
+use crate::grpc::{Daemon, Failed, by};
+use crate::pages::{self, DeskView, Filter, TicketView};
+
+/// What every handler reaches.
+#[derive(Clone)]
+pub struct App {
+    pub daemon: Daemon,
+    pub auth: Arc<Auth>,
+}
+
+type Page = Result<Response, Failed>;
+
+pub fn router(app: App) -> Router {
+    let auth = Arc::clone(&app.auth);
+    Router::new()
+        .route("/", get(desk))
+        .route("/tickets/{id}", get(ticket))
+        .route("/tickets/{id}/{action}", post(act_on_ticket))
+        .route("/approvals", get(approvals))
+        .route("/approvals/{id}", post(decide))
+        .route("/sessions", get(sessions).post(new_session))
+        .route("/sessions/{id}", get(session))
+        .route("/sessions/{id}/send", post(send))
+        .route("/sessions/{id}/cancel", post(cancel))
+        .route("/triage", get(triage))
+        .route("/settings", get(settings))
+        .route("/whoami", get(whoami).post(name_given))
+        .route("/live", get(crate::live::changes))
+        .route("/live/session/{id}", get(crate::live::session))
+        .route("/assets/{file}", get(asset))
+        .layer(middleware::from_fn(ask_name))
+        .layer(middleware::from_fn_with_state(auth, crate::auth::guard))
+        .with_state(app)
+}
+
+/// A person who has not said who they are is asked once, before the
+/// first page (their name is recorded with what they decide).
+async fn ask_name(request: Request, next: Next) -> Response {
+    let path = request.uri().path();
+    let unnamed = request
+        .extensions()
+        .get::<Person>()
+        .is_some_and(|p| p.name.is_empty());
+    if !unnamed || path == "/whoami" || path.starts_with("/assets/") {
+        return next.run(request).await;
+    }
+    if request.method() != axum::http::Method::GET {
+        return (
+            StatusCode::FORBIDDEN,
+            pages::refused(StatusCode::FORBIDDEN, "say who you are first: open /whoami"),
+        )
+            .into_response();
+    }
+    let next_url = request
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "/".into());
+    let query = serde_urlencoded::to_string([("next", next_url)]).unwrap_or_default();
+    Redirect::to(&format!("/whoami?{query}")).into_response()
+}
+
+/// `next` when it is a path of this server, else `/`.
+fn local(next: &str) -> &str {
+    let ok = next.starts_with('/') && !next.starts_with("//") && !next.contains('\\');
+    if ok { next } else { "/" }
+}
+
+fn html(markup: Markup) -> Response {
+    Html(markup.into_string()).into_response()
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Part {
+    part: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct NextUrl {
+    next: String,
+}
+
+async fn whoami(Extension(person): Extension<Person>, Query(q): Query<NextUrl>) -> Response {
+    html(pages::whoami(&person, local(&q.next)))
+}
+
+#[derive(Deserialize)]
+struct Named {
+    name: String,
+    #[serde(default)]
+    next: String,
+}
+
+async fn name_given(
+    State(app): State<App>,
+    Extension(person): Extension<Person>,
+    Form(form): Form<Named>,
+) -> Response {
+    let name: String = form
+        .name
+        .trim()
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(80)
+        .collect();
+    if name.is_empty() {
+        return html(pages::whoami(&person, local(&form.next)));
+    }
+    app.auth.name(&person.id, &name);
+    Redirect::to(local(&form.next)).into_response()
+}
+
+async fn desk(
+    State(app): State<App>,
+    Extension(person): Extension<Person>,
+    Query(filter): Query<Filter>,
+) -> Page {
+    let from = app.daemon.now().await?;
+    let view = app.daemon.desk(filter, from).await?;
+    Ok(if view.filter.part == "live" {
+        html(pages::desk_live(&view))
+    } else {
+        html(pages::desk(&person, from, &view))
+    })
+}
+
+async fn ticket(
+    State(app): State<App>,
+    Extension(person): Extension<Person>,
+    Path(id): Path<String>,
+    Query(q): Query<Part>,
+) -> Page {
+    let (view, from) = app.daemon.ticket(&id).await?;
+    Ok(if q.part == "live" {
+        html(pages::ticket_live(&view))
+    } else {
+        html(pages::ticket(&person, from, &view))
+    })
+}
+
+/// The fields of every ticket action's form (each uses its own).
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct TicketForm {
+    text: String,
+    category: String,
+    priority: String,
+    intent: String,
+    queue: String,
+    status: String,
+    reason: String,
+}
+
+async fn act_on_ticket(
+    State(app): State<App>,
+    Extension(person): Extension<Person>,
+    Path((id, action)): Path<(String, String)>,
+    Form(f): Form<TicketForm>,
+) -> Page {
+    let d = &app.daemon;
+    let ticket_id = id.clone();
+    match action.as_str() {
+        "reply" => drop(
+            d.tickets()
+                .reply(by(
+                    &person,
+                    TicketTextRequest {
+                        ticket_id,
+                        text: f.text,
+                    },
+                ))
+                .await?,
+        ),
+        "note" => drop(
+            d.tickets()
+                .add_note(by(
+                    &person,
+                    TicketTextRequest {
+                        ticket_id,
+                        text: f.text,
+                    },
+                ))
+                .await?,
+        ),
+        "classify" => drop(
+            d.tickets()
+                .classify(by(
+                    &person,
+                    ClassifyTicketRequest {
+                        ticket_id,
+                        category: f.category,
+                        priority: f.priority,
+                        intent: f.intent,
+                    },
+                ))
+                .await?,
+        ),
+        "route" => drop(
+            d.tickets()
+                .route(by(
+                    &person,
+                    RouteTicketRequest {
+                        ticket_id,
+                        queue: f.queue,
+                        reason: f.reason,
+                    },
+                ))
+                .await?,
+        ),
+        "status" => drop(
+            d.tickets()
+                .set_status(by(
+                    &person,
+                    SetTicketStatusRequest {
+                        ticket_id,
+                        status: f.status,
+                        reason: f.reason,
+                    },
+                ))
+                .await?,
+        ),
+        "triage" => drop(
+            d.triage()
+                .enqueue(by(
+                    &person,
+                    EnqueueTriageRequest {
+                        ticket_ids: vec![ticket_id],
+                        ..Default::default()
+                    },
+                ))
+                .await?,
+        ),
+        _ => {
+            return Ok((
+                StatusCode::NOT_FOUND,
+                pages::refused(StatusCode::NOT_FOUND, "no such action on a ticket"),
+            )
+                .into_response());
+        }
+    }
+    Ok(Redirect::to(&format!("/tickets/{id}")).into_response())
+}
+
+async fn approvals(
+    State(app): State<App>,
+    Extension(person): Extension<Person>,
+    Query(q): Query<Part>,
+) -> Page {
+    let from = app.daemon.now().await?;
+    let view = app.daemon.inbox().await?;
+    Ok(if q.part == "live" {
+        html(pages::approvals_live(&person, &view))
+    } else {
+        html(pages::approvals(&person, from, &view))
+    })
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct DecisionForm {
+    decision: String,
+    reason: String,
+    answer: String,
+    back: String,
+}
+
+async fn decide(
+    State(app): State<App>,
+    Extension(person): Extension<Person>,
+    Path(approval_id): Path<String>,
+    Form(f): Form<DecisionForm>,
+) -> Page {
+    let decision = match (f.decision.as_str(), f.answer.is_empty()) {
+        ("always", _) => ApprovalDecision::AlwaysAllow,
+        ("deny", _) => ApprovalDecision::Deny,
+        ("allow", _) | ("", false) => ApprovalDecision::AllowOnce,
+        _ => {
+            return Ok((
+                StatusCode::BAD_REQUEST,
+                pages::refused(
+                    StatusCode::BAD_REQUEST,
+                    "a decision is allow, always or deny",
+                ),
+            )
+                .into_response());
+        }
+    };
+    let request = DecideApprovalRequest {
+        approval_id,
+        decision: decision as i32,
+        reason: f.reason,
+        answer: f.answer,
+        ..Default::default()
+    };
+    app.daemon.approvals().decide(by(&person, request)).await?;
+    Ok(Redirect::to(local(&f.back)).into_response())
+}
+
+async fn sessions(
+    State(app): State<App>,
+    Extension(person): Extension<Person>,
+    Query(q): Query<Part>,
+) -> Page {
+    let from = app.daemon.now().await?;
+    let list = app
+        .daemon
+        .sessions()
+        .list(ListSessionsRequest {
+            limit: 100,
+            min_sequence: from,
+            ..Default::default()
+        })
+        .await?
+        .into_inner();
+    Ok(if q.part == "live" {
+        html(pages::sessions_live(&list.sessions, list.more))
+    } else {
+        html(pages::sessions(&person, from, &list.sessions, list.more))
+    })
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct TextForm {
+    title: String,
+    text: String,
+}
+
+async fn new_session(
+    State(app): State<App>,
+    Extension(person): Extension<Person>,
+    Form(f): Form<TextForm>,
+) -> Page {
+    let created = app
+        .daemon
+        .sessions()
+        .create(by(
+            &person,
+            CreateSessionRequest {
+                title: f.title,
+                ..Default::default()
+            },
+        ))
+        .await?
+        .into_inner();
+    Ok(Redirect::to(&format!("/sessions/{}", created.id)).into_response())
+}
+
+async fn session(
+    State(app): State<App>,
+    Extension(person): Extension<Person>,
+    Path(id): Path<String>,
+    Query(q): Query<Part>,
+) -> Page {
+    if q.part == "pending" {
+        let pending = app.daemon.pending(&id).await?;
+        return Ok(html(pages::session_pending(&person, &id, &pending)));
+    }
+    let view = app.daemon.session(&id).await?;
+    Ok(html(pages::session(&person, &view)))
+}
+
+/// The page's script posts the composer and cancel with `fetch` and the
+/// CSRF header: it needs no page back, only whether it worked.
+fn done(headers: &HeaderMap, back: String) -> Response {
+    if headers.contains_key("x-csrf-token") {
+        StatusCode::NO_CONTENT.into_response()
+    } else {
+        Redirect::to(&back).into_response()
+    }
+}
+
+async fn send(
+    State(app): State<App>,
+    Extension(person): Extension<Person>,
+    Path(session_id): Path<String>,
+    headers: HeaderMap,
+    Form(f): Form<TextForm>,
+) -> Page {
+    let back = format!("/sessions/{session_id}");
+    let request = SendMessageRequest {
+        session_id,
+        text: f.text,
+        ..Default::default()
+    };
+    app.daemon
+        .sessions()
+        .send_message(by(&person, request))
+        .await?;
+    Ok(done(&headers, back))
+}
+
+async fn cancel(
+    State(app): State<App>,
+    Extension(person): Extension<Person>,
+    Path(session_id): Path<String>,
+    headers: HeaderMap,
+) -> Page {
+    let back = format!("/sessions/{session_id}");
+    app.daemon
+        .sessions()
+        .cancel_turn(by(&person, CancelTurnRequest { session_id }))
+        .await?;
+    Ok(done(&headers, back))
+}
+
+async fn triage(
+    State(app): State<App>,
+    Extension(person): Extension<Person>,
+    Query(q): Query<Part>,
+) -> Page {
+    let from = app.daemon.now().await?;
+    let status = app
+        .daemon
+        .triage()
+        .get_status(TriageStatusRequest {
+            limit: 1_000,
+            ..Default::default()
+        })
+        .await?
+        .into_inner();
+    Ok(if q.part == "live" {
+        html(pages::triage_live(&status))
+    } else {
+        html(pages::triage(&person, from, &status))
+    })
+}
+
+async fn settings(State(app): State<App>, Extension(person): Extension<Person>) -> Page {
+    let status = app.daemon.status().await?;
+    Ok(html(pages::settings(
+        &person,
+        status.last_sequence,
+        &status,
+    )))
+}
+
+const APP_JS: &str = include_str!("../assets/app.js");
+const APP_CSS: &str = include_str!("../assets/app.css");
+const FAVICON: &str = include_str!("../assets/favicon.svg");
+
+/// The page's script, style and icon, embedded in the binary.
+async fn asset(Path(file): Path<String>) -> Response {
+    let (kind, body) = match file.as_str() {
+        "app.js" => ("text/javascript; charset=utf-8", APP_JS),
+        "app.css" => ("text/css; charset=utf-8", APP_CSS),
+        "favicon.svg" => ("image/svg+xml", FAVICON),
+        _ => return StatusCode::NOT_FOUND.into_response(),
+    };
+    ([(header::CONTENT_TYPE, kind)], body).into_response()
+}
+
+impl Daemon {
+    /// The log's last sequence: a page read after it and followed live
+    /// from the next one misses nothing.
+    pub async fn now(&self) -> Result<u64, Failed> {
+        let request = ReadStreamRequest {
+            stream_id: "web-now".into(),
+            limit: 1,
+            ..Default::default()
+        };
+        Ok(self
+            .events()
+            .read_stream(request)
+            .await?
+            .into_inner()
+            .last_sequence)
+    }
+
+    pub async fn status(&self) -> Result<DaemonStatus, Failed> {
+        Ok(self
+            .daemon()
+            .get_status(GetStatusRequest {})
+            .await?
+            .into_inner())
+    }
+
+    /// Every event of one stream, and the log's sequence they were read
+    /// at (the live stream continues after it).
+    pub async fn read_stream(&self, stream_id: &str) -> Result<(Vec<Event>, u64), Failed> {
+        let mut events = Vec::new();
+        let mut from_version = 1;
+        let mut at = None;
+        loop {
+            let page = self
+                .events()
+                .read_stream(ReadStreamRequest {
+                    stream_id: stream_id.into(),
+                    from_version,
+                    limit: 5_000,
+                })
+                .await?
+                .into_inner();
+            at.get_or_insert(page.last_sequence);
+            events.extend(page.events);
+            if page.next_version == 0 {
+                break;
+            }
+            from_version = page.next_version;
+        }
+        let last = events.iter().map(|e| e.sequence).max().unwrap_or(0);
+        Ok((events, at.unwrap_or(0).max(last)))
+    }
+
+    async fn desk(&self, filter: Filter, from: u64) -> Result<DeskView, Failed> {
+        let status = self.status().await?;
+        let (tickets, total, next, hits) = if filter.q.trim().is_empty() {
+            let request = ListTicketsRequest {
+                status: filter.status.clone(),
+                queue: filter.queue.clone(),
+                priority: filter.priority.clone(),
+                category: filter.category.clone(),
+                limit: 100,
+                min_sequence: from,
+                page_token: filter.from.clone(),
+                order: "urgent".into(),
+                brief: true,
+            };
+            let page = self.tickets().list(request).await?.into_inner();
+            (page.tickets, page.total, page.next_page_token, None)
+        } else {
+            let request = SearchRequest {
+                query: filter.q.clone(),
+                limit: 50,
+            };
+            let hits = self.tickets().search(request).await?.into_inner().hits;
+            (Vec::new(), 0, String::new(), Some(hits))
+        };
+        Ok(DeskView {
+            filter,
+            queues: status.queues,
+            categories: status.categories,
+            tickets,
+            total,
+            next,
+            hits,
+        })
+    }
+
+    async fn ticket(&self, id: &str) -> Result<(TicketView, u64), Failed> {
+        let (history, from) = self.read_stream(&format!("ticket-{id}")).await?;
+        let ticket = self
+            .tickets()
+            .get(GetTicketRequest {
+                id: id.into(),
+                min_sequence: from,
+            })
+            .await?
+            .into_inner();
+        let status = self.status().await?;
+        let triage = self
+            .triage()
+            .get_status(TriageStatusRequest {
+                ticket_ids: vec![id.into()],
+                ..Default::default()
+            })
+            .await?
+            .into_inner()
+            .items
+            .into_iter()
+            .next();
+        let triage_events = match triage.as_ref().filter(|t| !t.session_id.is_empty()) {
+            Some(t) => {
+                self.read_stream(&format!("session-{}", t.session_id))
+                    .await?
+                    .0
+            }
+            None => Vec::new(),
+        };
+        let view = TicketView {
+            ticket,
+            history,
+            triage,
+            triage_events,
+            queues: status.queues,
+            categories: status.categories,
+        };
+        Ok((view, from))
+    }
+
+    async fn inbox(&self) -> Result<pages::ApprovalsView, Failed> {
+        let pending = self
+            .approvals()
+            .list(ListApprovalsRequest {
+                limit: 200,
+                ..Default::default()
+            })
+            .await?
+            .into_inner()
+            .approvals;
+        let recent = self
+            .approvals()
+            .list(ListApprovalsRequest {
+                all: true,
+                newest_first: true,
+                limit: 30,
+                ..Default::default()
+            })
+            .await?
+            .into_inner()
+            .approvals
+            .into_iter()
+            .filter(|a| a.state != ApprovalState::Pending as i32)
+            .collect();
+        Ok(pages::ApprovalsView { pending, recent })
+    }
+
+    async fn pending(&self, session_id: &str) -> Result<Vec<ApprovalInfo>, Failed> {
+        let request = ListApprovalsRequest {
+            session_id: session_id.into(),
+            limit: 200,
+            ..Default::default()
+        };
+        Ok(self.approvals().list(request).await?.into_inner().approvals)
+    }
+
+    async fn session(&self, id: &str) -> Result<pages::SessionView, Failed> {
+        let (events, last_sequence) = self.read_stream(&format!("session-{id}")).await?;
+        let info = self
+            .sessions()
+            .get(GetSessionRequest {
+                id: id.into(),
+                min_sequence: last_sequence,
+            })
+            .await?
+            .into_inner();
+        let pending = self.pending(id).await?;
+        Ok(pages::SessionView {
+            info,
+            events,
+            pending,
+            last_sequence,
+        })
+    }
+}
