@@ -20,8 +20,9 @@ function showState(s) {
 // quiet past the watchdog, or the tab comes back from the background, it
 // is opened again after the last event this page applied.
 class Live {
-  constructor(url, handlers, after, unordered = []) {
+  constructor(url, handlers, after, unordered = [], opened = () => {}) {
     this.unordered = new Set(unordered);
+    this.opened = opened;
     this.url = url; // (after) => string
     this.handlers = handlers; // name -> (event) => void
     this.after = after; // the last sequence this page holds
@@ -34,7 +35,7 @@ class Live {
   open() {
     const source = new EventSource(this.url(this.after));
     this.source = source;
-    source.onopen = () => { showState("live"); this.beat(); };
+    source.onopen = () => { showState("live"); this.beat(); this.opened(); };
     source.onerror = () => {
       showState("offline");
       if (source.readyState === EventSource.CLOSED) setTimeout(() => this.source === source && this.reopen(), 1000);
@@ -83,19 +84,29 @@ function touched(stream) {
   if (dirty.size && !flushTimer) flushTimer = setTimeout(flush, 100);
 }
 
+// Each refresh of a part is numbered: an older answer that lands after a
+// newer one is dropped.
+const asked = new Map();
+
 async function flush() {
   flushTimer = null;
   for (const r of [...dirty]) {
     if (typingIn(r)) continue; // refreshed when the person leaves the field
     dirty.delete(r);
+    const n = (asked.get(r) ?? 0) + 1;
+    asked.set(r, n);
     try {
       const res = await fetch(r.dataset.src, { credentials: "same-origin" });
-      if (res.ok) {
-        r.innerHTML = await res.text();
-        r.dispatchEvent(new CustomEvent("refreshed", { bubbles: true }));
-      } else dirty.add(r);
+      const html = res.ok ? await res.text() : null;
+      if (asked.get(r) !== n) continue; // a newer refresh is on its way
+      if (html === null) {
+        dirty.add(r);
+        continue;
+      }
+      r.innerHTML = html;
+      r.dispatchEvent(new CustomEvent("refreshed", { bubbles: true }));
     } catch {
-      dirty.add(r);
+      if (asked.get(r) === n) dirty.add(r);
     }
   }
   if (dirty.size && !flushTimer) flushTimer = setTimeout(flush, 1000);
@@ -123,39 +134,31 @@ function notify(approval) {
   };
 }
 
-// ---- the desk's changes (every page)
-
-const prefixes = new Set(["approval-"]);
-for (const r of regions) for (const p of r.dataset.live.split(",")) prefixes.add(p);
-new Live(
-  (after) => `/live?p=${encodeURIComponent([...prefixes].join(","))}&after=${after}`,
-  {
-    change(e) {
-      const c = JSON.parse(e.data);
-      touched(c.stream);
-      if (c.approval) notify(c.approval);
-      document.dispatchEvent(new CustomEvent("tinycode:change", { detail: c }));
-    },
-  },
-  Number(document.body.dataset.after || 0),
-);
-
-// ---- a session's live timeline
+// ---- live: a session's timeline, or the desk's changes
+//
+// One stream per page: a browser opens at most six connections to a
+// server over HTTP/1.1, and each open tab holds one.
 
 const timeline = document.getElementById("timeline");
 if (timeline) {
   const streaming = document.getElementById("streaming");
   const streamingText = document.getElementById("streaming-text");
   const session = timeline.dataset.session;
+  const clearStreaming = () => {
+    streamingText.textContent = "";
+    streaming.hidden = true;
+  };
   new Live(
     (after) => `/live/session/${encodeURIComponent(session)}?after=${after}`,
     {
       item(e) {
         const t = document.createElement("template");
         t.innerHTML = e.data;
+        const kind = t.content.firstElementChild?.dataset.kind ?? "";
         timeline.append(t.content);
-        streamingText.textContent = "";
-        streaming.hidden = true;
+        clearStreaming();
+        // The session's stream holds copies of its approvals' events.
+        if (kind.startsWith("approval")) touched("approval-");
         if (nearBottom()) window.scrollTo(0, document.body.scrollHeight);
       },
       delta(e) {
@@ -167,6 +170,22 @@ if (timeline) {
     },
     Number(timeline.dataset.after || 0),
     ["delta"],
+    // A new connection starts with the running step's text so far.
+    clearStreaming,
+  );
+} else {
+  const prefixes = new Set(["approval-"]);
+  for (const r of regions) for (const p of r.dataset.live.split(",")) prefixes.add(p);
+  new Live(
+    (after) => `/live?p=${encodeURIComponent([...prefixes].join(","))}&after=${after}`,
+    {
+      change(e) {
+        const c = JSON.parse(e.data);
+        touched(c.stream);
+        if (c.approval) notify(c.approval);
+      },
+    },
+    Number(document.body.dataset.after || 0),
   );
 }
 

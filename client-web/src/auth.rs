@@ -24,8 +24,11 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 
-/// Largest request body accepted.
-pub const MAX_BODY: usize = 64 * 1024;
+/// Largest request body accepted: the largest field (20,000 characters)
+/// percent-encoded as 3-byte UTF-8 is 180 KB.
+pub const MAX_BODY: usize = 256 * 1024;
+/// A session unused this long is forgotten (its cookie then gets 401).
+const SESSION_IDLE: Duration = Duration::from_secs(12 * 3600);
 /// A session's requests: this many at once, refilled at `RATE` a second.
 const BURST: f64 = 120.0;
 const RATE: f64 = 30.0;
@@ -50,9 +53,10 @@ struct Session {
 }
 
 pub struct Auth {
-    /// `http://127.0.0.1:8123`
+    /// Where links point: `http://127.0.0.1:8123`, or the public URL.
     pub origin: String,
-    /// `Host` values that name this server.
+    /// `Host` values that name this server; over TLS any name the
+    /// certificate answers for will do (a rebinding name fails TLS).
     hosts: HashSet<String>,
     secure: bool,
     links: Mutex<HashMap<String, Instant>>,
@@ -85,7 +89,9 @@ fn same(a: &str, b: &str) -> bool {
 }
 
 impl Auth {
-    pub fn new(local: SocketAddr, secure: bool) -> Self {
+    /// `public`: the URL people open (`--public-url`), when it is not the
+    /// listening address itself.
+    pub fn new(local: SocketAddr, secure: bool, public: Option<&str>) -> Self {
         let port = local.port();
         let host = match local.ip() {
             std::net::IpAddr::V6(ip) => format!("[{ip}]"),
@@ -97,12 +103,25 @@ impl Auth {
         }
         let scheme = if secure { "https" } else { "http" };
         Self {
-            origin: format!("{scheme}://{host}:{port}"),
+            origin: public
+                .map(|p| p.trim_end_matches('/').to_string())
+                .unwrap_or_else(|| format!("{scheme}://{host}:{port}")),
             hosts,
             secure,
             links: Mutex::default(),
             sessions: Mutex::default(),
         }
+    }
+
+    /// Whether `host` (a `Host` header) names this server.
+    fn names_this_server(&self, host: &str) -> bool {
+        self.secure || self.hosts.contains(host)
+    }
+
+    /// The origin a page served under `host` has.
+    fn origin_of(&self, host: &str) -> String {
+        let scheme = if self.secure { "https" } else { "http" };
+        format!("{scheme}://{host}")
     }
 
     /// A fresh one-time link to the desk.
@@ -131,7 +150,9 @@ impl Auth {
             name: String::new(),
             csrf: random_hex(24),
         };
-        lock(&self.sessions).insert(
+        let mut sessions = lock(&self.sessions);
+        sessions.retain(|_, s| s.refilled.elapsed() < SESSION_IDLE);
+        sessions.insert(
             person.id.clone(),
             Session {
                 person: person.clone(),
@@ -147,6 +168,10 @@ impl Auth {
     fn session(&self, id: &str) -> Result<Person, bool> {
         let mut sessions = lock(&self.sessions);
         let session = sessions.get_mut(id).ok_or(false)?;
+        if session.refilled.elapsed() >= SESSION_IDLE {
+            sessions.remove(id);
+            return Err(false);
+        }
         let now = Instant::now();
         let refill = now.duration_since(session.refilled).as_secs_f64() * RATE;
         session.tokens = (session.tokens + refill).min(BURST);
@@ -224,12 +249,13 @@ pub async fn guard(State(auth): State<Arc<Auth>>, request: Request, next: Next) 
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
         .unwrap_or_default();
-    if !auth.hosts.contains(host) {
+    if !auth.names_this_server(host) {
         return refuse(
             StatusCode::MISDIRECTED_REQUEST,
             "this server answers only under the address it printed",
         );
     }
+    let host = host.to_string();
     let path = request.uri().path().to_string();
     // The page's own scripts and styles carry nothing private.
     if path.starts_with("/assets/") && request.method() == Method::GET {
@@ -238,7 +264,7 @@ pub async fn guard(State(auth): State<Arc<Auth>>, request: Request, next: Next) 
     if let Some(token) = request.uri().query().and_then(|q| query_value(q, "token")) {
         return match auth.spend(&token) {
             Some(person) => {
-                let mut r = Redirect::to(&path).into_response();
+                let mut r = Redirect::to(crate::routes::local(&path)).into_response();
                 if let Ok(v) = HeaderValue::from_str(&auth.cookie(&person)) {
                     r.headers_mut().insert(header::SET_COOKIE, v);
                 }
@@ -268,7 +294,7 @@ pub async fn guard(State(auth): State<Arc<Auth>>, request: Request, next: Next) 
     let request = if matches!(*request.method(), Method::GET | Method::HEAD) {
         request
     } else {
-        match checked_change(&auth, &person, request).await {
+        match checked_change(&auth.origin_of(&host), &person, request).await {
             Ok(r) => r,
             Err(response) => return response,
         }
@@ -282,7 +308,7 @@ pub async fn guard(State(auth): State<Arc<Auth>>, request: Request, next: Next) 
 /// limit. The body is read here (to find the token of a plain form) and
 /// handed on whole.
 async fn checked_change(
-    auth: &Auth,
+    origin_here: &str,
     person: &Person,
     request: Request,
 ) -> Result<Request, Response> {
@@ -290,7 +316,7 @@ async fn checked_change(
         .headers()
         .get(header::ORIGIN)
         .and_then(|o| o.to_str().ok());
-    if origin != Some(auth.origin.as_str()) {
+    if origin != Some(origin_here) {
         return Err(refuse(
             StatusCode::FORBIDDEN,
             "a change must come from this page (its Origin did not match)",
@@ -325,7 +351,7 @@ mod tests {
 
     #[test]
     fn a_link_is_spent_once_and_sessions_are_rate_limited() {
-        let auth = Auth::new("127.0.0.1:8123".parse().unwrap(), false);
+        let auth = Auth::new("127.0.0.1:8123".parse().unwrap(), false, None);
         assert_eq!(auth.origin, "http://127.0.0.1:8123");
         let link = auth.link();
         let token = link.split("token=").nth(1).unwrap();
@@ -342,10 +368,18 @@ mod tests {
 
     #[test]
     fn hosts_are_this_servers_names_only() {
-        let auth = Auth::new("127.0.0.1:8123".parse().unwrap(), false);
+        let auth = Auth::new("127.0.0.1:8123".parse().unwrap(), false, None);
         assert!(auth.hosts.contains("127.0.0.1:8123"));
         assert!(auth.hosts.contains("localhost:8123"));
-        assert!(!auth.hosts.contains("evil.example:8123"));
+        assert!(!auth.names_this_server("evil.example:8123"));
+        assert_eq!(auth.origin_of("localhost:8123"), "http://localhost:8123");
+        let tls = Auth::new(
+            "0.0.0.0:8443".parse().unwrap(),
+            true,
+            Some("https://desk.example:8443/"),
+        );
+        assert_eq!(tls.origin, "https://desk.example:8443");
+        assert!(tls.names_this_server("desk.example:8443"));
         assert!(same("abc", "abc") && !same("abc", "abd") && !same("abc", "ab"));
     }
 }

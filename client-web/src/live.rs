@@ -59,7 +59,7 @@ fn first_sequence(after: u64, headers: &HeaderMap) -> u64 {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok())
         .unwrap_or(0);
-    after.max(seen) + 1
+    after.max(seen).saturating_add(1)
 }
 
 /// Prefixes from the query: at most `MAX_PREFIXES`, none empty.
@@ -108,7 +108,8 @@ where
         loop {
             let out = tokio::select! {
                 _ = tx.closed() => return,
-                _ = ping.tick() => Sse::default().event("ping").data(""),
+                // A `data:` line, or a browser never dispatches it.
+                _ = ping.tick() => Sse::default().event("ping").data("1"),
                 next = source.next() => match next {
                     Some(Ok(item)) => match wrap(item) {
                         Some(e) => e,

@@ -59,6 +59,11 @@ struct Args {
     /// PEM private key of --tls-cert.
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// The URL people open when it is not the listening address (behind
+    /// a name, a proxy or `--listen 0.0.0.0:…`), e.g.
+    /// `https://desk.example.com:8443`.
+    #[arg(long, value_name = "URL")]
+    public_url: Option<String>,
     /// Print a fresh one-time link to the page already running for this
     /// workspace, and exit.
     #[arg(long)]
@@ -121,13 +126,30 @@ async fn run(args: Args) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
     let local = listener.local_addr()?;
-    let auth = Arc::new(auth::Auth::new(local, tls.is_some()));
+    if let Some(url) = &args.public_url {
+        let scheme = if tls.is_some() { "https://" } else { "http://" };
+        let rest = url.strip_prefix(scheme).map(|r| r.trim_end_matches('/'));
+        let origin_only = rest.is_some_and(|r| {
+            !r.is_empty()
+                && r.bytes()
+                    .all(|b| b.is_ascii_graphic() && !b"/?#\"<>'\\".contains(&b))
+        });
+        anyhow::ensure!(
+            origin_only,
+            "--public-url {url:?} must be the page's origin, like {scheme}desk.example.com:8443"
+        );
+    }
+    let auth = Arc::new(auth::Auth::new(
+        local,
+        tls.is_some(),
+        args.public_url.as_deref(),
+    ));
     let link = auth.link();
     // The first line on stdout is the link to open.
     println!("{link}");
     let _links = manage::serve_links(&layout, Arc::clone(&auth))?;
     if !args.no_open {
-        open_browser(&link);
+        open_browser(&layout, &link);
     }
     tracing::info!(address = %local, tls = tls.is_some(), "tinycode-web listening");
     let app = routes::router(routes::App {
@@ -138,14 +160,34 @@ async fn run(args: Args) -> anyhow::Result<()> {
 }
 
 /// Open `url` in the person's browser (nothing happens where none is).
-fn open_browser(url: &str) {
+/// The browser is handed a private file that forwards to the link, never
+/// the link itself: a command line is readable by every user of the
+/// machine, and the link's token is a key (Jupyter does the same).
+fn open_browser(layout: &Layout, url: &str) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = layout.state_dir.join("web-open.html");
+    let _ = std::fs::remove_file(&path);
+    let page = format!(
+        "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"0;url={url}\"><title>tinycode</title></head><body><a href=\"{url}\">Open the desk</a></body></html>\n"
+    );
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .and_then(|mut f| f.write_all(page.as_bytes()));
+    if let Err(e) = written {
+        tracing::info!(error = %e, "no browser opened; open the link printed above");
+        return;
+    }
     let opener = if cfg!(target_os = "macos") {
         "open"
     } else {
         "xdg-open"
     };
     let spawned = std::process::Command::new(opener)
-        .arg(url)
+        .arg(&path)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -153,4 +195,9 @@ fn open_browser(url: &str) {
     if let Err(e) = spawned {
         tracing::info!(error = %e, "no browser opened; open the link printed above");
     }
+    // The browser reads it within moments; then it goes.
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+        let _ = std::fs::remove_file(&path);
+    });
 }

@@ -55,6 +55,8 @@ pub fn serve_links(layout: &Layout, auth: Arc<Auth>) -> anyhow::Result<RemoveOnD
     tokio::spawn(async move {
         loop {
             let Ok((mut stream, _)) = listener.accept().await else {
+                // Out of descriptors, say: wait rather than spin.
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                 continue;
             };
             let same_user = stream
@@ -68,14 +70,25 @@ pub fn serve_links(layout: &Layout, auth: Arc<Auth>) -> anyhow::Result<RemoveOnD
             let _ = stream.write_all(format!("{link}\n").as_bytes()).await;
         }
     });
-    Ok(RemoveOnDrop(path))
+    let inode = inode_of(&path);
+    Ok(RemoveOnDrop(path, inode))
 }
 
-/// Removes the bridge's `web.sock` when it stops.
-pub struct RemoveOnDrop(PathBuf);
+fn inode_of(path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
+/// Removes the bridge's `web.sock` when it stops — unless a newer bridge
+/// has taken the path since.
+pub struct RemoveOnDrop(PathBuf, Option<(u64, u64)>);
 
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        if self.1.is_some() && inode_of(&self.0) == self.1 {
+            let _ = std::fs::remove_file(&self.0);
+        }
     }
 }

@@ -78,9 +78,12 @@ async fn ask_name(request: Request, next: Next) -> Response {
     Redirect::to(&format!("/whoami?{query}")).into_response()
 }
 
-/// `next` when it is a path of this server, else `/`.
-fn local(next: &str) -> &str {
-    let ok = next.starts_with('/') && !next.starts_with("//") && !next.contains('\\');
+/// `next` when it is a path of this server, else `/` (no scheme, no
+/// `//host`, nothing a browser would strip into one).
+pub fn local(next: &str) -> &str {
+    let ok = next.starts_with('/')
+        && !next.starts_with("//")
+        && next.bytes().all(|b| b.is_ascii_graphic() && b != b'\\');
     if ok { next } else { "/" }
 }
 
@@ -651,5 +654,25 @@ impl Daemon {
             pending,
             last_sequence,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::local;
+
+    #[test]
+    fn only_paths_of_this_server_are_followed() {
+        assert_eq!(local("/tickets/T-1?x=1"), "/tickets/T-1?x=1");
+        for bad in [
+            "//evil.example",
+            "/\t/evil.example",
+            "/\\evil",
+            "https://evil",
+            "",
+            "/a b",
+        ] {
+            assert_eq!(local(bad), "/", "{bad:?}");
+        }
     }
 }

@@ -75,7 +75,7 @@ pub fn session_item(event: &Event) -> Markup {
             None => html! { div.meta { (kind_of(event)) } },
         },
     };
-    html! { li.ev data-seq=(seq) { span.at { (when(event)) } (body) } }
+    html! { li.ev data-seq=(seq) data-kind=(kind_of(event)) { span.at { (when(event)) } (body) } }
 }
 
 /// The payload's kind: `ticket_routed`.

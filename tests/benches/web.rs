@@ -38,11 +38,11 @@ fn write_tickets(desk: &Desk) {
             "id": format!("T-{}", 10_000 + n),
             "subject": format!("Order {n}: parcel stuck in transit / 订单 {n} 物流停滞"),
             "customer": format!("Customer {n}"),
-            "channel": ["email", "chat", "phone", "web"][n % 4],
+            "channel": (["email", "chat", "phone", "web"][n % 4]),
             "createdAt": format!("2026-09-{:02}T09:{:02}:00+08:00", 1 + n % 28, n % 60),
             "slaMinutes": 240,
             "status": status,
-            "priority": ["P0", "P1", "P2", "P3"][n % 4],
+            "priority": (["P0", "P1", "P2", "P3"][n % 4]),
             "messages": [{ "from": "customer", "text": format!("My parcel {n} has not moved for three days. 包裹三天没有更新。{}", "Please help. ".repeat(20)), "at": "2026-09-18T09:12:00+08:00" }],
         });
         desk.write(

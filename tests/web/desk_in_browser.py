@@ -133,7 +133,7 @@ def security(browser):
     assert no_token.status == 403, no_token.status
     too_large = context.request.post(
         BASE + "/tickets/T-1001/note",
-        form={"csrf": csrf, "text": "x" * 100_000},
+        form={"csrf": csrf, "text": "x" * 300_000},
         headers={"Origin": BASE},
     )
     assert too_large.status == 413, too_large.status
@@ -178,6 +178,18 @@ def approvals(browser, page):
     expect(row.locator("td.by")).to_contain_text("Ana (via tinycode-web", timeout=1000)
     print(f"   seen in the other tab {1000 * (time.time() - decided):.0f} ms after the decision")
     expect(other.locator(f"article.approval[data-id='{approval}']")).to_have_count(0)
+
+    step("Enter in a denial's reason denies, never approves")
+    page.goto(BASE + "/approvals")
+    card = page.locator("article.approval", has=page.locator("code.tool", has_text="escalate_ticket")).first
+    denied = card.get_attribute("data-id")
+    card.locator("input[name=reason]").fill("not without the order number")
+    card.locator("input[name=reason]").press("Enter")
+    page.wait_for_load_state()
+    expect(page.locator(f"#decided-{denied}")).to_have_attribute("data-state", "denied")
+    shown = cli_json("approvals", "show", denied)
+    assert shown["decision"]["decision"] == "APPROVAL_DECISION_DENY", shown["decision"]
+    assert shown["decision"]["reason"] == "not without the order number", shown["decision"]
 
     step("the waiting triage resumes; the ticket is escalated once; the CLI agrees")
     shown = cli_json("approvals", "show", approval)

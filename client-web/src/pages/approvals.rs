@@ -107,26 +107,38 @@ pub fn card(person: &Person, a: &ApprovalInfo, back: &str) -> Markup {
                 p.article { "Edit of " code { (r.article_id) } " (+" (r.added) " −" (r.removed) ")" }
                 (diff(&r.diff))
             }
-            form.decide method="post" action=(action) {
-                (csrf(person))
-                input type="hidden" name="back" value=(back);
-                @if !r.question.is_empty() {
-                    @for (i, c) in r.choices.iter().enumerate() {
-                        button type="submit" name="answer" value=(i + 1) { (c) }
+            // Approving and refusing are separate forms: Enter in the
+            // reason field submits its own form, so it can only deny.
+            div.decide {
+                form.allow method="post" action=(action) {
+                    (csrf(person))
+                    input type="hidden" name="back" value=(back);
+                    @if !r.question.is_empty() {
+                        @for (i, c) in r.choices.iter().enumerate() {
+                            button type="submit" name="answer" value=(i + 1) { (c) }
+                        }
+                        @if r.choices.is_empty() {
+                            input name="answer" placeholder="your answer" maxlength="2000" required;
+                            button type="submit" name="decision" value="allow" { "Answer" }
+                        }
+                    } @else {
+                        button.allow type="submit" name="decision" value="allow" { "Approve" }
+                        @if !r.review_required {
+                            button.always type="submit" name="decision" value="always" title="allow this tool for the rest of the session" { "Always allow" }
+                        }
                     }
-                    @if r.choices.is_empty() {
-                        input name="answer" placeholder="your answer" maxlength="2000";
-                        button type="submit" name="decision" value="allow" { "Answer" }
+                }
+                form.deny method="post" action=(action) {
+                    (csrf(person))
+                    input type="hidden" name="back" value=(back);
+                    input type="hidden" name="decision" value="deny";
+                    @if !r.question.is_empty() {
+                        input name="reason" placeholder="why not (to decline)" maxlength="2000";
+                        button.deny type="submit" { "Decline" }
+                    } @else {
+                        input name="reason" placeholder="reason (given to the model on a denial)" maxlength="2000";
+                        button.deny type="submit" { "Deny" }
                     }
-                    input name="reason" placeholder="why not (to decline)" maxlength="2000";
-                    button.deny type="submit" name="decision" value="deny" { "Decline" }
-                } @else {
-                    button.allow type="submit" name="decision" value="allow" { "Approve" }
-                    @if !r.review_required {
-                        button.always type="submit" name="decision" value="always" title="allow this tool for the rest of the session" { "Always allow" }
-                    }
-                    input name="reason" placeholder="reason (given to the model on a denial)" maxlength="2000";
-                    button.deny type="submit" name="decision" value="deny" { "Deny" }
                 }
             }
         }

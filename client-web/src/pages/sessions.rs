@@ -83,7 +83,7 @@ pub fn session(person: &Person, v: &SessionView) -> Markup {
         div.streaming #streaming hidden { pre.text #streaming-text {} }
         form.composer #composer method="post" action={ "/sessions/" (s.id) "/send" } data-async {
             (csrf(person))
-            textarea name="text" rows="3" required maxlength="100000" placeholder="A message, or /skill arguments" {}
+            textarea name="text" rows="3" required maxlength="20000" placeholder="A message, or /skill arguments" {}
             button type="submit" { "Send" }
         }
         form.cancel method="post" action={ "/sessions/" (s.id) "/cancel" } data-async {
