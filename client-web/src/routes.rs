@@ -526,29 +526,33 @@ impl Daemon {
     }
 
     async fn desk(&self, filter: Filter, from: u64) -> Result<DeskView, Failed> {
-        let status = self.status().await?;
-        let (tickets, total, next, hits) = if filter.q.trim().is_empty() {
-            let request = ListTicketsRequest {
-                status: filter.status.clone(),
-                queue: filter.queue.clone(),
-                priority: filter.priority.clone(),
-                category: filter.category.clone(),
-                limit: 100,
-                min_sequence: from,
-                page_token: filter.from.clone(),
-                order: "urgent".into(),
-                brief: true,
-            };
-            let page = self.tickets().list(request).await?.into_inner();
-            (page.tickets, page.total, page.next_page_token, None)
-        } else {
-            let request = SearchRequest {
-                query: filter.q.clone(),
-                limit: 50,
-            };
-            let hits = self.tickets().search(request).await?.into_inner().hits;
-            (Vec::new(), 0, String::new(), Some(hits))
+        let listing = async {
+            if filter.q.trim().is_empty() {
+                let request = ListTicketsRequest {
+                    status: filter.status.clone(),
+                    queue: filter.queue.clone(),
+                    priority: filter.priority.clone(),
+                    category: filter.category.clone(),
+                    limit: 100,
+                    min_sequence: from,
+                    page_token: filter.from.clone(),
+                    order: "urgent".into(),
+                    brief: true,
+                };
+                let page = self.tickets().list(request).await?.into_inner();
+                Ok::<_, Failed>((page.tickets, page.total, page.next_page_token, None))
+            } else {
+                let request = SearchRequest {
+                    query: filter.q.clone(),
+                    limit: 50,
+                };
+                let hits = self.tickets().search(request).await?.into_inner().hits;
+                Ok((Vec::new(), 0, String::new(), Some(hits)))
+            }
         };
+        // The desk's queues and categories, asked at the same time.
+        let (status, listing) = tokio::join!(self.status(), listing);
+        let (status, (tickets, total, next, hits)) = (status?, listing?);
         Ok(DeskView {
             filter,
             queues: status.queues,

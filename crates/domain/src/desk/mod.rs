@@ -121,6 +121,10 @@ pub struct Desk {
     /// so concurrent writers queue instead of conflicting in a loop; the
     /// expected-version check still guards against other writers.
     ticket_locks: crate::sync::Striped<64>,
+    /// The urgent order of every ticket, as of the tickets model's
+    /// applied sequence it was read at: a board refreshed by many pages
+    /// after one change sorts once (`tickets.rs`, `list_urgent`).
+    urgent: Mutex<Option<(u64, Arc<Vec<tickets::UrgentRow>>)>>,
     /// Where a symbolic link in `tickets/` or `knowledge/` may lead
     /// (canonical): the workspace, or the folder itself when it lies
     /// outside.

@@ -126,6 +126,7 @@ impl Desk {
             issued: AtomicU64::new(0),
             edit_lock: tokio::sync::Mutex::new(()),
             ticket_locks: crate::sync::Striped::default(),
+            urgent: Mutex::default(),
             store,
         });
         let head = desk.store.last_sequence();

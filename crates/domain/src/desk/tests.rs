@@ -627,6 +627,14 @@ async fn the_urgent_listing_puts_unresolved_high_priority_first_and_pages_by_off
         }
     }
     assert_eq!(paged, ids);
+    // The order is sorted once per state of the model, and follows it: the
+    // resolved P0 reopened is the newest unresolved P0, first.
+    desk.set_status_as(&made[4], "open", "", by())
+        .await
+        .unwrap();
+    let after = desk.list_urgent(&filter, 1, 0, true, usize::MAX);
+    assert_eq!(after.tickets[0].id, made[4]);
+    assert_eq!(after.tickets[0].status, "open");
 }
 
 /// The desk settings a workspace's config names (folders, queues,

@@ -6,6 +6,7 @@
 //! wait for the projector to pass their event.
 
 use prost::Message;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use tinycode_shared::proto::event::Payload;
@@ -57,15 +58,41 @@ pub const BRIEF_CHARS: usize = 200;
 
 /// Sort key of `list_urgent`: unresolved before resolved, then P0..P3,
 /// then no priority.
-fn urgency(t: &Ticket) -> (bool, u8) {
-    let priority = match t.priority.as_str() {
-        "P0" => 0,
-        "P1" => 1,
-        "P2" => 2,
-        "P3" => 3,
-        _ => 4,
-    };
-    (t.status == "resolved", priority)
+/// A ticket's place in the urgent order, and its key in the tree.
+pub(super) type UrgentRow = (Row, sled::IVec);
+
+/// What the urgent order and the board's filters read of a stored
+/// ticket: `Ticket`'s fields by their tags, the rest skipped unread.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(super) struct Row {
+    #[prost(string, tag = "1")]
+    id: String,
+    #[prost(string, tag = "5")]
+    created_at: String,
+    #[prost(string, tag = "7")]
+    status: String,
+    #[prost(string, tag = "8")]
+    category: String,
+    #[prost(string, tag = "9")]
+    priority: String,
+    #[prost(string, tag = "11")]
+    queue: String,
+    #[prost(uint64, tag = "15")]
+    version: u64,
+}
+
+impl Row {
+    /// Unresolved first, then P0…P3, no priority last.
+    fn urgency(&self) -> (bool, u8) {
+        let priority = match self.priority.as_str() {
+            "P0" => 0,
+            "P1" => 1,
+            "P2" => 2,
+            "P3" => 3,
+            _ => 4,
+        };
+        (self.status == "resolved", priority)
+    }
 }
 
 fn make_brief(t: &mut Ticket) {
@@ -223,38 +250,42 @@ impl Desk {
         max_bytes: usize,
     ) -> Page {
         let matches = |want: &str, have: &str| want.is_empty() || want == have;
-        let mut all: Vec<Ticket> = self
-            .all_tickets()
-            .filter_map(|t| {
-                t.map_err(|e| tracing::error!(error = %e, "cannot read a stored ticket"))
-                    .ok()
+        let sorted = self.urgent_rows();
+        let rows: Vec<&UrgentRow> = sorted
+            .iter()
+            .filter(|(r, _)| {
+                matches(&filter.status, &r.status)
+                    && matches(&filter.queue, &r.queue)
+                    && matches(&filter.priority, &r.priority)
+                    && matches(&filter.category, &r.category)
             })
-            .filter(|t| {
-                t.version > 0
-                    && matches(&filter.status, &t.status)
-                    && matches(&filter.queue, &t.queue)
-                    && matches(&filter.priority, &t.priority)
-                    && matches(&filter.category, &t.category)
-            })
-            .collect();
-        all.sort_by(|a, b| {
-            urgency(a)
-                .cmp(&urgency(b))
-                .then_with(|| b.created_at.cmp(&a.created_at))
-                .then_with(|| a.id.cmp(&b.id))
-        });
+            .collect::<Vec<_>>();
         let mut page = Page {
-            total: all.len(),
+            total: rows.len(),
             ..Page::default()
         };
         let mut bytes = 0;
-        for (i, mut t) in all.into_iter().enumerate().skip(offset) {
+        for (i, (_, key)) in rows.into_iter().enumerate().skip(offset) {
+            if page.tickets.len() >= limit {
+                page.next = Some(i.to_string());
+                break;
+            }
+            let value = match self.tickets.tree().get(key) {
+                Ok(Some(v)) => v,
+                Ok(None) => continue, // changed since: gone from this page
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot read a stored ticket");
+                    continue;
+                }
+            };
+            let Ok(mut t) = decode_ticket(&value) else {
+                continue;
+            };
             if brief {
                 make_brief(&mut t);
             }
             let size = t.encoded_len();
-            if page.tickets.len() >= limit || (!page.tickets.is_empty() && bytes + size > max_bytes)
-            {
+            if !page.tickets.is_empty() && bytes + size > max_bytes {
                 page.next = Some(i.to_string());
                 break;
             }
@@ -262,6 +293,44 @@ impl Desk {
             page.tickets.push(t);
         }
         page
+    }
+
+    /// Every stored ticket's [`Row`] and key in the urgent order, sorted
+    /// once per state of the tickets model. The rows hold only what the
+    /// order and the board's filters read (prost skips the messages and
+    /// notes unread); the page's tickets are then read whole by key.
+    fn urgent_rows(&self) -> Arc<Vec<UrgentRow>> {
+        let applied = self.tickets.applied();
+        let mut cache = crate::sync::lock(&self.urgent);
+        if let Some((at, rows)) = cache.as_ref()
+            && *at == applied
+        {
+            return Arc::clone(rows);
+        }
+        let mut rows: Vec<UrgentRow> = self
+            .tickets
+            .tree()
+            .scan_prefix(b"t/")
+            .filter_map(|row| {
+                let (key, value) = row
+                    .map_err(|e| tracing::error!(error = %e, "cannot read a stored ticket"))
+                    .ok()?;
+                let r = Row::decode(value.as_ref())
+                    .map_err(|e| tracing::error!(error = %e, "cannot read a stored ticket"))
+                    .ok()?;
+                (r.version > 0).then_some((r, key))
+            })
+            .collect();
+        rows.sort_by(|(a, _), (b, _)| {
+            a.urgency()
+                .cmp(&b.urgency())
+                .then_with(|| b.created_at.cmp(&a.created_at))
+                .then_with(|| a.id.cmp(&b.id))
+        });
+        let rows = Arc::new(rows);
+        // Read at `applied` or later: never older than it says.
+        *cache = Some((applied, Arc::clone(&rows)));
+        rows
     }
 
     /// Stored tickets with an id after `after`, in id order.
