@@ -130,65 +130,16 @@ fn show(info: &ApprovalInfo) {
     }
 }
 
+/// The daemon's approvals service, as every subcommand here uses it.
+type Client = ApprovalsClient<tinycode_shared::client::DaemonChannel>;
+
+/// `tinycode approvals …`: one function per subcommand.
 pub async fn run(ctx: &Ctx, action: ApprovalsAction) -> anyhow::Result<ExitCode> {
     let mut client = ApprovalsClient::new(ctx.connect().await?);
+    let client = &mut client;
     match action {
-        ApprovalsAction::List { all, session } => {
-            // Every page.
-            let mut request = ListApprovalsRequest {
-                all,
-                session_id: session.unwrap_or_default(),
-                limit: 1_000,
-                ..Default::default()
-            };
-            let mut list = Vec::new();
-            loop {
-                let page = client.list(request.clone()).await?.into_inner();
-                list.extend(page.approvals);
-                if page.next_page_token.is_empty() {
-                    break;
-                }
-                request.page_token = page.next_page_token;
-            }
-            if ctx.json {
-                output::json_pretty(&serde_json::Value::Array(list.iter().map(json).collect()));
-                return Ok(ExitCode::SUCCESS);
-            }
-            if list.is_empty() {
-                println!("no approvals waiting");
-                return Ok(ExitCode::SUCCESS);
-            }
-            let rows: Vec<Vec<String>> = list
-                .iter()
-                .map(|a| {
-                    let r = a.request.clone().unwrap_or_default();
-                    let by = tinycode_shared::render::requested_by(&r);
-                    let call = r.call.unwrap_or_default();
-                    vec![
-                        r.approval_id,
-                        state_name(a.state).into(),
-                        by,
-                        call.name,
-                        output::clip(&call.arguments_json, 50),
-                    ]
-                })
-                .collect();
-            print!(
-                "{}",
-                output::table(&["ID", "STATE", "ASKED BY", "TOOL", "ARGUMENTS"], &rows)
-            );
-        }
-        ApprovalsAction::Show { id } => {
-            let info = client
-                .get(GetApprovalRequest { approval_id: id })
-                .await?
-                .into_inner();
-            if ctx.json {
-                output::json_pretty(&json(&info));
-            } else {
-                show(&info);
-            }
-        }
+        ApprovalsAction::List { all, session } => list(ctx, client, all, session).await?,
+        ApprovalsAction::Show { id } => show_one(ctx, client, id).await?,
         ApprovalsAction::Approve {
             id,
             always,
@@ -200,105 +151,203 @@ pub async fn run(ctx: &Ctx, action: ApprovalsAction) -> anyhow::Result<ExitCode>
             } else {
                 ApprovalDecision::AllowOnce
             };
-            decide(ctx, &mut client, id, decision, reason, all_sessions).await?;
+            decide(ctx, client, id, decision, reason, all_sessions).await?;
         }
-        ApprovalsAction::Answer { id, answer } => {
-            let info = client
-                .decide(DecideApprovalRequest {
-                    approval_id: id,
-                    decision: ApprovalDecision::AllowOnce as i32,
-                    answer,
-                    ..DecideApprovalRequest::default()
-                })
-                .await?
-                .into_inner();
-            if ctx.json {
-                output::json_pretty(&json(&info));
-            } else if let Some(d) = &info.decision {
-                println!("{}", render::approval_decided_line(d));
-            }
-        }
+        ApprovalsAction::Answer { id, answer } => answer_question(ctx, client, id, answer).await?,
         ApprovalsAction::Deny { id, reason } => {
-            decide(ctx, &mut client, id, ApprovalDecision::Deny, reason, false).await?;
+            decide(ctx, client, id, ApprovalDecision::Deny, reason, false).await?;
         }
-        ApprovalsAction::Watch { from } => {
-            // Without --from: only what happens from now on.
-            let from_sequence = match from {
-                Some(n) => n,
-                None => crate::events_cmd::head(ctx).await? + 1,
-            };
-            let mut events = client
-                .watch(WatchApprovalsRequest { from_sequence })
-                .await?
-                .into_inner();
-            while let Some(e) = events.message().await? {
-                if ctx.json {
-                    output::json_line(&render::message_json("tinycode.v1.Event", &e));
-                    continue;
-                }
-                if let Some(line) = e.payload.as_ref().and_then(render::session_line) {
-                    println!("{line}");
-                }
-            }
-        }
-        ApprovalsAction::Rules { session } => {
-            let rules = client
-                .list_rules(ListRulesRequest {
-                    session_id: session.unwrap_or_default(),
-                })
-                .await?
-                .into_inner()
-                .rules;
-            if ctx.json {
-                output::json_pretty(&serde_json::Value::Array(
-                    rules
-                        .iter()
-                        .map(|r| render::message_json("tinycode.v1.PermissionRule", r))
-                        .collect(),
-                ));
-            } else if rules.is_empty() {
-                println!("no remembered rules");
-            } else {
-                let rows: Vec<Vec<String>> = rules
-                    .iter()
-                    .map(|r| {
-                        vec![
-                            r.rule_id.clone(),
-                            r.tool.clone(),
-                            if r.session_id.is_empty() {
-                                "every session".into()
-                            } else {
-                                r.session_id.clone()
-                            },
-                            r.from_approval.clone(),
-                        ]
-                    })
-                    .collect();
-                print!(
-                    "{}",
-                    output::table(&["RULE", "TOOL", "SCOPE", "FROM"], &rows)
-                );
-            }
-        }
-        ApprovalsAction::Revoke { rule_id } => {
-            client
-                .revoke_rule(RevokeRuleRequest {
-                    rule_id: rule_id.clone(),
-                })
-                .await?;
-            if ctx.json {
-                output::json_pretty(&serde_json::json!({ "revoked": rule_id }));
-            } else {
-                println!("revoked {rule_id}");
-            }
-        }
+        ApprovalsAction::Watch { from } => watch(ctx, client, from).await?,
+        ApprovalsAction::Rules { session } => rules(ctx, client, session).await?,
+        ApprovalsAction::Revoke { rule_id } => revoke(ctx, client, rule_id).await?,
     }
     Ok(ExitCode::SUCCESS)
 }
 
+/// Every page of the approvals `list` asks for.
+async fn fetch_all(
+    client: &mut Client,
+    all: bool,
+    session: Option<String>,
+) -> anyhow::Result<Vec<ApprovalInfo>> {
+    let mut request = ListApprovalsRequest {
+        all,
+        session_id: session.unwrap_or_default(),
+        limit: 1_000,
+        ..Default::default()
+    };
+    let mut list = Vec::new();
+    loop {
+        let page = client.list(request.clone()).await?.into_inner();
+        list.extend(page.approvals);
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        request.page_token = page.next_page_token;
+    }
+    Ok(list)
+}
+
+/// `approvals list`: `ID STATE ASKED BY TOOL ARGUMENTS`.
+async fn list(
+    ctx: &Ctx,
+    client: &mut Client,
+    all: bool,
+    session: Option<String>,
+) -> anyhow::Result<()> {
+    let list = fetch_all(client, all, session).await?;
+    if ctx.json {
+        output::json_pretty(&serde_json::Value::Array(list.iter().map(json).collect()));
+        return Ok(());
+    }
+    if list.is_empty() {
+        println!("no approvals waiting");
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = list
+        .iter()
+        .map(|a| {
+            let r = a.request.clone().unwrap_or_default();
+            let by = tinycode_shared::render::requested_by(&r);
+            let call = r.call.unwrap_or_default();
+            vec![
+                r.approval_id,
+                state_name(a.state).into(),
+                by,
+                call.name,
+                output::clip(&call.arguments_json, 50),
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        output::table(&["ID", "STATE", "ASKED BY", "TOOL", "ARGUMENTS"], &rows)
+    );
+    Ok(())
+}
+
+/// `approvals show`: one approval in full.
+async fn show_one(ctx: &Ctx, client: &mut Client, id: String) -> anyhow::Result<()> {
+    let info = client
+        .get(GetApprovalRequest { approval_id: id })
+        .await?
+        .into_inner();
+    if ctx.json {
+        output::json_pretty(&json(&info));
+    } else {
+        show(&info);
+    }
+    Ok(())
+}
+
+/// `approvals answer`: answer an agent's question.
+async fn answer_question(
+    ctx: &Ctx,
+    client: &mut Client,
+    id: String,
+    answer: String,
+) -> anyhow::Result<()> {
+    let info = client
+        .decide(DecideApprovalRequest {
+            approval_id: id,
+            decision: ApprovalDecision::AllowOnce as i32,
+            answer,
+            ..DecideApprovalRequest::default()
+        })
+        .await?
+        .into_inner();
+    if ctx.json {
+        output::json_pretty(&json(&info));
+    } else if let Some(d) = &info.decision {
+        println!("{}", render::approval_decided_line(d));
+    }
+    Ok(())
+}
+
+/// `approvals watch`: approval events as they happen (replayed from `from`).
+async fn watch(ctx: &Ctx, client: &mut Client, from: Option<u64>) -> anyhow::Result<()> {
+    // Without --from: only what happens from now on.
+    let from_sequence = match from {
+        Some(n) => n,
+        None => crate::events_cmd::head(ctx).await? + 1,
+    };
+    let mut events = client
+        .watch(WatchApprovalsRequest { from_sequence })
+        .await?
+        .into_inner();
+    while let Some(e) = events.message().await? {
+        if ctx.json {
+            output::json_line(&render::message_json("tinycode.v1.Event", &e));
+            continue;
+        }
+        if let Some(line) = e.payload.as_ref().and_then(render::session_line) {
+            println!("{line}");
+        }
+    }
+    Ok(())
+}
+
+/// `approvals rules`: the remembered "always allow" rules.
+async fn rules(ctx: &Ctx, client: &mut Client, session: Option<String>) -> anyhow::Result<()> {
+    let rules = client
+        .list_rules(ListRulesRequest {
+            session_id: session.unwrap_or_default(),
+        })
+        .await?
+        .into_inner()
+        .rules;
+    if ctx.json {
+        output::json_pretty(&serde_json::Value::Array(
+            rules
+                .iter()
+                .map(|r| render::message_json("tinycode.v1.PermissionRule", r))
+                .collect(),
+        ));
+    } else if rules.is_empty() {
+        println!("no remembered rules");
+    } else {
+        let rows: Vec<Vec<String>> = rules
+            .iter()
+            .map(|r| {
+                vec![
+                    r.rule_id.clone(),
+                    r.tool.clone(),
+                    if r.session_id.is_empty() {
+                        "every session".into()
+                    } else {
+                        r.session_id.clone()
+                    },
+                    r.from_approval.clone(),
+                ]
+            })
+            .collect();
+        print!(
+            "{}",
+            output::table(&["RULE", "TOOL", "SCOPE", "FROM"], &rows)
+        );
+    }
+    Ok(())
+}
+
+/// `approvals revoke`: forget a remembered rule.
+async fn revoke(ctx: &Ctx, client: &mut Client, rule_id: String) -> anyhow::Result<()> {
+    client
+        .revoke_rule(RevokeRuleRequest {
+            rule_id: rule_id.clone(),
+        })
+        .await?;
+    if ctx.json {
+        output::json_pretty(&serde_json::json!({ "revoked": rule_id }));
+    } else {
+        println!("revoked {rule_id}");
+    }
+    Ok(())
+}
+
+/// Allow or deny approval `id`, and print the decision.
 async fn decide(
     ctx: &Ctx,
-    client: &mut ApprovalsClient<tinycode_shared::client::DaemonChannel>,
+    client: &mut Client,
     id: String,
     decision: ApprovalDecision,
     reason: String,

@@ -212,21 +212,13 @@ fn report_stopped(ctx: &Ctx, pid: Option<u32>, was_running: bool) {
     }
 }
 
+/// `daemon status`: the startup progress, or the running daemon's status
+/// (exit [`NOT_RUNNING`] when no daemon answers).
 async fn status(ctx: &Ctx) -> anyhow::Result<ExitCode> {
     let channel = match client::connect_now(&ctx.layout.socket, &ctx.client).await {
         Ok(c) => c,
         Err(ConnectError::NotRunning { socket }) => {
-            if ctx.json {
-                output::json_pretty(&serde_json::json!({
-                    "running": false,
-                    "socketPath": socket.display().to_string(),
-                }));
-            } else {
-                println!(
-                    "tinycoded is not running (no answer on {})",
-                    socket.display()
-                );
-            }
+            report_not_running(ctx, &socket);
             return Ok(ExitCode::from(NOT_RUNNING));
         }
         Err(e) => return Err(e.into()),
@@ -243,59 +235,86 @@ async fn status(ctx: &Ctx) -> anyhow::Result<ExitCode> {
         value["running"] = true.into();
         output::json_pretty(&value);
     } else {
-        println!(
-            "tinycoded {} running (pid {}, up {})",
-            s.version,
-            s.pid,
-            human_duration(s.uptime_ms)
-        );
-        println!("  workspace   {}", s.workspace);
-        println!("  state dir   {}", s.state_dir);
-        println!("  socket      {}", s.socket_path);
-        println!("  log         {}", s.log_path);
-        println!("  protocol    v{}", s.protocol_version);
-        println!(
-            "  events      {} (last sequence {})",
-            s.event_count, s.last_sequence
-        );
-        println!("  store       {}", human_bytes(s.store_bytes));
-        let models: Vec<String> = s
-            .projections
-            .iter()
-            .map(|p| format!("{} {}", p.name, p.applied))
-            .collect();
-        println!(
-            "  read models {} (last sequence applied)",
-            models.join(", ")
-        );
-        println!("  daemon id   {}", s.daemon_id);
-        println!(
-            "  in force    model {} · permission mode {}",
-            s.default_model, s.permission_mode
-        );
-        for key in &s.needs_restart {
-            println!("  changed, needs a restart: {key}");
-        }
-        if !s.writes_paused.is_empty() {
-            println!("  writes paused: {}", s.writes_paused);
-        }
-        if !s.workspace_problems.is_empty() {
-            println!(
-                "  workspace files not read ({}):",
-                s.workspace_problems.len()
-            );
-            for p in &s.workspace_problems {
-                println!("    {}: {}", p.file, p.reason);
-            }
-        }
-        if s.daemons.len() > 1 {
-            println!("  daemons sharing the log:");
-            for d in &s.daemons {
-                println!("    {}", member_line(d));
-            }
-        }
+        print_status(&s);
+        print_status_warnings(&s);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// No daemon answers on `socket`.
+fn report_not_running(ctx: &Ctx, socket: &std::path::Path) {
+    if ctx.json {
+        output::json_pretty(&serde_json::json!({
+            "running": false,
+            "socketPath": socket.display().to_string(),
+        }));
+    } else {
+        println!(
+            "tinycoded is not running (no answer on {})",
+            socket.display()
+        );
+    }
+}
+
+/// The running daemon: where it is, its log, its read models, what is in
+/// force.
+fn print_status(s: &DaemonStatus) {
+    println!(
+        "tinycoded {} running (pid {}, up {})",
+        s.version,
+        s.pid,
+        human_duration(s.uptime_ms)
+    );
+    println!("  workspace   {}", s.workspace);
+    println!("  state dir   {}", s.state_dir);
+    println!("  socket      {}", s.socket_path);
+    println!("  log         {}", s.log_path);
+    println!("  protocol    v{}", s.protocol_version);
+    println!(
+        "  events      {} (last sequence {})",
+        s.event_count, s.last_sequence
+    );
+    println!("  store       {}", human_bytes(s.store_bytes));
+    let models: Vec<String> = s
+        .projections
+        .iter()
+        .map(|p| format!("{} {}", p.name, p.applied))
+        .collect();
+    println!(
+        "  read models {} (last sequence applied)",
+        models.join(", ")
+    );
+    println!("  daemon id   {}", s.daemon_id);
+    println!(
+        "  in force    model {} · permission mode {}",
+        s.default_model, s.permission_mode
+    );
+}
+
+/// What needs attention: settings waiting for a restart, paused writes,
+/// unreadable workspace files; and the daemons sharing the log.
+fn print_status_warnings(s: &DaemonStatus) {
+    for key in &s.needs_restart {
+        println!("  changed, needs a restart: {key}");
+    }
+    if !s.writes_paused.is_empty() {
+        println!("  writes paused: {}", s.writes_paused);
+    }
+    if !s.workspace_problems.is_empty() {
+        println!(
+            "  workspace files not read ({}):",
+            s.workspace_problems.len()
+        );
+        for p in &s.workspace_problems {
+            println!("    {}: {}", p.file, p.reason);
+        }
+    }
+    if s.daemons.len() > 1 {
+        println!("  daemons sharing the log:");
+        for d in &s.daemons {
+            println!("    {}", member_line(d));
+        }
+    }
 }
 
 /// One daemon sharing the log, for `daemon status`.

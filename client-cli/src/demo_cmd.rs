@@ -12,8 +12,8 @@ use anyhow::Context;
 use clap::Args;
 use tinycode_shared::client::{self, ClientName};
 use tinycode_shared::paths::Layout;
-use tinycode_shared::proto::GetStatusRequest;
 use tinycode_shared::proto::daemon_client::DaemonClient;
+use tinycode_shared::proto::{DaemonStatus, GetStatusRequest};
 
 use crate::triage_cmd::{TriageArgs, enqueue, follow_items, result_table, results_json};
 use crate::{Ctx, init_cmd, output};
@@ -42,22 +42,29 @@ fn enable_auto_triage(dir: &Path) -> anyhow::Result<()> {
     std::fs::write(&path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
 }
 
-pub async fn run(json: bool, client_name: &ClientName, args: DemoArgs) -> anyhow::Result<ExitCode> {
-    let dir = match args.dir {
-        Some(dir) => dir,
-        None => {
-            let stamp = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_millis())
-                .unwrap_or(0);
-            std::env::temp_dir().join(format!("tinycode-demo-{stamp}"))
-        }
-    };
+/// A new directory under the system temp dir for a demo desk.
+fn fresh_dir() -> PathBuf {
+    let stamp = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    std::env::temp_dir().join(format!("tinycode-demo-{stamp}"))
+}
+
+/// Scaffold the demo desk in `dir` with auto-triage on, unless a workspace
+/// is there already. Whether it was created.
+fn prepare_desk(dir: &Path) -> anyhow::Result<bool> {
     let created = !dir.join(".tinycode/config.json").exists();
     if created {
-        init_cmd::scaffold(&dir, true)?;
-        enable_auto_triage(&dir)?;
+        init_cmd::scaffold(dir, true)?;
+        enable_auto_triage(dir)?;
     }
+    Ok(created)
+}
+
+pub async fn run(json: bool, client_name: &ClientName, args: DemoArgs) -> anyhow::Result<ExitCode> {
+    let dir = args.dir.unwrap_or_else(fresh_dir);
+    let created = prepare_desk(&dir)?;
     let layout = Layout::discover(Some(&dir))?;
     let workspace = layout.workspace.clone().unwrap_or(dir.clone());
     let ws = workspace.display().to_string();
@@ -68,15 +75,7 @@ pub async fn run(json: bool, client_name: &ClientName, args: DemoArgs) -> anyhow
         .await?
         .into_inner();
     if !json {
-        println!(
-            "Demo desk {} {ws}",
-            if created { "created in" } else { "reused in" }
-        );
-        println!(
-            "tinycoded running (pid {}) on {}",
-            status.pid, status.socket_path
-        );
-        println!("Its triage worker triages every open ticket in the background, two at a time…\n");
+        print_started(created, &ws, &status);
     }
     let ctx = Ctx {
         json,
@@ -118,18 +117,43 @@ pub async fn run(json: bool, client_name: &ClientName, args: DemoArgs) -> anyhow
     if items.is_empty() {
         println!("(no open tickets: this desk was triaged before; `{tc} triage status` shows how)");
     }
-    if !waiting.is_empty() {
-        println!(
-            "\n{} triage turns wait for a human's approval (they resume in the daemon once decided):",
-            waiting.len()
-        );
-        for (t, a) in &waiting {
-            println!("  {t}: {tc} -w {ws} approvals show {a}");
-            println!(
-                "        {tc} -w {ws} approvals approve {a}   |   {tc} -w {ws} approvals deny {a} --reason \"…\""
-            );
-        }
+    print_waiting(&tc, &ws, &waiting);
+    print_next_steps(&tc, &ws);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Where the desk is and which daemon triages it.
+fn print_started(created: bool, ws: &str, status: &DaemonStatus) {
+    println!(
+        "Demo desk {} {ws}",
+        if created { "created in" } else { "reused in" }
+    );
+    println!(
+        "tinycoded running (pid {}) on {}",
+        status.pid, status.socket_path
+    );
+    println!("Its triage worker triages every open ticket in the background, two at a time…\n");
+}
+
+/// The triage turns waiting for a human, with the commands that decide them.
+fn print_waiting(tc: &str, ws: &str, waiting: &[(&String, &String)]) {
+    if waiting.is_empty() {
+        return;
     }
+    println!(
+        "\n{} triage turns wait for a human's approval (they resume in the daemon once decided):",
+        waiting.len()
+    );
+    for (t, a) in waiting {
+        println!("  {t}: {tc} -w {ws} approvals show {a}");
+        println!(
+            "        {tc} -w {ws} approvals approve {a}   |   {tc} -w {ws} approvals deny {a} --reason \"…\""
+        );
+    }
+}
+
+/// What to try next, and how to stop the daemon.
+fn print_next_steps(tc: &str, ws: &str) {
     println!("\nThe daemon keeps triaging tickets as they arrive. Try:");
     println!("  cd {ws}");
     println!(
@@ -139,7 +163,6 @@ pub async fn run(json: bool, client_name: &ClientName, args: DemoArgs) -> anyhow
     println!("  {tc} ticket show T-1001");
     println!("  {tc} run \"退款 时效 是多久？\"");
     println!("Stop the daemon: {tc} -w {ws} daemon stop");
-    Ok(ExitCode::SUCCESS)
 }
 
 /// How to run this CLI from anywhere (`tinycode`, or its full path).

@@ -9,8 +9,8 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use tinycode_shared::proto::evals_client::EvalsClient;
 use tinycode_shared::proto::{
-    CancelEvalRequest, EvalReport, FieldReport, GetEvalRequest, ListEvalsRequest, RunEvalRequest,
-    eval_update::Update,
+    CancelEvalRequest, EvalReport, EvalUpdate, FieldReport, GetEvalRequest, ListEvalsRequest,
+    RunEvalRequest, eval_update::Update,
 };
 use tinycode_shared::render;
 
@@ -76,48 +76,79 @@ fn absolute(p: &Path) -> String {
         .to_string()
 }
 
+/// The daemon's evaluations service.
+type Client = EvalsClient<tinycode_shared::client::DaemonChannel>;
+
+/// `tinycode eval`: a past run's list or report, or a new run, followed
+/// to its report (exit 130 when Ctrl+C cut it short).
 pub async fn run(ctx: &Ctx, args: EvalArgs) -> anyhow::Result<ExitCode> {
     let mut client = EvalsClient::new(ctx.connect().await?);
-    match args.action {
-        Some(EvalAction::List { limit }) => {
-            let evals = client
-                .list(ListEvalsRequest { limit })
-                .await?
-                .into_inner()
-                .evals;
-            if ctx.json {
-                for r in &evals {
-                    output::json_line(&render::message_json("tinycode.v1.EvalReport", r));
-                }
-            } else {
-                let rows: Vec<Vec<String>> = evals.iter().map(list_row).collect();
-                print!(
-                    "{}",
-                    output::table(
-                        &["EVAL", "WHEN", "MODEL", "ROWS", "ACCURACY", "SOURCE"],
-                        &rows
-                    )
-                );
-            }
-            return Ok(ExitCode::SUCCESS);
-        }
-        Some(EvalAction::Show { id }) => {
-            let report = client
-                .get(GetEvalRequest { eval_id: id })
-                .await?
-                .into_inner();
-            print_report(ctx, &report);
-            return Ok(ExitCode::SUCCESS);
-        }
+    match &args.action {
+        Some(EvalAction::List { limit }) => return list(ctx, &mut client, *limit).await,
+        Some(EvalAction::Show { id }) => return show(ctx, &mut client, id.clone()).await,
         None => {}
     }
+    let request = run_request(args)?;
+    let mut updates = client.run(request).await?.into_inner();
+    let mut progress = Progress::new(ctx.json);
+    let report = follow(&mut client, &mut updates, &mut progress).await?;
+    progress.finish();
+    print_report(ctx, &report);
+    if !ctx.json {
+        let dir = ctx.layout.state_dir.join("evals").join(&report.eval_id);
+        println!("report: {}", dir.join("report.md").display());
+    }
+    Ok(if report.partial {
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// `eval list`: past evaluations, newest first.
+async fn list(ctx: &Ctx, client: &mut Client, limit: u32) -> anyhow::Result<ExitCode> {
+    let evals = client
+        .list(ListEvalsRequest { limit })
+        .await?
+        .into_inner()
+        .evals;
+    if ctx.json {
+        for r in &evals {
+            output::json_line(&render::message_json("tinycode.v1.EvalReport", r));
+        }
+    } else {
+        let rows: Vec<Vec<String>> = evals.iter().map(list_row).collect();
+        print!(
+            "{}",
+            output::table(
+                &["EVAL", "WHEN", "MODEL", "ROWS", "ACCURACY", "SOURCE"],
+                &rows
+            )
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `eval show`: one evaluation's report.
+async fn show(ctx: &Ctx, client: &mut Client, id: String) -> anyhow::Result<ExitCode> {
+    let report = client
+        .get(GetEvalRequest { eval_id: id })
+        .await?
+        .into_inner();
+    print_report(ctx, &report);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The run the arguments ask for (a labelled set, the history, or a
+/// learner's train/test pair), with the caller's paths made absolute.
+fn run_request(args: EvalArgs) -> anyhow::Result<RunEvalRequest> {
     let labels = args.test.as_ref().or(args.labels.as_ref());
     if labels.is_none() && !args.from_history {
         anyhow::bail!(
             "name a labelled set (`tinycode eval LABELS`), or use --from-history or --train TRAIN --test TEST"
         );
     }
-    let request = RunEvalRequest {
+    Ok(RunEvalRequest {
         labels: labels.map(|p| absolute(p)).unwrap_or_default(),
         from_history: args.from_history,
         model: args.model,
@@ -127,12 +158,19 @@ pub async fn run(ctx: &Ctx, args: EvalArgs) -> anyhow::Result<ExitCode> {
         target: args.target,
         price_input_per_mtok: args.price_in,
         price_output_per_mtok: args.price_out,
-    };
-    let mut updates = client.run(request).await?.into_inner();
-    let mut progress = Progress::new(ctx.json);
+    })
+}
+
+/// Show the run's progress until its report; the first Ctrl+C asks the
+/// daemon to stop it (the report is then partial).
+async fn follow(
+    client: &mut Client,
+    updates: &mut tonic::Streaming<EvalUpdate>,
+    progress: &mut Progress,
+) -> anyhow::Result<EvalReport> {
     let mut eval_id = String::new();
     let mut asked_to_stop = false;
-    let report = loop {
+    loop {
         let next = tokio::select! {
             next = updates.message() => next?,
             _ = tokio::signal::ctrl_c(), if !asked_to_stop => {
@@ -156,21 +194,10 @@ pub async fn run(ctx: &Ctx, args: EvalArgs) -> anyhow::Result<ExitCode> {
                 eval_id = p.eval_id;
                 progress.show(p.done, p.total);
             }
-            Some(Update::Report(r)) => break r,
+            Some(Update::Report(r)) => return Ok(r),
             None => anyhow::bail!("tinycoded ended the evaluation without a report"),
         }
-    };
-    progress.finish();
-    print_report(ctx, &report);
-    if !ctx.json {
-        let dir = ctx.layout.state_dir.join("evals").join(&report.eval_id);
-        println!("report: {}", dir.join("report.md").display());
     }
-    Ok(if report.partial {
-        ExitCode::from(130)
-    } else {
-        ExitCode::SUCCESS
-    })
 }
 
 /// Progress on standard error: a bar on a terminal; elsewhere (a CI log,

@@ -92,6 +92,11 @@ pub enum TicketAction {
     },
 }
 
+/// The daemon's tickets service, as every subcommand here uses it.
+type Client = TicketsClient<tinycode_shared::client::DaemonChannel>;
+
+/// `tinycode ticket …`: one function per subcommand (a person's actions in
+/// [`person`]).
 pub async fn run(ctx: &Ctx, action: TicketAction) -> anyhow::Result<ExitCode> {
     let mut client = TicketsClient::new(ctx.connect().await?);
     match action {
@@ -102,56 +107,16 @@ pub async fn run(ctx: &Ctx, action: TicketAction) -> anyhow::Result<ExitCode> {
             category,
             limit,
         } => {
-            let mut request = ListTicketsRequest {
+            let request = ListTicketsRequest {
                 status: status.unwrap_or_default(),
                 queue: queue.unwrap_or_default(),
                 priority: priority.unwrap_or_default(),
                 category: category.unwrap_or_default(),
                 ..Default::default()
             };
-            // Page until `limit` tickets (or the last page).
-            let mut resp = ListTicketsResponse::default();
-            loop {
-                let wanted = limit as usize - resp.tickets.len();
-                request.limit = wanted.min(10_000) as u32;
-                let page = client.list(request.clone()).await?.into_inner();
-                resp.total = page.total;
-                resp.tickets.extend(page.tickets);
-                if page.next_page_token.is_empty() || resp.tickets.len() >= limit as usize {
-                    break;
-                }
-                request.page_token = page.next_page_token;
-            }
-            if ctx.json {
-                output::json_pretty(&render::message_json(
-                    "tinycode.v1.ListTicketsResponse",
-                    &resp,
-                ));
-            } else {
-                print!("{}", ticket_table(&resp.tickets));
-                if resp.total as usize > resp.tickets.len() {
-                    println!(
-                        "({} of {} shown; use --limit)",
-                        resp.tickets.len(),
-                        resp.total
-                    );
-                }
-            }
+            list(ctx, &mut client, request, limit).await?;
         }
-        TicketAction::Show { id } => {
-            let t = client
-                .get(GetTicketRequest {
-                    id,
-                    ..Default::default()
-                })
-                .await?
-                .into_inner();
-            if ctx.json {
-                output::json_pretty(&render::message_json("tinycode.v1.Ticket", &t));
-            } else {
-                print!("{}", show_ticket(&t));
-            }
-        }
+        TicketAction::Show { id } => show(ctx, &mut client, id).await?,
         TicketAction::Search { query, limit } => {
             let resp = client
                 .search(SearchRequest { query, limit })
@@ -166,28 +131,14 @@ pub async fn run(ctx: &Ctx, action: TicketAction) -> anyhow::Result<ExitCode> {
             body,
             sla,
         } => {
-            let body = if body == "-" {
-                let mut text = String::new();
-                std::io::stdin().read_to_string(&mut text)?;
-                text
-            } else {
-                body
+            let request = CreateTicketRequest {
+                subject,
+                customer,
+                channel,
+                body,
+                sla_minutes: sla,
             };
-            let t = client
-                .create(CreateTicketRequest {
-                    subject,
-                    customer,
-                    channel,
-                    body,
-                    sla_minutes: sla,
-                })
-                .await?
-                .into_inner();
-            if ctx.json {
-                output::json_pretty(&render::message_json("tinycode.v1.Ticket", &t));
-            } else {
-                println!("created {} ({}): {}", t.id, t.status, t.subject);
-            }
+            create(ctx, &mut client, request).await?;
         }
         TicketAction::Message { id, text } => {
             let t = client
@@ -201,12 +152,83 @@ pub async fn run(ctx: &Ctx, action: TicketAction) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A person's action on a ticket, then the ticket as it is after it.
-async fn person(
+/// `ticket list`: page until `limit` tickets (or the last page), then the
+/// table.
+async fn list(
     ctx: &Ctx,
-    client: &mut TicketsClient<tinycode_shared::client::DaemonChannel>,
-    action: TicketAction,
+    client: &mut Client,
+    mut request: ListTicketsRequest,
+    limit: u32,
 ) -> anyhow::Result<()> {
+    let mut resp = ListTicketsResponse::default();
+    loop {
+        let wanted = limit as usize - resp.tickets.len();
+        request.limit = wanted.min(10_000) as u32;
+        let page = client.list(request.clone()).await?.into_inner();
+        resp.total = page.total;
+        resp.tickets.extend(page.tickets);
+        if page.next_page_token.is_empty() || resp.tickets.len() >= limit as usize {
+            break;
+        }
+        request.page_token = page.next_page_token;
+    }
+    if ctx.json {
+        output::json_pretty(&render::message_json(
+            "tinycode.v1.ListTicketsResponse",
+            &resp,
+        ));
+    } else {
+        print!("{}", ticket_table(&resp.tickets));
+        if resp.total as usize > resp.tickets.len() {
+            println!(
+                "({} of {} shown; use --limit)",
+                resp.tickets.len(),
+                resp.total
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `ticket show`: one ticket with its conversation and notes.
+async fn show(ctx: &Ctx, client: &mut Client, id: String) -> anyhow::Result<()> {
+    let t = client
+        .get(GetTicketRequest {
+            id,
+            ..Default::default()
+        })
+        .await?
+        .into_inner();
+    if ctx.json {
+        output::json_pretty(&render::message_json("tinycode.v1.Ticket", &t));
+    } else {
+        print!("{}", show_ticket(&t));
+    }
+    Ok(())
+}
+
+/// `ticket create`: intake (a body of `-` is read from standard input).
+async fn create(
+    ctx: &Ctx,
+    client: &mut Client,
+    mut request: CreateTicketRequest,
+) -> anyhow::Result<()> {
+    if request.body == "-" {
+        let mut text = String::new();
+        std::io::stdin().read_to_string(&mut text)?;
+        request.body = text;
+    }
+    let t = client.create(request).await?.into_inner();
+    if ctx.json {
+        output::json_pretty(&render::message_json("tinycode.v1.Ticket", &t));
+    } else {
+        println!("created {} ({}): {}", t.id, t.status, t.subject);
+    }
+    Ok(())
+}
+
+/// A person's action on a ticket, then the ticket as it is after it.
+async fn person(ctx: &Ctx, client: &mut Client, action: TicketAction) -> anyhow::Result<()> {
     let text = |text: String| -> anyhow::Result<String> {
         if text != "-" {
             return Ok(text);

@@ -87,43 +87,70 @@ impl Dialog {
         }
     }
 
+    /// A key while `request` is shown: typing an answer or a denial's
+    /// reason, else a decision key (ignored until the dialog is armed,
+    /// except Esc). The decision to send, if the key made one.
     pub fn key(&mut self, key: KeyEvent, request: &ApprovalRequested) -> Option<Rpc> {
         let id = request.approval_id.clone();
-        if let Some(answer) = &mut self.answer {
-            match key.code {
-                KeyCode::Enter if !answer.trim().is_empty() => {
-                    let answer = std::mem::take(answer);
-                    self.answer = None;
-                    return Some(self.answer_with(id, answer));
-                }
-                KeyCode::Esc => self.answer = None,
-                KeyCode::Backspace => {
-                    answer.pop();
-                }
-                KeyCode::Char(c) => answer.push(c),
-                _ => {}
-            }
-            return None;
+        if self.answer.is_some() {
+            return self.type_answer(key, id);
         }
-        if let Some(reason) = &mut self.reason {
-            match key.code {
-                KeyCode::Enter => {
-                    let reason = std::mem::take(reason);
-                    self.reason = None;
-                    return Some(self.decide(id, ApprovalDecision::Deny, reason, false));
-                }
-                KeyCode::Esc => self.reason = None,
-                KeyCode::Backspace => {
-                    reason.pop();
-                }
-                KeyCode::Char(c) => reason.push(c),
-                _ => {}
-            }
-            return None;
+        if self.reason.is_some() {
+            return self.type_reason(key, id);
         }
         if key.code != KeyCode::Esc && !self.armed(&id) {
             return None;
         }
+        self.decision_key(key, request, id)
+    }
+
+    /// A key while an answer is typed: Enter sends it (unless blank), Esc
+    /// goes back.
+    fn type_answer(&mut self, key: KeyEvent, id: String) -> Option<Rpc> {
+        let answer = self.answer.as_mut()?;
+        match key.code {
+            KeyCode::Enter if !answer.trim().is_empty() => {
+                let answer = std::mem::take(answer);
+                self.answer = None;
+                return Some(self.answer_with(id, answer));
+            }
+            KeyCode::Esc => self.answer = None,
+            KeyCode::Backspace => {
+                answer.pop();
+            }
+            KeyCode::Char(c) => answer.push(c),
+            _ => {}
+        }
+        None
+    }
+
+    /// A key while a denial's reason is typed: Enter denies, Esc goes back.
+    fn type_reason(&mut self, key: KeyEvent, id: String) -> Option<Rpc> {
+        let reason = self.reason.as_mut()?;
+        match key.code {
+            KeyCode::Enter => {
+                let reason = std::mem::take(reason);
+                self.reason = None;
+                return Some(self.decide(id, ApprovalDecision::Deny, reason, false));
+            }
+            KeyCode::Esc => self.reason = None,
+            KeyCode::Backspace => {
+                reason.pop();
+            }
+            KeyCode::Char(c) => reason.push(c),
+            _ => {}
+        }
+        None
+    }
+
+    /// A key on the armed dialog: allow, always allow, deny, answer a
+    /// question, put aside, or scroll.
+    fn decision_key(
+        &mut self,
+        key: KeyEvent,
+        request: &ApprovalRequested,
+        id: String,
+    ) -> Option<Rpc> {
         let always = !request.review_required;
         let question = !request.question.is_empty();
         match key.code {

@@ -14,7 +14,8 @@ use tinycode_shared::proto::session_update::Update;
 use tinycode_shared::proto::sessions_client::SessionsClient;
 use tinycode_shared::proto::tickets_client::TicketsClient;
 use tinycode_shared::proto::{
-    AttachRequest, CreateSessionRequest, GetSessionRequest, GetStatusRequest, ListSessionsRequest,
+    AttachRequest, CancelTurnRequest, CompactSessionRequest, CreateSessionRequest,
+    GetSessionRequest, GetStatusRequest, ListSessionsRequest, SendMessageRequest, SessionInfo,
     WatchApprovalsRequest,
 };
 use tokio::sync::mpsc::UnboundedSender;
@@ -218,59 +219,17 @@ async fn request(link: &Link, rpc: Rpc) -> Result<(), Stop> {
     let event = match rpc {
         Rpc::Attach { .. } => return Ok(()),
         Rpc::Create(req) => NetEvent::Opened(Box::new(sessions.create(req).await?.into_inner())),
-        Rpc::AttachLatest => {
-            let latest = sessions
-                .list(ListSessionsRequest {
-                    limit: 1,
-                    ..Default::default()
-                })
-                .await?
-                .into_inner()
-                .sessions
-                .into_iter()
-                .next();
-            let info = match latest {
-                Some(info) => info,
-                None => sessions
-                    .create(CreateSessionRequest::default())
-                    .await?
-                    .into_inner(),
-            };
-            NetEvent::Opened(Box::new(info))
-        }
-        Rpc::Send(req) => {
-            let sent = sessions.send_message(req).await?.into_inner();
-            if !sent.queued {
-                return Ok(());
-            }
-            NetEvent::Notice(format!(
-                "turn {} queued: it starts when the running turn ends",
-                sent.turn
-            ))
-        }
-        Rpc::Cancel(req) => {
-            let cancelled = sessions.cancel_turn(req).await?.into_inner().cancelled;
-            NetEvent::Notice(if cancelled {
-                "cancelling the turn…".into()
-            } else {
-                "no turn is running".into()
-            })
-        }
+        Rpc::AttachLatest => NetEvent::Opened(Box::new(latest_or_new(&mut sessions).await?)),
+        Rpc::Send(req) => match send(&mut sessions, req).await? {
+            Some(notice) => notice,
+            None => return Ok(()),
+        },
+        Rpc::Cancel(req) => cancel(&mut sessions, req).await?,
         Rpc::Decide(req) => {
             ApprovalsClient::new(channel).decide(req).await?;
             return Ok(());
         }
-        Rpc::Compact(req) => {
-            let c = sessions.compact(req).await?.into_inner();
-            NetEvent::Notice(if c.compacted {
-                format!(
-                    "compacted {} messages: context {} → {} tokens",
-                    c.summarized_messages, c.tokens_before, c.tokens_after
-                )
-            } else {
-                "nothing to compact yet".into()
-            })
-        }
+        Rpc::Compact(req) => compact(&mut sessions, req).await?,
         Rpc::ListSessions(req) => {
             NetEvent::Sessions(sessions.list(req).await?.into_inner().sessions)
         }
@@ -302,4 +261,71 @@ async fn request(link: &Link, rpc: Rpc) -> Result<(), Stop> {
     };
     link.send(event);
     Ok(())
+}
+
+/// The newest session, or a new one when there is none.
+async fn latest_or_new(
+    sessions: &mut SessionsClient<DaemonChannel>,
+) -> Result<SessionInfo, tonic::Status> {
+    let latest = sessions
+        .list(ListSessionsRequest {
+            limit: 1,
+            ..Default::default()
+        })
+        .await?
+        .into_inner()
+        .sessions
+        .into_iter()
+        .next();
+    Ok(match latest {
+        Some(info) => info,
+        None => sessions
+            .create(CreateSessionRequest::default())
+            .await?
+            .into_inner(),
+    })
+}
+
+/// Send a message; a notice only when its turn is queued.
+async fn send(
+    sessions: &mut SessionsClient<DaemonChannel>,
+    req: SendMessageRequest,
+) -> Result<Option<NetEvent>, tonic::Status> {
+    let sent = sessions.send_message(req).await?.into_inner();
+    if !sent.queued {
+        return Ok(None);
+    }
+    Ok(Some(NetEvent::Notice(format!(
+        "turn {} queued: it starts when the running turn ends",
+        sent.turn
+    ))))
+}
+
+/// Cancel the running turn; the notice says whether one was.
+async fn cancel(
+    sessions: &mut SessionsClient<DaemonChannel>,
+    req: CancelTurnRequest,
+) -> Result<NetEvent, tonic::Status> {
+    let cancelled = sessions.cancel_turn(req).await?.into_inner().cancelled;
+    Ok(NetEvent::Notice(if cancelled {
+        "cancelling the turn…".into()
+    } else {
+        "no turn is running".into()
+    }))
+}
+
+/// Compact the session now; the notice says by how much.
+async fn compact(
+    sessions: &mut SessionsClient<DaemonChannel>,
+    req: CompactSessionRequest,
+) -> Result<NetEvent, tonic::Status> {
+    let c = sessions.compact(req).await?.into_inner();
+    Ok(NetEvent::Notice(if c.compacted {
+        format!(
+            "compacted {} messages: context {} → {} tokens",
+            c.summarized_messages, c.tokens_before, c.tokens_after
+        )
+    } else {
+        "nothing to compact yet".into()
+    }))
 }

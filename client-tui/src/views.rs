@@ -30,20 +30,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
             } else {
                 " Sessions — Enter: attach · Esc: back "
             },
-            match list {
-                None => vec!["loading…".into()],
-                Some(l) if l.is_empty() && workers_of.is_some() => {
-                    vec!["no workers: the agent starts them with spawn_agent".into()]
-                }
-                Some(l) => l
-                    .iter()
-                    .enumerate()
-                    .map(|(i, s)| match back {
-                        Some(_) if i == 0 => format!("{}  {}", s.id, s.title),
-                        _ => session_row(s),
-                    })
-                    .collect(),
-            },
+            session_rows(list.as_deref(), workers_of.is_some(), back.is_some()),
             *selected,
         ),
         View::Tickets { list, selected } => (
@@ -56,34 +43,71 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
         ),
         View::Inbox { selected } => (
             " Approvals waiting in every session — Enter: answer · Esc: back ",
-            if app.pending.is_empty() {
-                vec!["no approval is waiting".into()]
-            } else {
-                app.pending
-                    .values()
-                    .map(|r| {
-                        format!(
-                            "{}  {}",
-                            render::requested_by(r),
-                            render::approval_requested_line(r)
-                        )
-                    })
-                    .collect()
-            },
+            inbox_rows(app),
             *selected,
         ),
         View::Ticket(t) => {
-            let lines: Vec<Line> = ticket_text(t)
-                .lines()
-                .flat_map(|l| wrap(l, width))
-                .map(Line::from)
-                .collect();
-            let block = Block::bordered().title(format!(" {} — Esc: back ", t.id));
-            frame.render_widget(Paragraph::new(lines).block(block), area);
+            render_ticket(frame, area, t, width);
             return;
         }
     };
-    // Only the rows that fit are built into lines, scrolled to the selection.
+    render_list(frame, area, title, &rows, selected);
+}
+
+/// The session picker's rows (or the workers'); with a way `back`, the
+/// first row is the parent session.
+fn session_rows(list: Option<&[SessionInfo]>, workers: bool, back: bool) -> Vec<String> {
+    match list {
+        None => vec!["loading…".into()],
+        Some(l) if l.is_empty() && workers => {
+            vec!["no workers: the agent starts them with spawn_agent".into()]
+        }
+        Some(l) => l
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                if back && i == 0 {
+                    format!("{}  {}", s.id, s.title)
+                } else {
+                    session_row(s)
+                }
+            })
+            .collect(),
+    }
+}
+
+/// The approvals waiting in every session, who asked first.
+fn inbox_rows(app: &App) -> Vec<String> {
+    if app.pending.is_empty() {
+        return vec!["no approval is waiting".into()];
+    }
+    app.pending
+        .values()
+        .map(|r| {
+            format!(
+                "{}  {}",
+                render::requested_by(r),
+                render::approval_requested_line(r)
+            )
+        })
+        .collect()
+}
+
+/// One ticket to read, wrapped to `width`.
+fn render_ticket(frame: &mut Frame, area: Rect, t: &Ticket, width: usize) {
+    let lines: Vec<Line> = ticket_text(t)
+        .lines()
+        .flat_map(|l| wrap(l, width))
+        .map(Line::from)
+        .collect();
+    let block = Block::bordered().title(format!(" {} — Esc: back ", t.id));
+    frame.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+/// A list with its `selected` row highlighted. Only the rows that fit are
+/// built into lines, scrolled to the selection.
+fn render_list(frame: &mut Frame, area: Rect, title: &str, rows: &[String], selected: usize) {
+    let width = area.width.saturating_sub(2) as usize;
     let visible = area.height.saturating_sub(2) as usize;
     let first = selected.saturating_sub(visible.saturating_sub(1));
     let lines: Vec<Line> = rows

@@ -17,7 +17,9 @@ use tinycode_shared::proto::*;
 
 use crate::auth::{Auth, Person};
 use crate::grpc::{Daemon, Failed, by};
-use crate::pages::{self, DeskView, Filter, TicketView};
+use crate::pages::{self, Filter};
+
+mod reads;
 
 /// What every handler reaches.
 #[derive(Clone)]
@@ -174,94 +176,83 @@ struct TicketForm {
     reason: String,
 }
 
+/// A ticket's form: its action's one RPC, made by the person, then back to
+/// the ticket (404 for an action a ticket does not have).
 async fn act_on_ticket(
     State(app): State<App>,
     Extension(person): Extension<Person>,
     Path((id, action)): Path<(String, String)>,
     Form(f): Form<TicketForm>,
 ) -> Page {
-    let d = &app.daemon;
-    let ticket_id = id.clone();
-    match action.as_str() {
-        "reply" => drop(
-            d.tickets()
-                .reply(by(
-                    &person,
-                    TicketTextRequest {
-                        ticket_id,
-                        text: f.text,
-                    },
-                ))
-                .await?,
-        ),
-        "note" => drop(
-            d.tickets()
-                .add_note(by(
-                    &person,
-                    TicketTextRequest {
-                        ticket_id,
-                        text: f.text,
-                    },
-                ))
-                .await?,
-        ),
-        "classify" => drop(
-            d.tickets()
-                .classify(by(
-                    &person,
-                    ClassifyTicketRequest {
-                        ticket_id,
-                        category: f.category,
-                        priority: f.priority,
-                        intent: f.intent,
-                    },
-                ))
-                .await?,
-        ),
-        "route" => drop(
-            d.tickets()
-                .route(by(
-                    &person,
-                    RouteTicketRequest {
-                        ticket_id,
-                        queue: f.queue,
-                        reason: f.reason,
-                    },
-                ))
-                .await?,
-        ),
-        "status" => drop(
-            d.tickets()
-                .set_status(by(
-                    &person,
-                    SetTicketStatusRequest {
-                        ticket_id,
-                        status: f.status,
-                        reason: f.reason,
-                    },
-                ))
-                .await?,
-        ),
-        "triage" => drop(
-            d.triage()
-                .enqueue(by(
-                    &person,
-                    EnqueueTriageRequest {
-                        ticket_ids: vec![ticket_id],
-                        ..Default::default()
-                    },
-                ))
-                .await?,
-        ),
-        _ => {
-            return Ok((
-                StatusCode::NOT_FOUND,
-                pages::refused(StatusCode::NOT_FOUND, "no such action on a ticket"),
-            )
-                .into_response());
-        }
+    if !ticket_action(&app.daemon, &person, id.clone(), &action, f).await? {
+        return Ok((
+            StatusCode::NOT_FOUND,
+            pages::refused(StatusCode::NOT_FOUND, "no such action on a ticket"),
+        )
+            .into_response());
     }
     Ok(Redirect::to(&format!("/tickets/{id}")).into_response())
+}
+
+/// Send `action` on ticket `ticket_id` as `person` asked it, with the form
+/// fields it uses; `false` when a ticket has no such action.
+async fn ticket_action(
+    d: &Daemon,
+    person: &Person,
+    ticket_id: String,
+    action: &str,
+    f: TicketForm,
+) -> Result<bool, Failed> {
+    match action {
+        "reply" => {
+            let request = TicketTextRequest {
+                ticket_id,
+                text: f.text,
+            };
+            drop(d.tickets().reply(by(person, request)).await?);
+        }
+        "note" => {
+            let request = TicketTextRequest {
+                ticket_id,
+                text: f.text,
+            };
+            drop(d.tickets().add_note(by(person, request)).await?);
+        }
+        "classify" => {
+            let request = ClassifyTicketRequest {
+                ticket_id,
+                category: f.category,
+                priority: f.priority,
+                intent: f.intent,
+            };
+            drop(d.tickets().classify(by(person, request)).await?);
+        }
+        "route" => {
+            let request = RouteTicketRequest {
+                ticket_id,
+                queue: f.queue,
+                reason: f.reason,
+            };
+            drop(d.tickets().route(by(person, request)).await?);
+        }
+        "status" => {
+            let request = SetTicketStatusRequest {
+                ticket_id,
+                status: f.status,
+                reason: f.reason,
+            };
+            drop(d.tickets().set_status(by(person, request)).await?);
+        }
+        "triage" => {
+            let request = EnqueueTriageRequest {
+                ticket_ids: vec![ticket_id],
+                ..Default::default()
+            };
+            drop(d.triage().enqueue(by(person, request)).await?);
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
 }
 
 async fn approvals(
@@ -471,194 +462,6 @@ async fn asset(Path(file): Path<String>) -> Response {
         _ => return StatusCode::NOT_FOUND.into_response(),
     };
     ([(header::CONTENT_TYPE, kind)], body).into_response()
-}
-
-impl Daemon {
-    /// The log's last sequence: a page read after it and followed live
-    /// from the next one misses nothing.
-    pub async fn now(&self) -> Result<u64, Failed> {
-        let request = ReadStreamRequest {
-            stream_id: "web-now".into(),
-            limit: 1,
-            ..Default::default()
-        };
-        Ok(self
-            .events()
-            .read_stream(request)
-            .await?
-            .into_inner()
-            .last_sequence)
-    }
-
-    pub async fn status(&self) -> Result<DaemonStatus, Failed> {
-        Ok(self
-            .daemon()
-            .get_status(GetStatusRequest {})
-            .await?
-            .into_inner())
-    }
-
-    /// Every event of one stream, and the log's sequence they were read
-    /// at (the live stream continues after it).
-    pub async fn read_stream(&self, stream_id: &str) -> Result<(Vec<Event>, u64), Failed> {
-        let mut events = Vec::new();
-        let mut from_version = 1;
-        let mut at = None;
-        loop {
-            let page = self
-                .events()
-                .read_stream(ReadStreamRequest {
-                    stream_id: stream_id.into(),
-                    from_version,
-                    limit: 5_000,
-                })
-                .await?
-                .into_inner();
-            at.get_or_insert(page.last_sequence);
-            events.extend(page.events);
-            if page.next_version == 0 {
-                break;
-            }
-            from_version = page.next_version;
-        }
-        let last = events.iter().map(|e| e.sequence).max().unwrap_or(0);
-        Ok((events, at.unwrap_or(0).max(last)))
-    }
-
-    async fn desk(&self, filter: Filter, from: u64) -> Result<DeskView, Failed> {
-        let listing = async {
-            if filter.q.trim().is_empty() {
-                let request = ListTicketsRequest {
-                    status: filter.status.clone(),
-                    queue: filter.queue.clone(),
-                    priority: filter.priority.clone(),
-                    category: filter.category.clone(),
-                    limit: 100,
-                    min_sequence: from,
-                    page_token: filter.from.clone(),
-                    order: "urgent".into(),
-                    brief: true,
-                };
-                let page = self.tickets().list(request).await?.into_inner();
-                Ok::<_, Failed>((page.tickets, page.total, page.next_page_token, None))
-            } else {
-                let request = SearchRequest {
-                    query: filter.q.clone(),
-                    limit: 50,
-                };
-                let hits = self.tickets().search(request).await?.into_inner().hits;
-                Ok((Vec::new(), 0, String::new(), Some(hits)))
-            }
-        };
-        // The desk's queues and categories, asked at the same time.
-        let (status, listing) = tokio::join!(self.status(), listing);
-        let (status, (tickets, total, next, hits)) = (status?, listing?);
-        Ok(DeskView {
-            filter,
-            queues: status.queues,
-            categories: status.categories,
-            tickets,
-            total,
-            next,
-            hits,
-        })
-    }
-
-    async fn ticket(&self, id: &str) -> Result<(TicketView, u64), Failed> {
-        let (history, from) = self.read_stream(&format!("ticket-{id}")).await?;
-        let ticket = self
-            .tickets()
-            .get(GetTicketRequest {
-                id: id.into(),
-                min_sequence: from,
-            })
-            .await?
-            .into_inner();
-        let status = self.status().await?;
-        let triage = self
-            .triage()
-            .get_status(TriageStatusRequest {
-                ticket_ids: vec![id.into()],
-                ..Default::default()
-            })
-            .await?
-            .into_inner()
-            .items
-            .into_iter()
-            .next();
-        let triage_events = match triage.as_ref().filter(|t| !t.session_id.is_empty()) {
-            Some(t) => {
-                self.read_stream(&format!("session-{}", t.session_id))
-                    .await?
-                    .0
-            }
-            None => Vec::new(),
-        };
-        let view = TicketView {
-            ticket,
-            history,
-            triage,
-            triage_events,
-            queues: status.queues,
-            categories: status.categories,
-        };
-        Ok((view, from))
-    }
-
-    async fn inbox(&self) -> Result<pages::ApprovalsView, Failed> {
-        let pending = self
-            .approvals()
-            .list(ListApprovalsRequest {
-                limit: 200,
-                ..Default::default()
-            })
-            .await?
-            .into_inner()
-            .approvals;
-        let recent = self
-            .approvals()
-            .list(ListApprovalsRequest {
-                all: true,
-                newest_first: true,
-                limit: 30,
-                ..Default::default()
-            })
-            .await?
-            .into_inner()
-            .approvals
-            .into_iter()
-            .filter(|a| a.state != ApprovalState::Pending as i32)
-            .collect();
-        Ok(pages::ApprovalsView { pending, recent })
-    }
-
-    async fn pending(&self, session_id: &str) -> Result<Vec<ApprovalInfo>, Failed> {
-        let request = ListApprovalsRequest {
-            session_id: session_id.into(),
-            limit: 200,
-            ..Default::default()
-        };
-        Ok(self.approvals().list(request).await?.into_inner().approvals)
-    }
-
-    async fn session(&self, id: &str) -> Result<pages::SessionView, Failed> {
-        let (events, last_sequence) = self.read_stream(&format!("session-{id}")).await?;
-        let info = self
-            .sessions()
-            .get(GetSessionRequest {
-                id: id.into(),
-                min_sequence: last_sequence,
-            })
-            .await?
-            .into_inner();
-        let pending = self.pending(id).await?;
-        Ok(pages::SessionView {
-            info,
-            events,
-            pending,
-            last_sequence,
-        })
-    }
 }
 
 #[cfg(test)]

@@ -197,6 +197,86 @@ impl AnthropicDecoder {
             self.usage.cache_write_tokens = v;
         }
     }
+
+    /// `content_block_start`: open block `index` (a text block's first
+    /// text is a delta already).
+    fn start_block(&mut self, ev: &Value, index: u64, out: &mut Vec<ModelEvent>) {
+        let block = ev.get("content_block").unwrap_or(&Value::Null);
+        let s = |k: &str| {
+            block
+                .get(k)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        let b = match block.get("type").and_then(Value::as_str) {
+            Some("text") => {
+                let text = s("text");
+                if !text.is_empty() {
+                    out.push(ModelEvent::TextDelta(text));
+                }
+                Block::Text
+            }
+            Some("tool_use") => Block::ToolUse {
+                id: s("id"),
+                name: s("name"),
+                json: String::new(),
+            },
+            Some("thinking") => Block::Thinking(Thinking {
+                text: s("thinking"),
+                signature: s("signature"),
+            }),
+            _ => Block::Other,
+        };
+        self.blocks.insert(index, b);
+    }
+
+    /// `content_block_delta`: text and thinking go out as deltas; a tool
+    /// call's JSON and a thinking signature grow in their block.
+    fn block_delta(&mut self, ev: &Value, index: u64, out: &mut Vec<ModelEvent>) {
+        let delta = ev.get("delta").unwrap_or(&Value::Null);
+        let s = |k: &str| {
+            delta
+                .get(k)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        match (
+            delta.get("type").and_then(Value::as_str),
+            self.blocks.get_mut(&index),
+        ) {
+            (Some("text_delta"), _) => out.push(ModelEvent::TextDelta(s("text"))),
+            (Some("input_json_delta"), Some(Block::ToolUse { json, .. })) => {
+                json.push_str(&s("partial_json"))
+            }
+            (Some("thinking_delta"), Some(Block::Thinking(t))) => {
+                let d = s("thinking");
+                t.text.push_str(&d);
+                out.push(ModelEvent::ThinkingDelta(d));
+            }
+            (Some("signature_delta"), Some(Block::Thinking(t))) => {
+                t.signature.push_str(&s("signature"))
+            }
+            _ => {}
+        }
+    }
+
+    /// `message_stop`: the end of the answer, with its usage and why it
+    /// stopped.
+    fn stop_message(&mut self, out: &mut Vec<ModelEvent>) {
+        self.done = true;
+        // Blocks never closed (cut by max_tokens) still surface,
+        // a tool call with the JSON it had so far.
+        let open: Vec<u64> = self.blocks.keys().copied().collect();
+        for i in open {
+            out.extend(self.close_block(i));
+        }
+        out.push(ModelEvent::Usage(self.usage));
+        out.push(ModelEvent::Stop(
+            self.stop.clone().unwrap_or(StopReason::EndTurn),
+        ));
+    }
 }
 
 impl Decoder for AnthropicDecoder {
@@ -217,64 +297,8 @@ impl Decoder for AnthropicDecoder {
                     self.read_usage(u);
                 }
             }
-            "content_block_start" => {
-                let block = ev.get("content_block").unwrap_or(&Value::Null);
-                let s = |k: &str| {
-                    block
-                        .get(k)
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string()
-                };
-                let b = match block.get("type").and_then(Value::as_str) {
-                    Some("text") => {
-                        let text = s("text");
-                        if !text.is_empty() {
-                            out.push(ModelEvent::TextDelta(text));
-                        }
-                        Block::Text
-                    }
-                    Some("tool_use") => Block::ToolUse {
-                        id: s("id"),
-                        name: s("name"),
-                        json: String::new(),
-                    },
-                    Some("thinking") => Block::Thinking(Thinking {
-                        text: s("thinking"),
-                        signature: s("signature"),
-                    }),
-                    _ => Block::Other,
-                };
-                self.blocks.insert(index, b);
-            }
-            "content_block_delta" => {
-                let delta = ev.get("delta").unwrap_or(&Value::Null);
-                let s = |k: &str| {
-                    delta
-                        .get(k)
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string()
-                };
-                match (
-                    delta.get("type").and_then(Value::as_str),
-                    self.blocks.get_mut(&index),
-                ) {
-                    (Some("text_delta"), _) => out.push(ModelEvent::TextDelta(s("text"))),
-                    (Some("input_json_delta"), Some(Block::ToolUse { json, .. })) => {
-                        json.push_str(&s("partial_json"))
-                    }
-                    (Some("thinking_delta"), Some(Block::Thinking(t))) => {
-                        let d = s("thinking");
-                        t.text.push_str(&d);
-                        out.push(ModelEvent::ThinkingDelta(d));
-                    }
-                    (Some("signature_delta"), Some(Block::Thinking(t))) => {
-                        t.signature.push_str(&s("signature"))
-                    }
-                    _ => {}
-                }
-            }
+            "content_block_start" => self.start_block(&ev, index, &mut out),
+            "content_block_delta" => self.block_delta(&ev, index, &mut out),
             "content_block_stop" => out.extend(self.close_block(index)),
             "message_delta" => {
                 if let Some(r) = ev.pointer("/delta/stop_reason").and_then(Value::as_str) {
@@ -284,19 +308,7 @@ impl Decoder for AnthropicDecoder {
                     self.read_usage(u);
                 }
             }
-            "message_stop" => {
-                self.done = true;
-                // Blocks never closed (cut by max_tokens) still surface,
-                // a tool call with the JSON it had so far.
-                let open: Vec<u64> = self.blocks.keys().copied().collect();
-                for i in open {
-                    out.extend(self.close_block(i));
-                }
-                out.push(ModelEvent::Usage(self.usage));
-                out.push(ModelEvent::Stop(
-                    self.stop.clone().unwrap_or(StopReason::EndTurn),
-                ));
-            }
+            "message_stop" => self.stop_message(&mut out),
             "error" => {
                 let s = |p: &str| {
                     ev.pointer(p)

@@ -234,6 +234,83 @@ impl OpenAiDecoder {
         out.push(ModelEvent::Stop(stop));
         out
     }
+
+    /// The `error` a chunk carries instead of choices.
+    fn provider_error(&self, err: &Value) -> ModelError {
+        ModelError::Provider {
+            provider: self.provider.clone(),
+            kind: err
+                .get("type")
+                .or_else(|| err.get("code"))
+                .map(|v| v.to_string().trim_matches('"').to_string())
+                .unwrap_or_else(|| "error".into()),
+            message: err
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown error")
+                .to_string(),
+        }
+    }
+
+    /// One choice of a chunk: its reasoning, text and refusal go out as
+    /// deltas; its tool-call parts and finish reason are kept for the end.
+    fn read_choice(&mut self, choice: &Value, out: &mut Vec<ModelEvent>) {
+        let delta = choice.get("delta").unwrap_or(&Value::Null);
+        for key in ["reasoning_content", "reasoning"] {
+            if let Some(t) = delta
+                .get(key)
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+            {
+                out.push(ModelEvent::ThinkingDelta(t.to_string()));
+            }
+        }
+        if let Some(t) = delta
+            .get("content")
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+        {
+            out.push(ModelEvent::TextDelta(t.to_string()));
+        }
+        // A refusal arrives as its own text; show it and say so.
+        if let Some(t) = delta
+            .get("refusal")
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+        {
+            self.refused = true;
+            out.push(ModelEvent::TextDelta(t.to_string()));
+        }
+        for call in delta
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            self.add_call_part(call);
+        }
+        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+            self.finish = Some(stop_reason(reason));
+        }
+    }
+
+    /// A part of a streamed tool call: its id, or more of its name and
+    /// arguments.
+    fn add_call_part(&mut self, call: &Value) {
+        let index = call.get("index").and_then(Value::as_u64).unwrap_or(0);
+        let partial = self.calls.entry(index).or_default();
+        if let Some(id) = call.get("id").and_then(Value::as_str) {
+            partial.id = id.to_string();
+        }
+        if let Some(f) = call.get("function") {
+            if let Some(n) = f.get("name").and_then(Value::as_str) {
+                partial.name.push_str(n);
+            }
+            if let Some(a) = f.get("arguments").and_then(Value::as_str) {
+                partial.arguments.push_str(a);
+            }
+        }
+    }
 }
 
 fn stop_reason(reason: &str) -> StopReason {
@@ -261,19 +338,7 @@ impl Decoder for OpenAiDecoder {
             message: format!("undecodable chunk ({e})"),
         })?;
         if let Some(err) = chunk.get("error") {
-            return Err(ModelError::Provider {
-                provider: self.provider.clone(),
-                kind: err
-                    .get("type")
-                    .or_else(|| err.get("code"))
-                    .map(|v| v.to_string().trim_matches('"').to_string())
-                    .unwrap_or_else(|| "error".into()),
-                message: err
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("unknown error")
-                    .to_string(),
-            });
+            return Err(self.provider_error(err));
         }
         let mut out = Vec::new();
         for choice in chunk
@@ -282,55 +347,7 @@ impl Decoder for OpenAiDecoder {
             .into_iter()
             .flatten()
         {
-            let delta = choice.get("delta").unwrap_or(&Value::Null);
-            for key in ["reasoning_content", "reasoning"] {
-                if let Some(t) = delta
-                    .get(key)
-                    .and_then(Value::as_str)
-                    .filter(|t| !t.is_empty())
-                {
-                    out.push(ModelEvent::ThinkingDelta(t.to_string()));
-                }
-            }
-            if let Some(t) = delta
-                .get("content")
-                .and_then(Value::as_str)
-                .filter(|t| !t.is_empty())
-            {
-                out.push(ModelEvent::TextDelta(t.to_string()));
-            }
-            // A refusal arrives as its own text; show it and say so.
-            if let Some(t) = delta
-                .get("refusal")
-                .and_then(Value::as_str)
-                .filter(|t| !t.is_empty())
-            {
-                self.refused = true;
-                out.push(ModelEvent::TextDelta(t.to_string()));
-            }
-            for call in delta
-                .get("tool_calls")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                let index = call.get("index").and_then(Value::as_u64).unwrap_or(0);
-                let partial = self.calls.entry(index).or_default();
-                if let Some(id) = call.get("id").and_then(Value::as_str) {
-                    partial.id = id.to_string();
-                }
-                if let Some(f) = call.get("function") {
-                    if let Some(n) = f.get("name").and_then(Value::as_str) {
-                        partial.name.push_str(n);
-                    }
-                    if let Some(a) = f.get("arguments").and_then(Value::as_str) {
-                        partial.arguments.push_str(a);
-                    }
-                }
-            }
-            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
-                self.finish = Some(stop_reason(reason));
-            }
+            self.read_choice(choice, &mut out);
         }
         if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
             let n = |p: &str| u.pointer(p).and_then(Value::as_u64).unwrap_or(0);

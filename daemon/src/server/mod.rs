@@ -1,19 +1,19 @@
 //! The gRPC surface: tonic services, request validation, error mapping and
 //! the peer-credential check. No business logic lives here.
 
-mod approvals_svc;
-mod calls_svc;
-mod daemon_svc;
-mod evals_svc;
-mod events_svc;
-mod extensions_svc;
-mod knowledge_svc;
+mod approvals;
+mod calls;
+mod daemon;
+mod evals;
+mod events;
+mod extensions;
+mod knowledge;
 mod peer;
-mod sessions_svc;
+mod sessions;
 pub mod starting;
 mod status;
-mod tickets_svc;
-mod triage_svc;
+mod tickets;
+mod triage;
 mod validate;
 
 use std::sync::Arc;
@@ -116,37 +116,7 @@ where
         + 'static,
     IE: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let (health_reporter, health_service) = tonic_health::server::health_reporter();
-    health_reporter
-        .set_serving::<DaemonServer<daemon_svc::DaemonService>>()
-        .await;
-    health_reporter
-        .set_serving::<EventsServer<events_svc::EventsService>>()
-        .await;
-    health_reporter
-        .set_serving::<TicketsServer<tickets_svc::TicketsService>>()
-        .await;
-    health_reporter
-        .set_serving::<KnowledgeServer<knowledge_svc::KnowledgeService>>()
-        .await;
-    health_reporter
-        .set_serving::<SessionsServer<sessions_svc::SessionsService>>()
-        .await;
-    health_reporter
-        .set_serving::<ApprovalsServer<approvals_svc::ApprovalsService>>()
-        .await;
-    health_reporter
-        .set_serving::<TriageServer<triage_svc::TriageService>>()
-        .await;
-    health_reporter
-        .set_serving::<CallsServer<calls_svc::CallsService>>()
-        .await;
-    health_reporter
-        .set_serving::<ExtensionsServer<extensions_svc::ExtensionsService>>()
-        .await;
-    health_reporter
-        .set_serving::<EvalsServer<evals_svc::EvalsService>>()
-        .await;
+    let health_service = health().await;
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -155,46 +125,90 @@ where
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
+    let mut routes = tonic::service::Routes::builder();
+    routes
+        .add_service(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha);
+    add_services(&mut routes, shared);
     let own_uid = rustix::process::geteuid().as_raw();
     Server::builder()
         .layer(InterceptorLayer::new(peer::require_same_uid(own_uid)))
         .layer(tower::util::MapResponseLayer::new(
             status::undecodable_request_is_invalid_argument,
         ))
-        .add_service(health_service)
-        .add_service(reflection_v1)
-        .add_service(reflection_v1alpha)
-        .add_service(DaemonServer::new(daemon_svc::DaemonService::new(
-            shared.clone(),
-        )))
-        .add_service(EventsServer::new(events_svc::EventsService::new(
-            shared.clone(),
-        )))
-        .add_service(TicketsServer::new(tickets_svc::TicketsService::new(
-            shared.clone(),
-        )))
-        .add_service(KnowledgeServer::new(knowledge_svc::KnowledgeService::new(
-            shared.clone(),
-        )))
-        .add_service(SessionsServer::new(sessions_svc::SessionsService::new(
-            shared.clone(),
-        )))
-        .add_service(ApprovalsServer::new(approvals_svc::ApprovalsService::new(
-            shared.clone(),
-        )))
-        .add_service(CallsServer::new(calls_svc::CallsService::new(
-            shared.clone(),
-        )))
-        .add_service(ExtensionsServer::new(
-            extensions_svc::ExtensionsService::new(Arc::clone(&shared.extensions)),
-        ))
-        .add_service(EvalsServer::new(evals_svc::EvalsService::new(Arc::clone(
-            &shared.evals,
-        ))))
-        .add_service(TriageServer::new(triage_svc::TriageService::new(shared)))
+        .add_routes(routes.routes())
         .serve_with_incoming_shutdown(incoming, stop)
         .await?;
     Ok(())
+}
+
+/// The health service, every service serving.
+async fn health()
+-> tonic_health::pb::health_server::HealthServer<impl tonic_health::pb::health_server::Health> {
+    let (reporter, service) = tonic_health::server::health_reporter();
+    reporter
+        .set_serving::<DaemonServer<daemon::DaemonService>>()
+        .await;
+    reporter
+        .set_serving::<EventsServer<events::EventsService>>()
+        .await;
+    reporter
+        .set_serving::<TicketsServer<tickets::TicketsService>>()
+        .await;
+    reporter
+        .set_serving::<KnowledgeServer<knowledge::KnowledgeService>>()
+        .await;
+    reporter
+        .set_serving::<SessionsServer<sessions::SessionsService>>()
+        .await;
+    reporter
+        .set_serving::<ApprovalsServer<approvals::ApprovalsService>>()
+        .await;
+    reporter
+        .set_serving::<TriageServer<triage::TriageService>>()
+        .await;
+    reporter
+        .set_serving::<CallsServer<calls::CallsService>>()
+        .await;
+    reporter
+        .set_serving::<ExtensionsServer<extensions::ExtensionsService>>()
+        .await;
+    reporter
+        .set_serving::<EvalsServer<evals::EvalsService>>()
+        .await;
+    service
+}
+
+/// The daemon's own services.
+fn add_services(routes: &mut tonic::service::RoutesBuilder, shared: Shared) {
+    routes
+        .add_service(DaemonServer::new(daemon::DaemonService::new(
+            shared.clone(),
+        )))
+        .add_service(EventsServer::new(events::EventsService::new(
+            shared.clone(),
+        )))
+        .add_service(TicketsServer::new(tickets::TicketsService::new(
+            shared.clone(),
+        )))
+        .add_service(KnowledgeServer::new(knowledge::KnowledgeService::new(
+            shared.clone(),
+        )))
+        .add_service(SessionsServer::new(sessions::SessionsService::new(
+            shared.clone(),
+        )))
+        .add_service(ApprovalsServer::new(approvals::ApprovalsService::new(
+            shared.clone(),
+        )))
+        .add_service(CallsServer::new(calls::CallsService::new(shared.clone())))
+        .add_service(ExtensionsServer::new(extensions::ExtensionsService::new(
+            Arc::clone(&shared.extensions),
+        )))
+        .add_service(EvalsServer::new(evals::EvalsService::new(Arc::clone(
+            &shared.evals,
+        ))))
+        .add_service(TriageServer::new(triage::TriageService::new(shared)));
 }
 
 /// A server-streaming response fed by a producer task through a small

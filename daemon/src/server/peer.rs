@@ -51,6 +51,21 @@ impl Peer {
     }
 }
 
+/// The caller as the events record it (`by`).
+pub fn client_ref<T>(request: &Request<T>) -> tinycode_shared::proto::ClientRef {
+    let peer = Peer::of(request);
+    tinycode_shared::proto::ClientRef {
+        name: peer.client_name,
+        uid: peer.uid.unwrap_or(0),
+        pid: peer.pid.unwrap_or(0),
+    }
+}
+
+/// The caller and the message of a request.
+pub fn caller_and<T>(request: Request<T>) -> (tinycode_shared::proto::ClientRef, T) {
+    (client_ref(&request), request.into_inner())
+}
+
 /// Interceptor refusing any peer whose uid differs from the daemon's. The
 /// socket is 0600 in a 0700 directory already; this also stops root-owned
 /// or otherwise privileged peers from driving another user's daemon.

@@ -95,12 +95,45 @@ impl Desk {
         workspace: &Path,
         config: &DeskSettings,
     ) -> Result<(Arc<Desk>, LoadReport), DomainError> {
+        let (desk, checkpoint, reporter) = Self::assemble(store, workspace, config)?;
+        let progress = Arc::clone(&config.progress);
+        let started = std::time::Instant::now();
+        desk.catch_up(&progress).await?;
+        let caught_up = started.elapsed();
+        let mut report = LoadReport::default();
+        let mut stamps = mirror::FileStamps::new();
+        desk.scan_all(&mut report, &mut stamps, &progress).await?;
+        let scanned = started.elapsed();
+        let poll = config.poll_interval.max(Duration::from_millis(10));
+        tokio::spawn(Arc::clone(&desk).run_mirror(checkpoint, reporter, poll, stamps));
+        desk.index_and_write(&progress).await?;
+        tracing::info!(
+            caught_up_ms = caught_up.as_millis(),
+            scanned_ms = (scanned - caught_up).as_millis(),
+            settled_ms = (started.elapsed() - scanned).as_millis(),
+            "desk start-up"
+        );
+        report.tickets = desk.ticket_count()?;
+        report.articles = desk.article_count()?;
+        for warning in &report.warnings {
+            tracing::warn!("{warning}");
+        }
+        tracing::info!(?report, "desk loaded");
+        Ok((desk, report))
+    }
+
+    /// The desk with its projectors started; the mirror's checkpoint and
+    /// the reporter its task (not started yet) answers through.
+    fn assemble(
+        store: EventStore,
+        workspace: &Path,
+        config: &DeskSettings,
+    ) -> Result<(Arc<Desk>, u64, projection::Reporter), DomainError> {
         let index = Arc::new(Mutex::new(SearchIndex::default()));
         let tickets = Projector::spawn(&store, Arc::new(TicketsModel))?;
         let kb = Projector::spawn(&store, Arc::new(KnowledgeModel::new(Arc::clone(&index))))?;
         let (mirror_tree, checkpoint) = mirror::open_state(&store)?;
         let (mirror, reporter) = projection::channel("mirror", mirror_tree, checkpoint);
-        let progress = Arc::clone(&config.progress);
         let tickets_dir = workspace.join(&config.tickets_dir);
         let knowledge_dir = workspace.join(&config.knowledge_dir);
         let read_roots = [&tickets_dir, &knowledge_dir].map(|dir| read_root(workspace, dir));
@@ -129,53 +162,49 @@ impl Desk {
             urgent: Mutex::default(),
             store,
         });
-        let head = desk.store.last_sequence();
-        let started = std::time::Instant::now();
-        let tickets = desk.tickets.clone();
+        Ok((desk, checkpoint, reporter))
+    }
+
+    /// Wait until the tickets and knowledge models have the log as it is
+    /// now.
+    async fn catch_up(
+        &self,
+        progress: &tinycode_base::progress::Progress,
+    ) -> Result<(), DomainError> {
+        let head = self.store.last_sequence();
+        let tickets = self.tickets.clone();
         progress.following(
             "catching up the desk's read models",
             "events",
             head,
             move || tickets.applied(),
         );
-        desk.tickets.wait_for(head).await?;
-        desk.kb.wait_for(head).await?;
-        let caught_up = started.elapsed();
-        let mut report = LoadReport::default();
-        let mut stamps = mirror::FileStamps::new();
-        desk.scan_all(&mut report, &mut stamps, &progress).await?;
-        let scanned = started.elapsed();
-        let poll = config.poll_interval.max(Duration::from_millis(10));
-        tokio::spawn(Arc::clone(&desk).run_mirror(checkpoint, reporter, poll, stamps));
-        // Each wait a stage of its own: a large desk's search index and
-        // files take a while, and whoever asks sees them move.
-        let head = desk.store.last_sequence();
-        let tickets = desk.tickets.clone();
+        self.tickets.wait_for(head).await?;
+        self.kb.wait_for(head).await?;
+        Ok(())
+    }
+
+    /// Wait until the search index and the workspace files have the log as
+    /// it is now. Each wait a stage of its own: a large desk's search index
+    /// and files take a while, and whoever asks sees them move.
+    async fn index_and_write(
+        &self,
+        progress: &tinycode_base::progress::Progress,
+    ) -> Result<(), DomainError> {
+        let head = self.store.last_sequence();
+        let tickets = self.tickets.clone();
         progress.following(
             "indexing the tickets for search",
             "events",
             head,
             move || tickets.indexed(),
         );
-        desk.tickets.wait_indexed(head).await?;
-        let mirror = desk.mirror.clone();
+        self.tickets.wait_indexed(head).await?;
+        let mirror = self.mirror.clone();
         progress.following("writing the workspace files", "events", head, move || {
             mirror.applied()
         });
-        desk.settled().await?;
-        tracing::info!(
-            caught_up_ms = caught_up.as_millis(),
-            scanned_ms = (scanned - caught_up).as_millis(),
-            settled_ms = (started.elapsed() - scanned).as_millis(),
-            "desk start-up"
-        );
-        report.tickets = desk.ticket_count()?;
-        report.articles = desk.article_count()?;
-        for warning in &report.warnings {
-            tracing::warn!("{warning}");
-        }
-        tracing::info!(?report, "desk loaded");
-        Ok((desk, report))
+        self.settled().await
     }
 
     /// Wait until every model and every workspace file has caught up with

@@ -68,40 +68,10 @@ pub fn parse_ticket_file(text: &str) -> Result<Ticket, TicketFileError> {
         .filter(|(k, _)| !KEYS.contains(&k.as_str()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let messages = match obj.get("messages") {
-        Some(Value::Array(items)) => items
-            .iter()
-            .enumerate()
-            .map(|(i, m)| parse_message(&format!("messages[{i}]"), m))
-            .collect::<Result<_, _>>()?,
-        Some(_) => return Err(invalid("messages", "must be a list")),
-        None => Vec::new(),
-    };
-    let notes = match obj.get("notes") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(items)) => items
-            .iter()
-            .enumerate()
-            .map(|(i, n)| {
-                let field = format!("notes[{i}]");
-                let o = n
-                    .as_object()
-                    .ok_or_else(|| invalid(&field, "must be an object"))?;
-                Ok(TicketNote {
-                    text: req_str(o, "text", &field)?,
-                    at: req_str(o, "at", &field)?,
-                })
-            })
-            .collect::<Result<_, TicketFileError>>()?,
-        Some(_) => return Err(invalid("notes", "must be a list")),
-    };
-    let escalate_level = match obj.get("escalateLevel") {
-        None | Some(Value::Null) => 0,
-        Some(v) => match v.as_u64() {
-            Some(l @ 1..=2) => l as u32,
-            _ => return Err(invalid("escalateLevel", format!("must be 1 or 2, got {v}"))),
-        },
-    };
+    // Checked in this order: the first bad field is the one reported.
+    let messages = parse_messages(obj)?;
+    let notes = parse_notes(obj)?;
+    let escalate_level = parse_escalate_level(obj)?;
     Ok(Ticket {
         id: req_str(obj, "id", "")?,
         subject: req_str(obj, "subject", "")?,
@@ -118,18 +88,7 @@ pub fn parse_ticket_file(text: &str) -> Result<Ticket, TicketFileError> {
                 .ok_or_else(|| TicketFileError::Missing("createdAt".into()))?,
             c => c,
         },
-        sla_minutes: match obj.get("slaMinutes") {
-            None | Some(Value::Null) => DEFAULT_SLA_MINUTES,
-            Some(v) => v
-                .as_u64()
-                .and_then(|n| u32::try_from(n).ok())
-                .ok_or_else(|| {
-                    invalid(
-                        "slaMinutes",
-                        format!("must be a whole number of minutes, got {v}"),
-                    )
-                })?,
-        },
+        sla_minutes: parse_sla_minutes(obj)?,
         status: match one_of(obj, "status", &Status::NAMES, false)? {
             s if s.is_empty() => "open".to_string(),
             s => s,
@@ -147,6 +106,68 @@ pub fn parse_ticket_file(text: &str) -> Result<Ticket, TicketFileError> {
         } else {
             Value::Object(extra).to_string()
         },
+    })
+}
+
+/// `messages`: a list (none when absent).
+fn parse_messages(obj: &Map<String, Value>) -> Result<Vec<TicketMessage>, TicketFileError> {
+    Ok(match obj.get("messages") {
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, m)| parse_message(&format!("messages[{i}]"), m))
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(invalid("messages", "must be a list")),
+        None => Vec::new(),
+    })
+}
+
+/// `notes`: a list of `{text, at}` (none when absent or null).
+fn parse_notes(obj: &Map<String, Value>) -> Result<Vec<TicketNote>, TicketFileError> {
+    Ok(match obj.get("notes") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let field = format!("notes[{i}]");
+                let o = n
+                    .as_object()
+                    .ok_or_else(|| invalid(&field, "must be an object"))?;
+                Ok(TicketNote {
+                    text: req_str(o, "text", &field)?,
+                    at: req_str(o, "at", &field)?,
+                })
+            })
+            .collect::<Result<_, TicketFileError>>()?,
+        Some(_) => return Err(invalid("notes", "must be a list")),
+    })
+}
+
+/// `escalateLevel`: 1 or 2 (0, not escalated, when absent or null).
+fn parse_escalate_level(obj: &Map<String, Value>) -> Result<u32, TicketFileError> {
+    Ok(match obj.get("escalateLevel") {
+        None | Some(Value::Null) => 0,
+        Some(v) => match v.as_u64() {
+            Some(l @ 1..=2) => l as u32,
+            _ => return Err(invalid("escalateLevel", format!("must be 1 or 2, got {v}"))),
+        },
+    })
+}
+
+/// `slaMinutes`: whole minutes (a day when absent or null).
+fn parse_sla_minutes(obj: &Map<String, Value>) -> Result<u32, TicketFileError> {
+    Ok(match obj.get("slaMinutes") {
+        None | Some(Value::Null) => DEFAULT_SLA_MINUTES,
+        Some(v) => v
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .ok_or_else(|| {
+                invalid(
+                    "slaMinutes",
+                    format!("must be a whole number of minutes, got {v}"),
+                )
+            })?,
     })
 }
 

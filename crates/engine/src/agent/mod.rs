@@ -99,6 +99,47 @@ pub struct TurnResult {
     pub messages: Vec<Message>,
 }
 
+/// What a turn carries from one step to the next.
+struct Running {
+    deadline: Option<Instant>,
+    cancel: watch::Receiver<bool>,
+    /// The history before this turn (shorter once compacted).
+    history: std::sync::Arc<[Message]>,
+    /// Tokens the provider counted for the last request and what it
+    /// answered; `None` until a provider reports usage.
+    counted: Option<(u64, usize)>,
+    /// What the model may call.
+    tools: std::sync::Arc<[crate::model::ToolSpec]>,
+}
+
+/// What the model said in one step.
+#[derive(Default)]
+struct Said {
+    text: String,
+    thinking: Vec<crate::model::Thinking>,
+    calls: Vec<ToolCall>,
+    stop: Option<StopReason>,
+    /// The usage the provider reported for this step.
+    usage: Usage,
+}
+
+impl TurnResult {
+    /// A turn going on from `so_far`: the steps it took count.
+    fn resumed(so_far: Vec<Message>) -> Self {
+        Self {
+            outcome: TurnOutcome::Completed,
+            steps: so_far
+                .iter()
+                .filter(|m| matches!(m, Message::Assistant { .. }))
+                .count() as u32,
+            tool_calls: 0,
+            denied: 0,
+            usage: Usage::default(),
+            messages: so_far,
+        }
+    }
+}
+
 enum Interrupt {
     Cancelled,
     TimedOut,
@@ -174,32 +215,22 @@ impl Turn<'_> {
         so_far: Vec<Message>,
         observe: &mut (dyn FnMut(TurnEvent) + Send),
     ) -> TurnResult {
-        let deadline = self.config.timeout.map(|t| Instant::now() + t);
-        let mut cancel = self.ctx.cancel.clone();
-        let mut history: std::sync::Arc<[Message]> = history.into();
-        // Tokens the provider counted for the last request and what it
-        // answered; `None` until a provider reports usage.
-        let mut counted: Option<(u64, usize)> = None;
-        let tools: std::sync::Arc<[crate::model::ToolSpec]> = self.tools.specs().into();
-        let pending = unanswered_calls(&so_far);
-        let mut result = TurnResult {
-            outcome: TurnOutcome::Completed,
-            steps: so_far
-                .iter()
-                .filter(|m| matches!(m, Message::Assistant { .. }))
-                .count() as u32,
-            tool_calls: 0,
-            denied: 0,
-            usage: Usage::default(),
-            messages: so_far,
+        let mut run = Running {
+            deadline: self.config.timeout.map(|t| Instant::now() + t),
+            cancel: self.ctx.cancel.clone(),
+            history: history.into(),
+            counted: None,
+            tools: self.tools.specs().into(),
         };
+        let pending = unanswered_calls(&so_far);
+        let mut result = TurnResult::resumed(so_far);
         let end = |mut r: TurnResult, outcome| {
             r.outcome = outcome;
             r
         };
         if !pending.is_empty()
             && let Err(i) = self
-                .run_calls(&pending, &mut result, &mut cancel, deadline, observe)
+                .run_calls(&pending, &mut result, &mut run, observe)
                 .await
         {
             return end(result, interrupted(i));
@@ -210,93 +241,115 @@ impl Turn<'_> {
             }
             result.steps += 1;
             observe(TurnEvent::StepStarted { step: result.steps });
-            let mut messages = result.messages.clone();
-            let limit = self.config.compact_above_tokens;
-            if limit > 0 {
-                let estimate = || context_estimate(system, &history, &result.messages, counted);
-                if estimate() > limit
-                    && let Some(compactor) = self.compactor
-                    && let Some(shorter) = compactor.compact().await
-                {
-                    history = shorter.into();
-                    counted = None;
-                }
-                if context_estimate(system, &history, &messages, counted) > limit {
-                    // This turn alone is over the limit: the model sees its
-                    // older tool results elided (they stay in the log).
-                    elide_old_results(&mut messages, KEEP_RESULTS);
-                }
-            }
-            let request = ModelRequest {
-                system: system.to_string(),
-                history: std::sync::Arc::clone(&history),
-                messages,
-                tools: std::sync::Arc::clone(&tools),
-                ..ModelRequest::default()
+            let request = self.request(system, &mut run, &result).await;
+            let said = match self.hear(request, &mut run, &mut result, observe).await {
+                Ok(said) => said,
+                Err(outcome) => return end(result, outcome),
             };
-            let mut stream = self.provider.stream(request);
-            let (mut text, mut thinking, mut calls) = (String::new(), Vec::new(), Vec::new());
-            let mut stop = None;
-            let mut step_usage = Usage::default();
-            loop {
-                let next = match interruptible(stream.next(), &mut cancel, deadline).await {
-                    Ok(next) => next,
-                    Err(i) => {
-                        if !text.is_empty() {
-                            // Keep what was said before the interruption.
-                            result.messages.push(Message::Assistant {
-                                text,
-                                thinking,
-                                tool_calls: Vec::new(),
-                            });
-                        }
-                        return end(result, interrupted(i));
-                    }
-                };
-                match next {
-                    None => break,
-                    Some(Err(e)) => return end(result, TurnOutcome::Failed(e.to_string())),
-                    Some(Ok(event)) => match event {
-                        ModelEvent::TextDelta(t) => {
-                            text.push_str(&t);
-                            observe(TurnEvent::TextDelta(t));
-                        }
-                        ModelEvent::ThinkingDelta(t) => observe(TurnEvent::ThinkingDelta(t)),
-                        ModelEvent::Thinking(block) => thinking.push(block),
-                        ModelEvent::ToolCall(call) => calls.push(call),
-                        ModelEvent::Usage(u) => {
-                            result.usage.add(&u);
-                            step_usage.add(&u);
-                            if u.input_tokens > 0 {
-                                counted =
-                                    Some((u.input_tokens + u.output_tokens, result.messages.len()));
-                            }
-                        }
-                        ModelEvent::Stop(s) => stop = Some(s),
-                    },
-                }
-            }
-            if text.trim().is_empty() && calls.is_empty() {
+            if said.text.trim().is_empty() && said.calls.is_empty() {
                 return end(result, TurnOutcome::EmptyResponse);
             }
             let assistant = Message::Assistant {
-                text,
-                thinking,
-                tool_calls: calls.clone(),
+                text: said.text,
+                thinking: said.thinking,
+                tool_calls: said.calls.clone(),
             };
-            observe(TurnEvent::AssistantMessage(assistant.clone(), step_usage));
+            observe(TurnEvent::AssistantMessage(assistant.clone(), said.usage));
             result.messages.push(assistant);
-            if calls.is_empty() {
-                if let Some(reason) = stop.filter(|s| *s != StopReason::EndTurn) {
+            if said.calls.is_empty() {
+                if let Some(reason) = said.stop.filter(|s| *s != StopReason::EndTurn) {
                     tracing::debug!(?reason, "model stopped without tool calls");
                 }
                 return end(result, TurnOutcome::Completed);
             }
             if let Err(i) = self
-                .run_calls(&calls, &mut result, &mut cancel, deadline, observe)
+                .run_calls(&said.calls, &mut result, &mut run, observe)
                 .await
             {
                 return end(result, interrupted(i));
+            }
+        }
+    }
+
+    /// The next model request: when the context outgrows
+    /// `compact_above_tokens`, the history is compacted first, and if this
+    /// turn alone is still over, its older tool results are elided.
+    async fn request(&self, system: &str, run: &mut Running, result: &TurnResult) -> ModelRequest {
+        let mut messages = result.messages.clone();
+        let limit = self.config.compact_above_tokens;
+        if limit > 0 {
+            let estimate = || context_estimate(system, &run.history, &result.messages, run.counted);
+            if estimate() > limit
+                && let Some(compactor) = self.compactor
+                && let Some(shorter) = compactor.compact().await
+            {
+                run.history = shorter.into();
+                run.counted = None;
+            }
+            if context_estimate(system, &run.history, &messages, run.counted) > limit {
+                // This turn alone is over the limit: the model sees its
+                // older tool results elided (they stay in the log).
+                elide_old_results(&mut messages, KEEP_RESULTS);
+            }
+        }
+        ModelRequest {
+            system: system.to_string(),
+            history: std::sync::Arc::clone(&run.history),
+            messages,
+            tools: std::sync::Arc::clone(&run.tools),
+            ..ModelRequest::default()
+        }
+    }
+
+    /// Stream one model request to its end, passing the deltas to
+    /// `observe` and adding the usage to `result`. `Err`: the outcome
+    /// that ends the turn (the provider failed, or the turn was
+    /// interrupted — what was said before then is kept in `result`).
+    async fn hear(
+        &self,
+        request: ModelRequest,
+        run: &mut Running,
+        result: &mut TurnResult,
+        observe: &mut (dyn FnMut(TurnEvent) + Send),
+    ) -> Result<Said, TurnOutcome> {
+        let mut stream = self.provider.stream(request);
+        let mut said = Said::default();
+        loop {
+            let next = match interruptible(stream.next(), &mut run.cancel, run.deadline).await {
+                Ok(next) => next,
+                Err(i) => {
+                    if !said.text.is_empty() {
+                        // Keep what was said before the interruption.
+                        result.messages.push(Message::Assistant {
+                            text: said.text,
+                            thinking: said.thinking,
+                            tool_calls: Vec::new(),
+                        });
+                    }
+                    return Err(interrupted(i));
+                }
+            };
+            match next {
+                None => return Ok(said),
+                Some(Err(e)) => return Err(TurnOutcome::Failed(e.to_string())),
+                Some(Ok(event)) => match event {
+                    ModelEvent::TextDelta(t) => {
+                        said.text.push_str(&t);
+                        observe(TurnEvent::TextDelta(t));
+                    }
+                    ModelEvent::ThinkingDelta(t) => observe(TurnEvent::ThinkingDelta(t)),
+                    ModelEvent::Thinking(block) => said.thinking.push(block),
+                    ModelEvent::ToolCall(call) => said.calls.push(call),
+                    ModelEvent::Usage(u) => {
+                        result.usage.add(&u);
+                        said.usage.add(&u);
+                        if u.input_tokens > 0 {
+                            run.counted =
+                                Some((u.input_tokens + u.output_tokens, result.messages.len()));
+                        }
+                    }
+                    ModelEvent::Stop(s) => said.stop = Some(s),
+                },
             }
         }
     }
@@ -307,28 +360,28 @@ impl Turn<'_> {
         &self,
         calls: &[ToolCall],
         result: &mut TurnResult,
-        cancel: &mut watch::Receiver<bool>,
-        deadline: Option<Instant>,
+        run: &mut Running,
         observe: &mut (dyn FnMut(TurnEvent) + Send),
     ) -> Result<(), Interrupt> {
         for (i, call) in calls.iter().enumerate() {
             observe(TurnEvent::ToolStarted(call.clone()));
             result.tool_calls += 1;
-            let output = match interruptible(self.execute(call), cancel, deadline).await {
-                Ok((output, denied)) => {
-                    result.denied += u32::from(denied);
-                    output
-                }
-                Err(interrupt) => {
-                    for c in &calls[i..] {
-                        result.messages.push(tool_result(
-                            c,
-                            &ToolOutput::error("not run: the turn was interrupted"),
-                        ));
+            let output =
+                match interruptible(self.execute(call), &mut run.cancel, run.deadline).await {
+                    Ok((output, denied)) => {
+                        result.denied += u32::from(denied);
+                        output
                     }
-                    return Err(interrupt);
-                }
-            };
+                    Err(interrupt) => {
+                        for c in &calls[i..] {
+                            result.messages.push(tool_result(
+                                c,
+                                &ToolOutput::error("not run: the turn was interrupted"),
+                            ));
+                        }
+                        return Err(interrupt);
+                    }
+                };
             let (output, full_chars, artifact) = self.truncate(result.steps, call, output);
             result.messages.push(tool_result(call, &output));
             observe(TurnEvent::ToolFinished {

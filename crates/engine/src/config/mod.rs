@@ -236,60 +236,111 @@ impl Config {
     }
 
     pub fn parse(path: &Path, text: &str) -> Result<Self, ConfigError> {
-        let value: Value = serde_json::from_str(text).map_err(|e| ConfigError::Json {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        })?;
-        let Value::Object(obj) = value else {
-            return Err(ConfigError::Json {
-                path: path.to_path_buf(),
-                message: "the top level must be an object".into(),
-            });
+        let obj = top_level(path, text)?;
+        let file = File { path, obj: &obj };
+        let mut config = Self {
+            warnings: file.unknown_keys(),
+            ..Self::default()
         };
-        let bad = |key: &'static str, problem: String| ConfigError::Invalid {
+        // One section after another, in this order: when several keys are
+        // bad, the first one met is the one reported.
+        file.layout(&mut config)?;
+        file.turns(&mut config)?;
+        file.context(&mut config)?;
+        file.mcp_servers(&mut config)?;
+        file.timeouts(&mut config)?;
+        file.workers(&mut config)?;
+        Ok(config)
+    }
+}
+
+/// The text parsed as JSON, which must be an object at the top level.
+fn top_level(path: &Path, text: &str) -> Result<Map<String, Value>, ConfigError> {
+    let value: Value = serde_json::from_str(text).map_err(|e| ConfigError::Json {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    let Value::Object(obj) = value else {
+        return Err(ConfigError::Json {
             path: path.to_path_buf(),
+            message: "the top level must be an object".into(),
+        });
+    };
+    Ok(obj)
+}
+
+/// The config file being parsed: where it is (for the messages) and its
+/// top-level object. Each method reads one group of keys into the config.
+struct File<'a> {
+    path: &'a Path,
+    obj: &'a Map<String, Value>,
+}
+
+impl File<'_> {
+    /// `key` has a bad value: the error naming the file and the key.
+    fn bad(&self, key: &'static str, problem: String) -> ConfigError {
+        ConfigError::Invalid {
+            path: self.path.to_path_buf(),
             key,
             problem,
-        };
-        let mut config = Self::default();
-        for key in obj.keys().filter(|k| !KEYS.contains(&k.as_str())) {
-            config.warnings.push(
+        }
+    }
+
+    /// One warning per top-level key tinycode does not know.
+    fn unknown_keys(&self) -> Vec<String> {
+        self.obj
+            .keys()
+            .filter(|k| !KEYS.contains(&k.as_str()))
+            .map(|key| {
                 ConfigError::UnknownKey {
-                    path: path.to_path_buf(),
+                    path: self.path.to_path_buf(),
                     key: key.clone(),
                 }
                 .to_string()
-                    + "; ignored",
-            );
-        }
+                    + "; ignored"
+            })
+            .collect()
+    }
+
+    /// `permissions`, `knowledgeDir`, `ticketsDir`, `queues`, `categories`.
+    fn layout(&self, config: &mut Config) -> Result<(), ConfigError> {
+        let obj = self.obj;
         if let Some(v) = obj.get("permissions") {
-            config.allow = sections::permissions(v).map_err(|p| bad("permissions", p))?;
+            config.allow = sections::permissions(v).map_err(|p| self.bad("permissions", p))?;
         }
-        if let Some(dir) = string(&obj, "knowledgeDir").map_err(|p| bad("knowledgeDir", p))? {
-            config.knowledge_dir = inside_workspace(&dir).map_err(|p| bad("knowledgeDir", p))?;
+        if let Some(dir) = string(obj, "knowledgeDir").map_err(|p| self.bad("knowledgeDir", p))? {
+            config.knowledge_dir =
+                inside_workspace(&dir).map_err(|p| self.bad("knowledgeDir", p))?;
         }
-        if let Some(dir) = string(&obj, "ticketsDir").map_err(|p| bad("ticketsDir", p))? {
-            config.tickets_dir = inside_workspace(&dir).map_err(|p| bad("ticketsDir", p))?;
+        if let Some(dir) = string(obj, "ticketsDir").map_err(|p| self.bad("ticketsDir", p))? {
+            config.tickets_dir = inside_workspace(&dir).map_err(|p| self.bad("ticketsDir", p))?;
         }
         if let Some(v) = obj.get("queues") {
-            config.queues = names(v).map_err(|p| bad("queues", p))?;
+            config.queues = names(v).map_err(|p| self.bad("queues", p))?;
         }
         if let Some(v) = obj.get("categories") {
-            config.categories = names(v).map_err(|p| bad("categories", p))?;
+            config.categories = names(v).map_err(|p| self.bad("categories", p))?;
         }
+        Ok(())
+    }
+
+    /// How a turn runs: `maxStepsPerTurn`, `model`, `maxToolResultChars`,
+    /// `permissionMode`, `providers`.
+    fn turns(&self, config: &mut Config) -> Result<(), ConfigError> {
+        let obj = self.obj;
         if let Some(v) = obj.get("maxStepsPerTurn") {
             config.max_steps_per_turn = v
                 .as_u64()
                 .filter(|n| (1..=200).contains(n))
                 .map(|n| n as u32)
                 .ok_or_else(|| {
-                    bad(
+                    self.bad(
                         "maxStepsPerTurn",
                         format!("must be a whole number from 1 to 200, got {v}"),
                     )
                 })?;
         }
-        if let Some(model) = string(&obj, "model").map_err(|p| bad("model", p))? {
+        if let Some(model) = string(obj, "model").map_err(|p| self.bad("model", p))? {
             config.model = model.trim().to_string();
         }
         if let Some(v) = obj.get("maxToolResultChars") {
@@ -298,18 +349,20 @@ impl Config {
                 .filter(|n| (200..=1_000_000).contains(n))
                 .map(|n| n as usize)
                 .ok_or_else(|| {
-                    bad(
+                    self.bad(
                         "maxToolResultChars",
                         format!("must be a whole number from 200 to 1000000, got {v}"),
                     )
                 })?;
         }
-        if let Some(mode) = string(&obj, "permissionMode").map_err(|p| bad("permissionMode", p))? {
+        if let Some(mode) =
+            string(obj, "permissionMode").map_err(|p| self.bad("permissionMode", p))?
+        {
             config.permission_mode = match mode.as_str() {
                 "ask" => ApprovalMode::Ask,
                 "auto" => ApprovalMode::Auto,
                 other => {
-                    return Err(bad(
+                    return Err(self.bad(
                         "permissionMode",
                         format!("must be \"ask\" or \"auto\", got {other:?}"),
                     ));
@@ -317,10 +370,17 @@ impl Config {
             };
         }
         if let Some(v) = obj.get("providers") {
-            config.providers = sections::providers(v).map_err(|p| bad("providers", p))?;
+            config.providers = sections::providers(v).map_err(|p| self.bad("providers", p))?;
         }
+        Ok(())
+    }
+
+    /// `context`, and the top-level `compactAboveTokens` /
+    /// `keepRecentMessages` TinyCode writes.
+    fn context(&self, config: &mut Config) -> Result<(), ConfigError> {
+        let obj = self.obj;
         if let Some(v) = obj.get("context") {
-            config.compaction = sections::compaction(v).map_err(|p| bad("context", p))?;
+            config.compaction = sections::compaction(v).map_err(|p| self.bad("context", p))?;
         }
         // TinyCode writes these two at the top level; `context` wins when
         // both name one.
@@ -335,55 +395,71 @@ impl Config {
             };
             let mut one = Map::new();
             one.insert(key.to_string(), v.clone());
-            let parsed = sections::compaction(&Value::Object(one)).map_err(|p| bad(key, p))?;
+            let parsed = sections::compaction(&Value::Object(one)).map_err(|p| self.bad(key, p))?;
             if key == "compactAboveTokens" {
                 config.compaction.above_tokens = parsed.above_tokens;
             } else {
                 config.compaction.keep_recent_messages = parsed.keep_recent_messages;
             }
         }
-        if let Some(v) = obj.get("mcpServers") {
-            config.mcp_servers = mcp::servers(v).map_err(|p| bad("mcpServers", p))?;
+        Ok(())
+    }
+
+    /// `mcpServers`.
+    fn mcp_servers(&self, config: &mut Config) -> Result<(), ConfigError> {
+        if let Some(v) = self.obj.get("mcpServers") {
+            config.mcp_servers = mcp::servers(v).map_err(|p| self.bad("mcpServers", p))?;
         }
-        if let Some(v) = obj.get("turnTimeoutSeconds") {
+        Ok(())
+    }
+
+    /// `turnTimeoutSeconds`, `approvalTimeoutSeconds`.
+    fn timeouts(&self, config: &mut Config) -> Result<(), ConfigError> {
+        if let Some(v) = self.obj.get("turnTimeoutSeconds") {
             config.turn_timeout = Some(
                 v.as_u64()
                     .filter(|n| (1..=24 * 3600).contains(n))
                     .map(Duration::from_secs)
                     .ok_or_else(|| {
-                        bad(
+                        self.bad(
                             "turnTimeoutSeconds",
                             format!("must be a whole number of seconds from 1 to 86400, got {v}"),
                         )
                     })?,
             );
         }
-        if let Some(v) = obj.get("approvalTimeoutSeconds") {
+        if let Some(v) = self.obj.get("approvalTimeoutSeconds") {
             config.approval_timeout = Some(
                 v.as_u64()
                     .filter(|n| (1..=7 * 24 * 3600).contains(n))
                     .map(Duration::from_secs)
                     .ok_or_else(|| {
-                        bad(
+                        self.bad(
                             "approvalTimeoutSeconds",
                             format!("must be a whole number of seconds from 1 to 604800, got {v}"),
                         )
                     })?,
             );
         }
+        Ok(())
+    }
+
+    /// The background work and the log: `autoTriage`, `subAgents`, `store`.
+    fn workers(&self, config: &mut Config) -> Result<(), ConfigError> {
+        let obj = self.obj;
         if let Some(v) = obj.get("autoTriage") {
-            config.auto_triage = sections::auto_triage(v).map_err(|p| bad("autoTriage", p))?;
+            config.auto_triage = sections::auto_triage(v).map_err(|p| self.bad("autoTriage", p))?;
         }
         if let Some(v) = obj.get("subAgents") {
-            config.sub_agents = sections::sub_agents(v).map_err(|p| bad("subAgents", p))?;
+            config.sub_agents = sections::sub_agents(v).map_err(|p| self.bad("subAgents", p))?;
         }
         if let Some(v) = obj.get("store") {
-            config.store_url = sections::store_url(v).map_err(|p| bad("store", p))?;
-            if let Some(lease) = sections::store_lease(v).map_err(|p| bad("store", p))? {
+            config.store_url = sections::store_url(v).map_err(|p| self.bad("store", p))?;
+            if let Some(lease) = sections::store_lease(v).map_err(|p| self.bad("store", p))? {
                 config.lease = lease;
             }
         }
-        Ok(config)
+        Ok(())
     }
 }
 

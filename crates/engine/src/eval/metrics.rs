@@ -26,69 +26,15 @@ impl FieldOutcomes {
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .collect();
-        let position: BTreeMap<&str, usize> = labels
-            .iter()
-            .enumerate()
-            .map(|(i, l)| (l.as_str(), i))
-            .collect();
-        let n = labels.len();
-        // matrix[expected][predicted], predicted n = other.
-        let mut matrix = vec![vec![0u32; n + 1]; n];
-        let (mut scored, mut right, mut rows_all_right) = (0u32, 0u32, 0u32);
-        for (expected, runs) in &self.rows {
-            let e = position[expected.as_str()];
-            let mut all = !runs.is_empty();
-            for predicted in runs {
-                scored += 1;
-                let p = predicted
-                    .as_deref()
-                    .and_then(|p| position.get(p).copied())
-                    .unwrap_or(n);
-                matrix[e][p] += 1;
-                if p == e {
-                    right += 1;
-                } else {
-                    all = false;
-                }
-            }
-            if all {
-                rows_all_right += 1;
-            }
-        }
-        let ratio = |a: u32, b: u32| {
-            if b == 0 {
-                0.0
-            } else {
-                f64::from(a) / f64::from(b)
-            }
-        };
-        let classes: Vec<ClassReport> = (0..n)
-            .map(|c| {
-                let tp = matrix[c][c];
-                let predicted: u32 = (0..n).map(|r| matrix[r][c]).sum();
-                let support: u32 = matrix[c].iter().sum();
-                let precision = ratio(tp, predicted);
-                let recall = ratio(tp, support);
-                let f1 = if precision + recall == 0.0 {
-                    0.0
-                } else {
-                    2.0 * precision * recall / (precision + recall)
-                };
-                ClassReport {
-                    label: labels[c].clone(),
-                    support,
-                    precision,
-                    recall,
-                    f1,
-                }
-            })
-            .collect();
+        let tally = self.tally(&labels);
+        let classes = class_reports(&tally.matrix, &labels);
         let macro_f1 = if classes.is_empty() {
             0.0
         } else {
             classes.iter().map(|c| c.f1).sum::<f64>() / classes.len() as f64
         };
-        let confusion = matrix
+        let confusion = tally
+            .matrix
             .into_iter()
             .zip(&labels)
             .map(|(counts, expected)| ConfusionRow {
@@ -99,15 +45,99 @@ impl FieldOutcomes {
         labels.push(OTHER.into());
         FieldReport {
             field: field.into(),
-            scored,
-            accuracy: ratio(right, scored),
+            scored: tally.scored,
+            accuracy: ratio(tally.right, tally.scored),
             macro_f1,
             labels,
             confusion,
             classes,
-            pass_k: ratio(rows_all_right, self.rows.len() as u32),
+            pass_k: ratio(tally.rows_all_right, self.rows.len() as u32),
         }
     }
+
+    /// Count every run's prediction against its row's label.
+    fn tally(&self, labels: &[String]) -> Tally {
+        let position: BTreeMap<&str, usize> = labels
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (l.as_str(), i))
+            .collect();
+        let n = labels.len();
+        let mut tally = Tally {
+            matrix: vec![vec![0u32; n + 1]; n],
+            scored: 0,
+            right: 0,
+            rows_all_right: 0,
+        };
+        for (expected, runs) in &self.rows {
+            let e = position[expected.as_str()];
+            let mut all = !runs.is_empty();
+            for predicted in runs {
+                tally.scored += 1;
+                let p = predicted
+                    .as_deref()
+                    .and_then(|p| position.get(p).copied())
+                    .unwrap_or(n);
+                tally.matrix[e][p] += 1;
+                if p == e {
+                    tally.right += 1;
+                } else {
+                    all = false;
+                }
+            }
+            if all {
+                tally.rows_all_right += 1;
+            }
+        }
+        tally
+    }
+}
+
+/// One field's predictions, counted.
+struct Tally {
+    /// matrix[expected][predicted], predicted n (the label count) = other.
+    matrix: Vec<Vec<u32>>,
+    /// Predictions counted (one per run of each row).
+    scored: u32,
+    /// Predictions equal to their row's label.
+    right: u32,
+    /// Rows whose every run was right.
+    rows_all_right: u32,
+}
+
+/// `a / b`; 0 when `b` is 0.
+fn ratio(a: u32, b: u32) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        f64::from(a) / f64::from(b)
+    }
+}
+
+/// Precision, recall and F1 of each label, from the confusion matrix.
+fn class_reports(matrix: &[Vec<u32>], labels: &[String]) -> Vec<ClassReport> {
+    let n = labels.len();
+    (0..n)
+        .map(|c| {
+            let tp = matrix[c][c];
+            let predicted: u32 = (0..n).map(|r| matrix[r][c]).sum();
+            let support: u32 = matrix[c].iter().sum();
+            let precision = ratio(tp, predicted);
+            let recall = ratio(tp, support);
+            let f1 = if precision + recall == 0.0 {
+                0.0
+            } else {
+                2.0 * precision * recall / (precision + recall)
+            };
+            ClassReport {
+                label: labels[c].clone(),
+                support,
+                precision,
+                recall,
+                f1,
+            }
+        })
+        .collect()
 }
 
 /// p-th percentile (0–100) of `values` by nearest rank; 0 when empty.

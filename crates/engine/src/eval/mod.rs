@@ -154,45 +154,7 @@ impl Evals {
             .map_or(0, |d| d.as_millis());
         let id = format!("ev{millis:x}");
         let runs = spec.runs.max(1);
-        let (source, rows, train) = match (&spec.labels, spec.from_history, &spec.train) {
-            (Some(_), true, _) => {
-                return Err(EvalError::Invalid {
-                    field: "labels",
-                    problem: "and from_history exclude each other".into(),
-                });
-            }
-            (None, true, _) => {
-                self.history.wait_for(self.store.last_sequence()).await?;
-                (
-                    "history".to_string(),
-                    labels::from_history(self.history.tree())?,
-                    None,
-                )
-            }
-            (Some(path), false, train) => {
-                let path = self.path(path);
-                let rows = labels::load(&path)?;
-                let train = match train {
-                    Some(t) => {
-                        let t = self.path(t);
-                        let rows = labels::load(&t)?;
-                        Some((t, rows))
-                    }
-                    None => None,
-                };
-                let source = match &train {
-                    Some((t, _)) => format!("{} → {}", t.display(), path.display()),
-                    None => path.display().to_string(),
-                };
-                (source, rows, train.map(|(_, rows)| rows))
-            }
-            (None, false, _) => {
-                return Err(EvalError::Invalid {
-                    field: "labels",
-                    problem: "is empty: name a labelled set, or use from_history".into(),
-                });
-            }
-        };
+        let (source, rows, train) = self.labelled_set(&spec).await?;
         let model = match (&train, spec.model.trim()) {
             (Some(_), _) => "learner".to_string(),
             (None, "") => self.default_model.clone(),
@@ -243,17 +205,72 @@ impl Evals {
             / 1e6
             / tickets;
         report.finished_at = crate::clock::now_unix();
+        self.finish(&stream, &id, report).await
+    }
+
+    /// The set to measure on: where it comes from (for the report), its
+    /// rows, and the training rows when the learner is measured.
+    async fn labelled_set(&self, spec: &RunSpec) -> Result<LabelledSet, EvalError> {
+        Ok(match (&spec.labels, spec.from_history, &spec.train) {
+            (Some(_), true, _) => {
+                return Err(EvalError::Invalid {
+                    field: "labels",
+                    problem: "and from_history exclude each other".into(),
+                });
+            }
+            (None, true, _) => {
+                self.history.wait_for(self.store.last_sequence()).await?;
+                (
+                    "history".to_string(),
+                    labels::from_history(self.history.tree())?,
+                    None,
+                )
+            }
+            (Some(path), false, train) => {
+                let path = self.path(path);
+                let rows = labels::load(&path)?;
+                let train = match train {
+                    Some(t) => {
+                        let t = self.path(t);
+                        let rows = labels::load(&t)?;
+                        Some((t, rows))
+                    }
+                    None => None,
+                };
+                let source = match &train {
+                    Some((t, _)) => format!("{} → {}", t.display(), path.display()),
+                    None => path.display().to_string(),
+                };
+                (source, rows, train.map(|(_, rows)| rows))
+            }
+            (None, false, _) => {
+                return Err(EvalError::Invalid {
+                    field: "labels",
+                    problem: "is empty: name a labelled set, or use from_history".into(),
+                });
+            }
+        })
+    }
+
+    /// Record the finished report, write its files, and wait until the
+    /// evals model lists it.
+    async fn finish(
+        &self,
+        stream: &str,
+        id: &str,
+        report: EvalReport,
+    ) -> Result<EvalReport, EvalError> {
         let events = self
             .store
             .append(
-                &stream,
+                stream,
                 ExpectedVersion::Exact(1),
                 vec![Payload::EvalFinished(EvalFinished {
                     report: Some(report.clone()),
                 })],
             )
             .await?;
-        let dir = report_dir(&self.state_dir, &id);
+        let dir = report_dir(&self.state_dir, id);
         if let Err(e) = report::write(&dir, &report) {
             tracing::warn!(eval = %id, error = %e, "could not write the evaluation's report files");
         }
@@ -273,7 +290,7 @@ impl Evals {
         rows: &[Labelled],
         runs: u32,
         concurrency: usize,
-        mut cancel: watch::Receiver<bool>,
+        cancel: watch::Receiver<bool>,
         progress: &mpsc::Sender<EvalProgress>,
     ) -> Result<EvalReport, EvalError> {
         let root = self.state_dir.join("evals").join(id).join("scratch");
@@ -286,71 +303,99 @@ impl Evals {
             .flat_map(|run| (0..rows.len()).map(move |i| (run, i)))
             .collect();
         jobs.reverse();
-        let mut running = tokio::task::JoinSet::new();
-        // (row, run) → what came out; failures recorded as None.
-        let mut results: BTreeMap<(usize, u32), Option<scratch::Triaged>> = BTreeMap::new();
-        let mut partial = false;
-        let mut scratch_error = None;
         // The client learns the id at once (it needs it to cancel).
         let _ = progress.try_send(EvalProgress {
             eval_id: id.to_string(),
             done: 0,
             total: total as u32,
         });
-        loop {
-            while running.len() < concurrency.max(1) && !partial {
-                let Some((run, i)) = jobs.pop() else { break };
-                let scratch = Arc::clone(&scratch);
-                running.spawn(async move {
-                    let outcome = scratch.triage(&scratch::ticket_id(run, i + 1)).await;
-                    ((i, run), outcome)
-                });
-            }
-            if running.is_empty() {
-                break;
-            }
-            tokio::select! {
-                joined = running.join_next() => match joined {
-                    Some(Ok((key, Ok(done)))) => { results.insert(key, Some(done)); }
-                    Some(Ok((key, Err(e)))) => {
-                        tracing::warn!(eval = %id, error = %e, "a ticket's triage could not be measured");
-                        scratch_error.get_or_insert(e);
-                        results.insert(key, None);
-                    }
-                    Some(Err(e)) => tracing::warn!(eval = %id, error = %e, "a measuring task stopped"),
-                    None => {}
-                },
-                _ = cancel.wait_for(|c| *c), if !partial => {
-                    partial = true;
-                    running.abort_all();
-                }
-                () = progress.closed(), if !partial => {
-                    // The client left: keep what was measured.
-                    partial = true;
-                    running.abort_all();
-                }
-            }
-            let _ = progress.try_send(EvalProgress {
-                eval_id: id.to_string(),
-                done: results.len() as u32,
-                total: total as u32,
-            });
-        }
+        let measured = triage_all(id, &scratch, jobs, concurrency, cancel, progress, total).await;
         if let Ok(scratch) = Arc::try_unwrap(scratch) {
             scratch.stop().await;
         }
-        if results.is_empty()
-            && let Some(e) = scratch_error
+        if measured.results.is_empty()
+            && let Some(e) = measured.scratch_error
         {
             return Err(e);
         }
         Ok(agent_report(
             rows,
             runs,
-            &results,
-            partial || results.len() < total,
+            &measured.results,
+            measured.partial || measured.results.len() < total,
         ))
     }
+}
+
+/// Where a labelled set comes from (for the report), its rows, and the
+/// training rows when the learner is measured.
+type LabelledSet = (String, Vec<Labelled>, Option<Vec<Labelled>>);
+
+/// What the triage of the jobs gave.
+#[derive(Default)]
+struct Measured {
+    /// (row, run) → what came out; failures recorded as None.
+    results: BTreeMap<(usize, u32), Option<scratch::Triaged>>,
+    /// Cancelled, or the client left: not every job ran.
+    partial: bool,
+    /// The first triage that could not be measured.
+    scratch_error: Option<EvalError>,
+}
+
+/// Triage the `jobs` (run, row), taken from the end, `concurrency` at a
+/// time, sending progress after each; a cancel or the client leaving stops
+/// them and keeps what was measured.
+async fn triage_all(
+    id: &str,
+    scratch: &Arc<scratch::Scratch>,
+    mut jobs: Vec<(u32, usize)>,
+    concurrency: usize,
+    mut cancel: watch::Receiver<bool>,
+    progress: &mpsc::Sender<EvalProgress>,
+    total: usize,
+) -> Measured {
+    let mut running = tokio::task::JoinSet::new();
+    let mut measured = Measured::default();
+    loop {
+        while running.len() < concurrency.max(1) && !measured.partial {
+            let Some((run, i)) = jobs.pop() else { break };
+            let scratch = Arc::clone(scratch);
+            running.spawn(async move {
+                let outcome = scratch.triage(&scratch::ticket_id(run, i + 1)).await;
+                ((i, run), outcome)
+            });
+        }
+        if running.is_empty() {
+            break;
+        }
+        tokio::select! {
+            joined = running.join_next() => match joined {
+                Some(Ok((key, Ok(done)))) => { measured.results.insert(key, Some(done)); }
+                Some(Ok((key, Err(e)))) => {
+                    tracing::warn!(eval = %id, error = %e, "a ticket's triage could not be measured");
+                    measured.scratch_error.get_or_insert(e);
+                    measured.results.insert(key, None);
+                }
+                Some(Err(e)) => tracing::warn!(eval = %id, error = %e, "a measuring task stopped"),
+                None => {}
+            },
+            _ = cancel.wait_for(|c| *c), if !measured.partial => {
+                measured.partial = true;
+                running.abort_all();
+            }
+            () = progress.closed(), if !measured.partial => {
+                // The client left: keep what was measured.
+                measured.partial = true;
+                running.abort_all();
+            }
+        }
+        let _ = progress.try_send(EvalProgress {
+            eval_id: id.to_string(),
+            done: measured.results.len() as u32,
+            total: total as u32,
+        });
+    }
+    measured
 }
 
 /// The value of `field` as triage left it (`None`: unset).

@@ -67,6 +67,115 @@ pub fn ticket_id(run: u32, n: usize) -> String {
     format!("E{run}-{n:05}")
 }
 
+/// Copy the live desk's rules, knowledge and skills into the scratch
+/// workspace `ws`.
+fn copy_desk(live: &Path, config: &crate::config::Config, ws: &Path) -> Result<(), EvalError> {
+    std::fs::create_dir_all(ws.join(".tinycode")).map_err(|e| io("cannot create", ws, e))?;
+    for file in ["TINY.md", "AGENTS.md", "CLAUDE.md"] {
+        let from = live.join(file);
+        if from.is_file() {
+            std::fs::copy(&from, ws.join(file)).map_err(|e| io("cannot copy", &from, e))?;
+        }
+    }
+    copy_tree(&live.join(&config.knowledge_dir), &ws.join("knowledge"))?;
+    copy_tree(&live.join(".tinycode/skills"), &ws.join(".tinycode/skills"))?;
+    copy_tree(&live.join(".claude/skills"), &ws.join(".claude/skills"))?;
+    Ok(())
+}
+
+/// The live config without what reaches outside the scratch desk, with
+/// approvals `auto`.
+fn write_config(live: &Path, ws: &Path) -> Result<(), EvalError> {
+    let mut settings: Value = std::fs::read_to_string(live.join(crate::config::CONFIG_FILE))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_else(|| json!({}));
+    if let Some(obj) = settings.as_object_mut() {
+        // Its own log, its own files; nothing outside it runs.
+        for key in [
+            "store",
+            "mcpServers",
+            "autoTriage",
+            "knowledgeDir",
+            "ticketsDir",
+        ] {
+            obj.remove(key);
+        }
+        obj.insert("permissionMode".into(), "auto".into());
+    }
+    let config_path = ws.join(crate::config::CONFIG_FILE);
+    std::fs::write(&config_path, settings.to_string())
+        .map_err(|e| io("cannot write", &config_path, e))
+}
+
+/// Each labelled row, once per run, as an open ticket file.
+fn write_tickets(ws: &Path, rows: &[Labelled], runs: u32) -> Result<(), EvalError> {
+    let tickets = ws.join("tickets");
+    std::fs::create_dir_all(&tickets).map_err(|e| io("cannot create", &tickets, e))?;
+    let at = crate::clock::now_rfc3339();
+    for run in 1..=runs {
+        for (i, row) in rows.iter().enumerate() {
+            let id = ticket_id(run, i + 1);
+            let file = json!({
+                "id": id, "subject": row.subject, "customer": "eval", "channel": "web",
+                "createdAt": at, "slaMinutes": 1440, "status": "open",
+                "messages": [{"from": "customer", "text": if row.body.is_empty() { &row.subject } else { &row.body }, "at": at}]
+            });
+            let path = tickets.join(format!("{id}.json"));
+            std::fs::write(&path, file.to_string()).map_err(|e| io("cannot write", &path, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Start this binary as the scratch desk's daemon (killed when dropped).
+fn spawn_daemon(ws: &Path, model: &str) -> Result<tokio::process::Child, EvalError> {
+    let exe = std::env::current_exe().map_err(|e| EvalError::Scratch(e.to_string()))?;
+    let mut cmd = tokio::process::Command::new(exe);
+    cmd.arg("--workspace")
+        .arg(ws)
+        .env_remove("TINYCODE_HOME")
+        .env_remove("TINYCODE_STORE_URL")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true);
+    if !model.is_empty() {
+        cmd.env("TINYCODE_MODEL", model);
+    }
+    cmd.spawn()
+        .map_err(|e| EvalError::Scratch(format!("cannot start the scratch daemon: {e}")))
+}
+
+/// Connect to the scratch daemon, trying again until it answers or
+/// `START_WAIT` has passed.
+async fn connect(ws: &Path) -> Result<DaemonChannel, EvalError> {
+    let layout = tinycode_shared::paths::Layout::resolve(
+        Some(ws),
+        ws,
+        None,
+        &tinycode_shared::paths::runtime_dir(),
+    )
+    .map_err(|e| EvalError::Scratch(e.to_string()))?;
+    let name = ClientName::new("tinycoded-eval").map_err(|e| EvalError::Scratch(e.to_string()))?;
+    let started = Instant::now();
+    loop {
+        match tinycode_shared::client::connect(&layout.socket, &name).await {
+            Ok(channel) => return Ok(channel),
+            Err(_) if started.elapsed() < START_WAIT => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => {
+                return Err(EvalError::Scratch(format!(
+                    "the scratch daemon did not answer within {} s ({e}); its log: {}",
+                    START_WAIT.as_secs(),
+                    layout.log_path().display()
+                )));
+            }
+        }
+    }
+}
+
 impl Scratch {
     /// Build the scratch workspace under `root` and start its daemon.
     pub async fn start(
@@ -78,93 +187,11 @@ impl Scratch {
         runs: u32,
     ) -> Result<Self, EvalError> {
         let ws = root.join("workspace");
-        std::fs::create_dir_all(ws.join(".tinycode")).map_err(|e| io("cannot create", &ws, e))?;
-        for file in ["TINY.md", "AGENTS.md", "CLAUDE.md"] {
-            let from = live.join(file);
-            if from.is_file() {
-                std::fs::copy(&from, ws.join(file)).map_err(|e| io("cannot copy", &from, e))?;
-            }
-        }
-        copy_tree(&live.join(&config.knowledge_dir), &ws.join("knowledge"))?;
-        copy_tree(&live.join(".tinycode/skills"), &ws.join(".tinycode/skills"))?;
-        copy_tree(&live.join(".claude/skills"), &ws.join(".claude/skills"))?;
-        let mut settings: Value = std::fs::read_to_string(live.join(crate::config::CONFIG_FILE))
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or_else(|| json!({}));
-        if let Some(obj) = settings.as_object_mut() {
-            // Its own log, its own files; nothing outside it runs.
-            for key in [
-                "store",
-                "mcpServers",
-                "autoTriage",
-                "knowledgeDir",
-                "ticketsDir",
-            ] {
-                obj.remove(key);
-            }
-            obj.insert("permissionMode".into(), "auto".into());
-        }
-        let config_path = ws.join(crate::config::CONFIG_FILE);
-        std::fs::write(&config_path, settings.to_string())
-            .map_err(|e| io("cannot write", &config_path, e))?;
-        let tickets = ws.join("tickets");
-        std::fs::create_dir_all(&tickets).map_err(|e| io("cannot create", &tickets, e))?;
-        let at = crate::clock::now_rfc3339();
-        for run in 1..=runs {
-            for (i, row) in rows.iter().enumerate() {
-                let id = ticket_id(run, i + 1);
-                let file = json!({
-                    "id": id, "subject": row.subject, "customer": "eval", "channel": "web",
-                    "createdAt": at, "slaMinutes": 1440, "status": "open",
-                    "messages": [{"from": "customer", "text": if row.body.is_empty() { &row.subject } else { &row.body }, "at": at}]
-                });
-                let path = tickets.join(format!("{id}.json"));
-                std::fs::write(&path, file.to_string())
-                    .map_err(|e| io("cannot write", &path, e))?;
-            }
-        }
-        let exe = std::env::current_exe().map_err(|e| EvalError::Scratch(e.to_string()))?;
-        let mut cmd = tokio::process::Command::new(exe);
-        cmd.arg("--workspace")
-            .arg(&ws)
-            .env_remove("TINYCODE_HOME")
-            .env_remove("TINYCODE_STORE_URL")
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true);
-        if !model.is_empty() {
-            cmd.env("TINYCODE_MODEL", model);
-        }
-        let child = cmd
-            .spawn()
-            .map_err(|e| EvalError::Scratch(format!("cannot start the scratch daemon: {e}")))?;
-        let layout = tinycode_shared::paths::Layout::resolve(
-            Some(&ws),
-            &ws,
-            None,
-            &tinycode_shared::paths::runtime_dir(),
-        )
-        .map_err(|e| EvalError::Scratch(e.to_string()))?;
-        let name =
-            ClientName::new("tinycoded-eval").map_err(|e| EvalError::Scratch(e.to_string()))?;
-        let started = Instant::now();
-        let channel = loop {
-            match tinycode_shared::client::connect(&layout.socket, &name).await {
-                Ok(channel) => break channel,
-                Err(_) if started.elapsed() < START_WAIT => {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                Err(e) => {
-                    return Err(EvalError::Scratch(format!(
-                        "the scratch daemon did not answer within {} s ({e}); its log: {}",
-                        START_WAIT.as_secs(),
-                        layout.log_path().display()
-                    )));
-                }
-            }
-        };
+        copy_desk(live, config, &ws)?;
+        write_config(live, &ws)?;
+        write_tickets(&ws, rows, runs)?;
+        let child = spawn_daemon(&ws, model)?;
+        let channel = connect(&ws).await?;
         Ok(Self {
             dir: root.to_path_buf(),
             child,

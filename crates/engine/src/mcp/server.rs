@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use rmcp::ClientHandler;
 use rmcp::model::ProtocolVersion;
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt, NotificationContext, RoleClient};
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt, NotificationContext, RoleClient, RunningService,
+};
 use rmcp::transport::TokioChildProcess;
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::{Notify, watch};
@@ -86,6 +88,8 @@ pub(super) fn supervise(
     })
 }
 
+/// One run of the server: start it, hand-shake, list its tools and follow
+/// their changes until it ends or the daemon stops.
 async fn run_once(
     spec: &McpServerSpec,
     workspace: &std::path::Path,
@@ -93,6 +97,27 @@ async fn run_once(
     set: &(impl Fn(ServerState) + Send + Sync),
     stopping: &mut watch::Receiver<bool>,
 ) -> Ended {
+    let (transport, stderr) = match spawn(spec, workspace) {
+        Ok(spawned) => spawned,
+        Err(ended) => return ended,
+    };
+    let tail = StderrTail::follow(stderr, &spec.name);
+    let changed = Arc::new(Notify::new());
+    let listener = Listener {
+        changed: Arc::clone(&changed),
+    };
+    let service = match handshake(spec, listener, transport, &tail, stopping).await {
+        Ok(service) => service,
+        Err(ended) => return ended,
+    };
+    serve(spec, service, tools, set, stopping, &changed, &tail).await
+}
+
+/// Start the server's command (a stdio server; any other is not run).
+fn spawn(
+    spec: &McpServerSpec,
+    workspace: &std::path::Path,
+) -> Result<(TokioChildProcess, Option<tokio::process::ChildStderr>), Ended> {
     let McpTransport::Stdio {
         command,
         args,
@@ -100,7 +125,7 @@ async fn run_once(
         cwd,
     } = &spec.transport
     else {
-        return Ended::Stopping;
+        return Err(Ended::Stopping);
     };
     let mut cmd = tokio::process::Command::new(command);
     cmd.args(args)
@@ -110,30 +135,40 @@ async fn run_once(
                 .map_or(workspace.to_path_buf(), |c| workspace.join(c)),
         )
         .kill_on_drop(true);
-    let (transport, stderr) = match TokioChildProcess::builder(cmd)
+    TokioChildProcess::builder(cmd)
         .stderr(Stdio::piped())
         .spawn()
-    {
-        Ok(spawned) => spawned,
-        Err(e) => return Ended::Failed(format!("cannot start `{command}`: {e}")),
-    };
-    let tail = Arc::new(Mutex::new(VecDeque::new()));
-    if let Some(stderr) = stderr {
-        let (tail, name) = (Arc::clone(&tail), spec.name.clone());
-        tokio::spawn(async move {
-            let mut lines = tokio::io::BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                tracing::debug!(server = %name, "{line}");
-                let mut tail = crate::sync::lock(&tail);
-                if tail.len() == STDERR_LINES {
-                    tail.pop_front();
+        .map_err(|e| Ended::Failed(format!("cannot start `{command}`: {e}")))
+}
+
+/// The last lines a server wrote to its stderr (each logged at debug).
+struct StderrTail(Arc<Mutex<VecDeque<String>>>);
+
+impl StderrTail {
+    /// Read the server's stderr, if captured, until it closes.
+    fn follow(stderr: Option<tokio::process::ChildStderr>, name: &str) -> Self {
+        let tail = Arc::new(Mutex::new(VecDeque::new()));
+        if let Some(stderr) = stderr {
+            let (tail, name) = (Arc::clone(&tail), name.to_string());
+            tokio::spawn(async move {
+                let mut lines = tokio::io::BufReader::new(stderr).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    tracing::debug!(server = %name, "{line}");
+                    let mut tail = crate::sync::lock(&tail);
+                    if tail.len() == STDERR_LINES {
+                        tail.pop_front();
+                    }
+                    tail.push_back(line.chars().take(300).collect::<String>());
                 }
-                tail.push_back(line.chars().take(300).collect::<String>());
-            }
-        });
+            });
+        }
+        Self(tail)
     }
-    let said = || {
-        let tail = crate::sync::lock(&tail);
+
+    /// `; it said: …` with the lines kept, for a failure message (empty
+    /// when it said nothing).
+    fn said(&self) -> String {
+        let tail = crate::sync::lock(&self.0);
         if tail.is_empty() {
             String::new()
         } else {
@@ -142,11 +177,17 @@ async fn run_once(
                 tail.iter().cloned().collect::<Vec<_>>().join(" | ")
             )
         }
-    };
-    let changed = Arc::new(Notify::new());
-    let listener = Listener {
-        changed: Arc::clone(&changed),
-    };
+    }
+}
+
+/// The MCP hand-shake, within the server's time.
+async fn handshake(
+    spec: &McpServerSpec,
+    listener: Listener,
+    transport: TokioChildProcess,
+    tail: &StderrTail,
+    stopping: &mut watch::Receiver<bool>,
+) -> Result<RunningService<RoleClient, Listener>, Ended> {
     let handshake = HANDSHAKE.min(Duration::from_secs(spec.timeout_seconds));
     // The 2026-07-28 `server/discover`, falling back to the legacy
     // `initialize` for a server that does not know it.
@@ -154,22 +195,35 @@ async fn run_once(
         preferred_versions: vec![ProtocolVersion::LATEST],
         legacy_version: None,
     };
-    let service = tokio::select! {
+    tokio::select! {
         started = tokio::time::timeout(handshake, listener.serve_with_lifecycle(transport, lifecycle)) => match started {
-            Ok(Ok(service)) => service,
-            Ok(Err(e)) => return Ended::Failed(format!("the MCP hand-shake failed: {e}{}", said())),
-            Err(_) => return Ended::Failed(format!(
-                "it did not answer the MCP hand-shake within {} s{}", handshake.as_secs(), said()
-            )),
+            Ok(Ok(service)) => Ok(service),
+            Ok(Err(e)) => Err(Ended::Failed(format!("the MCP hand-shake failed: {e}{}", tail.said()))),
+            Err(_) => Err(Ended::Failed(format!(
+                "it did not answer the MCP hand-shake within {} s{}", handshake.as_secs(), tail.said()
+            ))),
         },
-        () = stopped(stopping) => return Ended::Stopping,
-    };
+        () = stopped(stopping) => Err(Ended::Stopping),
+    }
+}
+
+/// List the server's tools, then follow their changes until the server
+/// ends or the daemon stops.
+async fn serve(
+    spec: &McpServerSpec,
+    service: RunningService<RoleClient, Listener>,
+    tools: &DynamicTools,
+    set: &(impl Fn(ServerState) + Send + Sync),
+    stopping: &mut watch::Receiver<bool>,
+    changed: &Notify,
+    tail: &StderrTail,
+) -> Ended {
     let peer = service.peer().clone();
     let cancel = service.cancellation_token();
     let timeout = Duration::from_secs(spec.timeout_seconds);
     if let Err(e) = refresh(spec, &peer, tools, set, timeout).await {
         cancel.cancel();
-        return Ended::Failed(format!("{e}{}", said()));
+        return Ended::Failed(format!("{e}{}", tail.said()));
     }
     let mut waiting = std::pin::pin!(service.waiting());
     loop {
@@ -178,7 +232,7 @@ async fn run_once(
                 return Ended::Failed(format!("the server stopped ({}){}", match quit {
                     Ok(reason) => format!("{reason:?}").to_lowercase(),
                     Err(e) => e.to_string(),
-                }, said()));
+                }, tail.said()));
             }
             () = changed.notified() => {
                 if let Err(e) = refresh(spec, &peer, tools, set, timeout).await {

@@ -67,6 +67,51 @@ fn view(agent_id: &str, a: &AgentBrief) -> AgentView {
     }
 }
 
+/// A worker's first message and the skill it names (empty: none).
+struct WorkerPrompt {
+    text: String,
+    skill_name: String,
+    skill_body: String,
+}
+
+/// Before a spawn: the worker this call already started (`Some`), an
+/// error when the session may not spawn one now (it is a worker, or
+/// runs `max` workers, `subAgents.max`), else `None`.
+fn started_or_refused(
+    state: &SessionState,
+    max: usize,
+    turn: u64,
+    call_id: &str,
+    task: &str,
+) -> Result<Option<AgentView>, SessionError> {
+    if state.parent.is_some() {
+        return Err(agent_error(
+            "a worker cannot spawn workers; answer with what you found",
+        ));
+    }
+    // Call ids may repeat within a turn (some providers number them
+    // per step): the task tells the calls apart.
+    if let Some((id, a)) = state.agents.iter().find(|(_, a)| {
+        !call_id.is_empty() && a.turn == turn && a.call_id == call_id && a.task == task.trim()
+    }) {
+        return Ok(Some(view(id, a)));
+    }
+    let running: Vec<&str> = state
+        .agents
+        .iter()
+        .filter(|(_, a)| a.end.is_none())
+        .map(|(id, _)| id.as_str())
+        .collect();
+    if running.len() >= max {
+        return Err(agent_error(format!(
+            "{} workers are already running ({}), the most a session may have (config subAgents.max); wait for one with wait_agent or stop one with close_agent, then spawn again",
+            running.len(),
+            running.join(", ")
+        )));
+    }
+    Ok(None)
+}
+
 fn agent_error(problem: impl Into<String>) -> SessionError {
     SessionError::Agent(problem.into())
 }
@@ -87,47 +132,12 @@ impl Sessions {
         let _one = self.send_locks.lock(&format!("agents/{parent}")).await;
         self.caught_up().await?;
         let state = self.get(parent)?;
-        if state.parent.is_some() {
-            return Err(agent_error(
-                "a worker cannot spawn workers; answer with what you found",
-            ));
-        }
-        // Call ids may repeat within a turn (some providers number them
-        // per step): the task tells the calls apart.
-        if let Some((id, a)) = state.agents.iter().find(|(_, a)| {
-            !call_id.is_empty() && a.turn == turn && a.call_id == call_id && a.task == task.trim()
-        }) {
-            return Ok(view(id, a));
-        }
         let limits = &self.defaults().sub_agents;
-        let running: Vec<&str> = state
-            .agents
-            .iter()
-            .filter(|(_, a)| a.end.is_none())
-            .map(|(id, _)| id.as_str())
-            .collect();
-        if running.len() >= limits.max {
-            return Err(agent_error(format!(
-                "{} workers are already running ({}), the most a session may have (config subAgents.max); wait for one with wait_agent or stop one with close_agent, then spawn again",
-                running.len(),
-                running.join(", ")
-            )));
+        if let Some(started) = started_or_refused(&state, limits.max, turn, call_id, task)? {
+            return Ok(started);
         }
         let task = task.trim();
-        let text = match skill {
-            Some(skill) => format!("/{skill} {task}"),
-            None => task.to_string(),
-        };
-        let (skill_name, skill_body) = match self.skills.current().command(&text) {
-            Ok(Some((s, _))) => (s.name.clone(), s.body.clone()),
-            Ok(None) if skill.is_none() => (String::new(), String::new()),
-            Ok(None) | Err(_) => {
-                return Err(agent_error(format!(
-                    "there is no skill named {:?}; the system prompt lists the skills",
-                    skill.unwrap_or_default()
-                )));
-            }
-        };
+        let prompt = self.worker_prompt(task, skill)?;
         let agent_id = format!("a{}", state.agents.len() + 1);
         let child = self.new_id();
         let model = if limits.model.is_empty() {
@@ -135,46 +145,14 @@ impl Sessions {
         } else {
             limits.model.clone()
         };
-        let by = ClientRef {
-            name: format!("agent {parent}"),
-            ..ClientRef::default()
-        };
         let link = ParentLink {
             session_id: parent.to_string(),
             turn,
             call_id: call_id.to_string(),
             agent_id: agent_id.clone(),
         };
-        let title: String = task.chars().take(80).collect();
-        // The worker and its task in one append: it never exists without
-        // the turn that answers it.
-        let created = self
-            .store
-            .append(
-                &session_stream(&child),
-                ExpectedVersion::NoStream,
-                vec![
-                    Payload::SessionCreated(SessionCreated {
-                        title: format!("{agent_id}: {title}"),
-                        model: model.clone(),
-                        created_by: Some(by.clone()),
-                        approve: crate::permissions::ApprovalMode::Deny.as_str().into(),
-                        parent: Some(link),
-                        ..SessionCreated::default()
-                    }),
-                    Payload::UserMessageAdded(UserMessageAdded {
-                        text,
-                        from: Some(by),
-                        turn: 1,
-                        timeout_seconds: limits.timeout.as_secs() as u32,
-                        skill: skill_name,
-                        skill_body,
-                        daemon_id: self.cluster.id().to_string(),
-                    }),
-                ],
-            )
+        self.create_worker(&child, link, &model, task, prompt, limits.timeout)
             .await?;
-        self.read_at(super::last(&created)).await?;
         let spawned = SubAgentSpawned {
             agent_id: agent_id.clone(),
             session_id: child.clone(),
@@ -194,6 +172,79 @@ impl Sessions {
             .get(&agent_id)
             .ok_or_else(|| agent_error(format!("worker {agent_id} was not recorded")))?;
         Ok(view(&agent_id, brief))
+    }
+
+    /// The worker's first message (`/<skill> <task>` with a skill), and
+    /// the skill it names.
+    fn worker_prompt(&self, task: &str, skill: Option<&str>) -> Result<WorkerPrompt, SessionError> {
+        let text = match skill {
+            Some(skill) => format!("/{skill} {task}"),
+            None => task.to_string(),
+        };
+        let (skill_name, skill_body) = match self.skills.current().command(&text) {
+            Ok(Some((s, _))) => (s.name.clone(), s.body.clone()),
+            Ok(None) if skill.is_none() => (String::new(), String::new()),
+            Ok(None) | Err(_) => {
+                return Err(agent_error(format!(
+                    "there is no skill named {:?}; the system prompt lists the skills",
+                    skill.unwrap_or_default()
+                )));
+            }
+        };
+        Ok(WorkerPrompt {
+            text,
+            skill_name,
+            skill_body,
+        })
+    }
+
+    /// Create the worker's session `child` and its task as turn 1, then
+    /// wait until the model has them.
+    async fn create_worker(
+        &self,
+        child: &str,
+        link: ParentLink,
+        model: &str,
+        task: &str,
+        prompt: WorkerPrompt,
+        timeout: Duration,
+    ) -> Result<(), SessionError> {
+        let by = ClientRef {
+            name: format!("agent {}", link.session_id),
+            ..ClientRef::default()
+        };
+        let task_title: String = task.chars().take(80).collect();
+        let title = format!("{}: {task_title}", link.agent_id);
+        // The worker and its task in one append: it never exists without
+        // the turn that answers it.
+        let created = self
+            .store
+            .append(
+                &session_stream(child),
+                ExpectedVersion::NoStream,
+                vec![
+                    Payload::SessionCreated(SessionCreated {
+                        title,
+                        model: model.to_string(),
+                        created_by: Some(by.clone()),
+                        approve: crate::permissions::ApprovalMode::Deny.as_str().into(),
+                        parent: Some(link),
+                        ..SessionCreated::default()
+                    }),
+                    Payload::UserMessageAdded(UserMessageAdded {
+                        text: prompt.text,
+                        from: Some(by),
+                        turn: 1,
+                        timeout_seconds: timeout.as_secs() as u32,
+                        skill: prompt.skill_name,
+                        skill_body: prompt.skill_body,
+                        daemon_id: self.cluster.id().to_string(),
+                    }),
+                ],
+            )
+            .await?;
+        self.read_at(super::last(&created)).await?;
+        Ok(())
     }
 
     fn agent<'a>(state: &'a SessionState, agent_id: &str) -> Result<&'a AgentBrief, SessionError> {

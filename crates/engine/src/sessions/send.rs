@@ -33,6 +33,45 @@ impl Sessions {
         if self.draining.load(Ordering::Acquire) {
             return Err(SessionError::Draining);
         }
+        let (skill, skill_body) = self.checked_message(text, timeout_seconds)?;
+        // Turn and runner are filled in when the message is appended.
+        let message = UserMessageAdded {
+            text: text.into(),
+            from: Some(from),
+            turn: 0,
+            timeout_seconds,
+            skill,
+            skill_body,
+            daemon_id: String::new(),
+        };
+        // Turns are numbered one at a time: each send waits for the model
+        // to have its message before the next reads the next number.
+        let numbering = self.send_locks.lock(&id).await;
+        let me = self.cluster.id().to_string();
+        let (events, turn, runner) = self.append_message(&id, &message, &me).await?;
+        self.publish(&id, &events);
+        self.read_at(last(&events)).await?;
+        drop(numbering);
+        let queued = if runner == me {
+            self.submit(&id, Job::Turn(turn))?
+        } else {
+            tracing::info!(session = %id, turn, runner = %runner, "the turn runs on the daemon running this session");
+            true
+        };
+        Ok(Sent {
+            sequence: events.first().map(|e| e.sequence).unwrap_or(0),
+            turn,
+            queued,
+        })
+    }
+
+    /// Check a message and its time limit; the skill its `/command` names
+    /// (name and body; empty: none).
+    fn checked_message(
+        &self,
+        text: &str,
+        timeout_seconds: u32,
+    ) -> Result<(String, String), SessionError> {
         let skills = self.skills.current();
         let (skill, skill_body) = match skills.command(text) {
             Ok(Some((skill, _))) => (skill.name.clone(), skill.body.clone()),
@@ -56,22 +95,30 @@ impl Sessions {
                 problem: "is empty".into(),
             });
         }
-        // Turns are numbered one at a time: each send waits for the model
-        // to have its message before the next reads the next number.
-        let numbering = self.send_locks.lock(&id).await;
-        // Several daemons on one log: the message is appended at the
-        // session's version (so two daemons never number one turn twice),
-        // and a session with a turn on another live daemon gets its next
-        // turn there, behind that one (that daemon sees the message in the
-        // log and runs it).
-        let me = self.cluster.id().to_string();
+        Ok((skill, skill_body))
+    }
+
+    /// Append the user message as the session's next turn; the events,
+    /// the turn and the daemon that runs it.
+    ///
+    /// Several daemons on one log: the message is appended at the
+    /// session's version (so two daemons never number one turn twice),
+    /// and a session with a turn on another live daemon gets its next turn
+    /// there, behind that one (that daemon sees the message in the log and
+    /// runs it).
+    async fn append_message(
+        &self,
+        id: &str,
+        message: &UserMessageAdded,
+        me: &str,
+    ) -> Result<(Vec<Arc<Event>>, u64, String), SessionError> {
         let shared = self.store.shared();
         let mut conflicts = 0;
-        let (events, turn, runner) = loop {
+        loop {
             if shared {
                 self.caught_up().await?;
             }
-            let state = self.get(&id)?;
+            let state = self.get(id)?;
             let turn = state.next_turn();
             let busy_on = state
                 .turns
@@ -82,7 +129,7 @@ impl Sessions {
                 .filter(|r| shared && !r.is_empty() && *r != me);
             let runner = match busy_on {
                 Some(r) if self.cluster.alive(&r).await.unwrap_or(true) => r,
-                _ => me.clone(),
+                _ => me.to_string(),
             };
             let expected = if shared {
                 ExpectedVersion::Exact(state.last_version)
@@ -90,41 +137,23 @@ impl Sessions {
                 ExpectedVersion::Any
             };
             let message = Payload::UserMessageAdded(UserMessageAdded {
-                text: text.into(),
-                from: Some(from.clone()),
                 turn,
-                timeout_seconds,
-                skill: skill.clone(),
-                skill_body: skill_body.clone(),
                 daemon_id: runner.clone(),
+                ..message.clone()
             });
             match self
                 .store
-                .append(&session_stream(&id), expected, vec![message])
+                .append(&session_stream(id), expected, vec![message])
                 .await
             {
-                Ok(events) => break (events, turn, runner),
+                Ok(events) => return Ok((events, turn, runner)),
                 Err(StoreError::Conflict { .. }) if conflicts < 100 => {
                     conflicts += 1;
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
                 Err(e) => return Err(e.into()),
             }
-        };
-        self.publish(&id, &events);
-        self.read_at(last(&events)).await?;
-        drop(numbering);
-        let queued = if runner == me {
-            self.submit(&id, Job::Turn(turn))?
-        } else {
-            tracing::info!(session = %id, turn, runner = %runner, "the turn runs on the daemon running this session");
-            true
-        };
-        Ok(Sent {
-            sequence: events.first().map(|e| e.sequence).unwrap_or(0),
-            turn,
-            queued,
-        })
+        }
     }
 
     /// Summarise the older turns now, behind a running turn if there is one.

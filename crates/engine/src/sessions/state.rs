@@ -15,7 +15,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tinycode_shared::proto::event::Payload;
-use tinycode_shared::proto::{Event, TurnOutcome};
+use tinycode_shared::proto::{
+    Event, SessionCompacted, SessionCreated, SubAgentFinished, SubAgentSpawned, TurnOutcome,
+};
 
 use crate::model::{Message, Thinking, ToolCall};
 
@@ -326,51 +328,9 @@ impl SessionState {
             self.add(turn, entry, event);
         }
         match payload {
-            Payload::SessionCreated(e) => {
-                self.id = event.stream_id.trim_start_matches("session-").to_string();
-                self.title = e.title.clone();
-                self.model = e.model.clone();
-                self.approve = crate::permissions::ApprovalMode::of_stored(&e.approve);
-                self.created_sequence = event.sequence;
-                self.forked_from = e.forked_from.clone();
-                self.history_from = 1;
-                self.parent = e.parent.as_ref().map(|p| ParentRef {
-                    session_id: p.session_id.clone(),
-                    turn: p.turn,
-                    call_id: p.call_id.clone(),
-                    agent_id: p.agent_id.clone(),
-                });
-            }
-            Payload::SubAgentSpawned(e) => {
-                let number = self.agents.len() as u32 + 1;
-                self.agents
-                    .entry(e.agent_id.clone())
-                    .or_insert_with(|| AgentBrief {
-                        number,
-                        session_id: e.session_id.clone(),
-                        task: e.task.clone(),
-                        turn: e.turn,
-                        call_id: e.call_id.clone(),
-                        end: None,
-                    });
-            }
-            Payload::SubAgentFinished(e) => {
-                // The first finish counts (one recorded again after a crash
-                // changes nothing).
-                if let Some(agent) = self
-                    .agents
-                    .get_mut(&e.agent_id)
-                    .filter(|a| a.end.is_none() && a.session_id == e.session_id)
-                {
-                    agent.end = Some(AgentEnd {
-                        outcome: e.outcome,
-                        steps: e.steps,
-                        tool_calls: e.tool_calls,
-                        text: e.summary.clone(),
-                        error: e.error.clone(),
-                    });
-                }
-            }
+            Payload::SessionCreated(e) => self.created(e, event),
+            Payload::SubAgentSpawned(e) => self.agent_spawned(e),
+            Payload::SubAgentFinished(e) => self.agent_finished(e),
             Payload::SessionRenamed(e) => self.title = e.title.clone(),
             Payload::SessionDeleted(_) => self.deleted = true,
             Payload::TurnStarted(e) => {
@@ -402,28 +362,80 @@ impl SessionState {
             Payload::ApprovalCancelled(a) => {
                 self.approvals.insert(a.approval_id.clone(), 2);
             }
-            Payload::SessionCompacted(e) => {
-                // What the summary replaced leaves the summary (it stays in
-                // the log); the history is read from the first kept turn.
-                let kept = self.turns.split_off(&e.first_kept_turn);
-                let dropped = std::mem::replace(&mut self.turns, kept);
-                self.compacted_messages += dropped.values().map(|t| 1 + t.messages).sum::<u32>();
-                self.history_from = self
-                    .turns
-                    .values()
-                    .map(|t| t.user_version)
-                    .filter(|v| *v > 0)
-                    .min()
-                    .unwrap_or(event.stream_version + 1);
-                let wrapped = crate::context::compact::wrap(&e.summary).chars().count() as u64;
-                self.summary = Some(e.summary.clone());
-                self.compacted_before = e.first_kept_turn;
-                self.usage_tokens = 0;
-                self.chars_after_usage =
-                    wrapped + self.turns.values().map(|t| t.chars).sum::<u64>();
-            }
+            Payload::SessionCompacted(e) => self.compacted(e, event),
             _ => {}
         }
+    }
+
+    /// `SessionCreated`: the session's identity and settings.
+    fn created(&mut self, e: &SessionCreated, event: &Event) {
+        self.id = event.stream_id.trim_start_matches("session-").to_string();
+        self.title = e.title.clone();
+        self.model = e.model.clone();
+        self.approve = crate::permissions::ApprovalMode::of_stored(&e.approve);
+        self.created_sequence = event.sequence;
+        self.forked_from = e.forked_from.clone();
+        self.history_from = 1;
+        self.parent = e.parent.as_ref().map(|p| ParentRef {
+            session_id: p.session_id.clone(),
+            turn: p.turn,
+            call_id: p.call_id.clone(),
+            agent_id: p.agent_id.clone(),
+        });
+    }
+
+    /// `SubAgentSpawned`: a worker joins (once, whatever the repeats).
+    fn agent_spawned(&mut self, e: &SubAgentSpawned) {
+        let number = self.agents.len() as u32 + 1;
+        self.agents
+            .entry(e.agent_id.clone())
+            .or_insert_with(|| AgentBrief {
+                number,
+                session_id: e.session_id.clone(),
+                task: e.task.clone(),
+                turn: e.turn,
+                call_id: e.call_id.clone(),
+                end: None,
+            });
+    }
+
+    /// `SubAgentFinished`: how a worker ended.
+    fn agent_finished(&mut self, e: &SubAgentFinished) {
+        // The first finish counts (one recorded again after a crash
+        // changes nothing).
+        if let Some(agent) = self
+            .agents
+            .get_mut(&e.agent_id)
+            .filter(|a| a.end.is_none() && a.session_id == e.session_id)
+        {
+            agent.end = Some(AgentEnd {
+                outcome: e.outcome,
+                steps: e.steps,
+                tool_calls: e.tool_calls,
+                text: e.summary.clone(),
+                error: e.error.clone(),
+            });
+        }
+    }
+
+    /// `SessionCompacted`: what the summary replaced leaves the summary (it
+    /// stays in the log); the history is read from the first kept turn.
+    fn compacted(&mut self, e: &SessionCompacted, event: &Event) {
+        let kept = self.turns.split_off(&e.first_kept_turn);
+        let dropped = std::mem::replace(&mut self.turns, kept);
+        self.compacted_messages += dropped.values().map(|t| 1 + t.messages).sum::<u32>();
+        self.history_from = self
+            .turns
+            .values()
+            .map(|t| t.user_version)
+            .filter(|v| *v > 0)
+            .min()
+            .unwrap_or(event.stream_version + 1);
+        let wrapped = crate::context::compact::wrap(&e.summary).chars().count() as u64;
+        self.summary = Some(e.summary.clone());
+        self.compacted_before = e.first_kept_turn;
+        self.usage_tokens = 0;
+        self.chars_after_usage = wrapped + self.turns.values().map(|t| t.chars).sum::<u64>();
     }
 
     /// Account for one history entry.

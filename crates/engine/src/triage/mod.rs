@@ -6,6 +6,7 @@
 //! - [`board`]: the records, a read model of the `triage-<ticket>` streams.
 //! - [`intake`]: what queues tickets (ticket events, the `tickets/` poll).
 //! - [`worker`]: the dispatcher and one task per running triage.
+//! - [`settle`]: how an attempt ended, recorded (done, retried, failed).
 //! - [`status`]: the `Triage.GetStatus` view.
 //!
 //! A ticket's `triage-<ticket>` stream is created by its first
@@ -25,6 +26,7 @@
 mod board;
 mod intake;
 mod leases;
+mod settle;
 mod status;
 mod worker;
 

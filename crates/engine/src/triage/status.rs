@@ -28,19 +28,7 @@ impl Triage {
         limit: usize,
     ) -> Result<TriageStatus, TriageError> {
         let sequence = self.board.applied();
-        let records: Vec<Record> = if ids.is_empty() {
-            self.records().all()?
-        } else {
-            let mut found = Vec::new();
-            for id in ids {
-                found.extend(self.record(id)?);
-            }
-            found
-        };
-        // Queue order: unfinished records by arrival, then the rest by id.
-        let mut records: Vec<(String, Record)> =
-            records.into_iter().map(|r| (board_key(&r), r)).collect();
-        records.sort_by(|a, b| a.0.cmp(&b.0));
+        let records = self.records_in_order(ids)?;
         let mut status = TriageStatus {
             auto_triage: self.config().enabled,
             concurrency: self.config().concurrency as u32,
@@ -63,7 +51,7 @@ impl Triage {
                 TriageState::Skipped => status.skipped += 1,
                 TriageState::Unspecified => {}
             }
-            if r.outcome == super::worker::INCOMPLETE
+            if r.outcome == super::settle::INCOMPLETE
                 && !matches!(r.phase, Phase::Done | Phase::Skipped)
             {
                 status.incomplete += 1;
@@ -86,21 +74,46 @@ impl Triage {
             status.items = page.into_iter().map(|(_, item)| item).collect();
             status.next_page_token = next.unwrap_or_default();
         }
-        // The desk's queues first, in its order, then any other.
+        status.queues = self.queue_counts(per_queue);
+        Ok(status)
+    }
+
+    /// The records of `ids` (all when empty) with their board keys, in
+    /// queue order: unfinished records by arrival, then the rest by id.
+    fn records_in_order(&self, ids: &[String]) -> Result<Vec<(String, Record)>, TriageError> {
+        let records: Vec<Record> = if ids.is_empty() {
+            self.records().all()?
+        } else {
+            let mut found = Vec::new();
+            for id in ids {
+                found.extend(self.record(id)?);
+            }
+            found
+        };
+        let mut records: Vec<(String, Record)> =
+            records.into_iter().map(|r| (board_key(&r), r)).collect();
+        records.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(records)
+    }
+
+    /// Tickets done per queue: the desk's queues first, in its order, then
+    /// any other.
+    fn queue_counts(&self, mut per_queue: BTreeMap<String, u32>) -> Vec<QueueCount> {
+        let mut queues = Vec::new();
         for q in self.desk.queues() {
             if let Some(n) = per_queue.remove(q) {
-                status.queues.push(QueueCount {
+                queues.push(QueueCount {
                     queue: q.clone(),
                     tickets: n,
                 });
             }
         }
-        status.queues.extend(
+        queues.extend(
             per_queue
                 .into_iter()
                 .map(|(queue, tickets)| QueueCount { queue, tickets }),
         );
-        Ok(status)
+        queues
     }
 
     fn item(&self, r: &Record) -> TriageItem {

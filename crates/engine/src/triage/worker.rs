@@ -1,38 +1,32 @@
 //! The dispatcher hands worker slots to queued tickets in arrival order;
 //! each running triage is one task that creates (or reuses) the ticket's
 //! session, sends the prompt, and follows the turn to its end. A turn that
-//! waits for a human gives its slot back; a failed turn is retried with
-//! backoff, then the ticket is left open with a note saying why.
+//! waits for a human gives its slot back. How an attempt ended is recorded
+//! by `settle.rs`.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tinycode_shared::proto::event::Payload;
-use tinycode_shared::proto::{
-    TicketNote, TicketNoteAdded, TriageAttemptFailed, TriageFinished, TriageStarted, TurnOutcome,
-};
+use tinycode_shared::proto::{TriageStarted, TurnOutcome};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::board::{Job, Phase, Record, Start};
-use super::{Triage, TriageError, outcome_name, triage_stream, worker_client};
+use super::{Triage, TriageError, triage_stream, worker_client};
 use crate::sessions::LiveUpdate;
 use crate::store::ExpectedVersion;
 use crate::sync::lock;
 
-/// The outcome of a triage turn that completed without a decision.
-pub(crate) const INCOMPLETE: &str = "incomplete";
-
 /// How a turn ended, for the record.
-struct Ended {
-    outcome: TurnOutcome,
-    error: String,
+pub(super) struct Ended {
+    pub(super) outcome: TurnOutcome,
+    pub(super) error: String,
     /// Calls of the turn that were denied.
-    denied: u32,
+    pub(super) denied: u32,
 }
 
 impl Ended {
-    fn failed(error: impl ToString) -> Self {
+    pub(super) fn failed(error: impl ToString) -> Self {
         Self {
             outcome: TurnOutcome::Failed,
             error: error.to_string(),
@@ -110,7 +104,7 @@ impl Triage {
     /// Append to a record this daemon holds (or one nobody holds yet), at
     /// its version: a record another daemon took over is
     /// [`TriageError::Elsewhere`].
-    async fn append(&self, ticket: &str, payload: Payload) -> Result<(), TriageError> {
+    pub(super) async fn append(&self, ticket: &str, payload: Payload) -> Result<(), TriageError> {
         let expected = match self.record(ticket)? {
             Some(r) if !r.owner.is_empty() && r.owner != self.cluster.id() => {
                 return Err(TriageError::Elsewhere(ticket.to_string()));
@@ -171,7 +165,11 @@ impl Triage {
     /// Start (or restart) an attempt and follow its turn; an error ends it
     /// as failed; `None` when another daemon holds the ticket. `slot` is
     /// given back while the turn waits for a human.
-    async fn attempt(&self, job: &Job, slot: &mut Option<OwnedSemaphorePermit>) -> Option<Ended> {
+    pub(super) async fn attempt(
+        &self,
+        job: &Job,
+        slot: &mut Option<OwnedSemaphorePermit>,
+    ) -> Option<Ended> {
         match self.try_attempt(job, slot).await {
             Ok(ended) => Some(ended),
             Err(TriageError::Elsewhere(_)) => None,
@@ -409,227 +407,6 @@ impl Triage {
                     return Ended::failed("the session's worker stopped");
                 }
             }
-        }
-    }
-
-    /// Record how an attempt ended: done, retried after a backoff, or
-    /// failed for good (with a note on the ticket).
-    async fn settle(self: Arc<Self>, job: Job, ended: Ended, slot: Option<OwnedSemaphorePermit>) {
-        let mut ended = ended;
-        let mut slot = slot;
-        let mut job = job;
-        loop {
-            let record = match self.record(&job.ticket) {
-                Ok(Some(r)) if !r.owner.is_empty() && r.owner != self.cluster.id() => {
-                    tracing::warn!(ticket = %job.ticket, owner = %r.owner, "another daemon took this triage over");
-                    return;
-                }
-                Ok(Some(r)) => r,
-                Ok(None) => return,
-                Err(e) => {
-                    tracing::error!(ticket = %job.ticket, error = %e, "cannot read the triage record");
-                    return;
-                }
-            };
-            let (phase, attempt) = (record.phase, record.attempt);
-            if phase.finished() {
-                return; // skipped
-            }
-            let mut outcome = outcome_name(ended.outcome);
-            // A denied action shows in the record, never a silent success.
-            match ended.denied {
-                0 => {}
-                1 => outcome.push_str(", 1 action denied"),
-                n => outcome.push_str(&format!(", {n} actions denied")),
-            }
-            // Whatever the turn's end, a round that placed the ticket is
-            // done (an interrupted turn may have routed it before it was
-            // cut short): the record says what happened.
-            let (classified, placed) = self.decisions(&record).await;
-            // A triage whose classification was refused (a category the
-            // desk does not have) is not done, even if it routed: the
-            // ticket has no category.
-            let refused = !classified
-                && placed
-                && self
-                    .desk
-                    .get_ticket(&job.ticket)
-                    .is_ok_and(|t| t.category.is_empty())
-                && self.classify_failed(&record).await;
-            if placed && !refused {
-                if let Err(e) = self.finish(&job.ticket, "done", &outcome, "").await {
-                    // The record stays running; the next start settles it
-                    // from the turn's end (the ticket is placed already).
-                    crate::error_limited!("triage-finish", ticket = %job.ticket, error = %e, "cannot record a finished triage");
-                }
-                return;
-            }
-            let session = record.session;
-            if ended.outcome == TurnOutcome::Completed {
-                // A completed turn is done only when it decided something:
-                // an honest outcome, never "done" for nothing.
-                outcome = INCOMPLETE.to_string();
-                ended.error = if placed {
-                    "the turn routed the ticket but could not classify it (its classification was refused)".into()
-                } else if classified {
-                    "the turn classified the ticket but neither routed nor escalated it".into()
-                } else {
-                    "the turn ended without classifying, routing or escalating the ticket".into()
-                };
-            }
-            let cancelled = ended.outcome == TurnOutcome::Cancelled;
-            if cancelled || attempt >= self.config().max_attempts {
-                let why = if cancelled {
-                    "its turn was cancelled".to_string()
-                } else {
-                    format!(
-                        "{attempt} attempts failed; the last: {outcome}: {}",
-                        ended.error
-                    )
-                };
-                self.note(&job.ticket, &why).await;
-                let _ = self
-                    .finish(&job.ticket, "failed", &outcome, &ended.error)
-                    .await;
-                return;
-            }
-            let delay = self
-                .config()
-                .retry_delay_ms
-                .saturating_mul(1 << attempt.saturating_sub(1).min(16));
-            tracing::warn!(ticket = %job.ticket, attempt, %outcome, error = %ended.error, delay_ms = delay, "triage attempt failed; retrying");
-            let failed = Payload::TriageAttemptFailed(TriageAttemptFailed {
-                ticket_id: job.ticket.clone(),
-                session_id: session,
-                attempt,
-                outcome,
-                error: ended.error.clone(),
-                retry_in_ms: delay,
-            });
-            if let Err(e) = self.append(&job.ticket, failed).await {
-                crate::error_limited!("triage-record", ticket = %job.ticket, error = %e, "cannot record a failed triage attempt");
-                return;
-            }
-            // The backoff does not hold a slot.
-            drop(slot);
-            tokio::time::sleep(Duration::from_millis(delay)).await;
-            slot = Arc::clone(&self.slots).acquire_owned().await.ok();
-            job = Job {
-                ticket: job.ticket,
-                start: Start::Fresh,
-            };
-            match self.attempt(&job, &mut slot).await {
-                Some(next) => ended = next,
-                None => return,
-            }
-        }
-    }
-
-    /// Record the end of a triage; a record another daemon holds (or
-    /// finished first) is [`TriageError::Elsewhere`]. Logged either way.
-    async fn finish(
-        &self,
-        ticket: &str,
-        result: &str,
-        outcome: &str,
-        error: &str,
-    ) -> Result<(), TriageError> {
-        let (session, attempts) = self
-            .record(ticket)
-            .ok()
-            .flatten()
-            .map(|r| (r.session, r.attempt))
-            .unwrap_or_default();
-        let payload = Payload::TriageFinished(TriageFinished {
-            ticket_id: ticket.to_string(),
-            session_id: session,
-            result: result.to_string(),
-            outcome: outcome.to_string(),
-            error: error.to_string(),
-            attempts,
-        });
-        let appended = self.append(ticket, payload).await;
-        match &appended {
-            Ok(()) => tracing::info!(ticket, result, outcome, "triage finished"),
-            Err(TriageError::Elsewhere(_)) => {
-                tracing::info!(ticket, "another daemon settled this triage first")
-            }
-            Err(e) => {
-                crate::error_limited!("triage-record", ticket, error = %e, "cannot record the end of a triage")
-            }
-        }
-        appended
-    }
-
-    /// Whether the triage session's tool calls classified the ticket in
-    /// this round (since its `TriageQueued`), and whether they routed or
-    /// escalated it (judged from the ticket's events they made). A triage
-    /// is done only once the ticket is placed.
-    async fn decisions(&self, record: &Record) -> (bool, bool) {
-        let ticket = record.ticket.as_str();
-        let session = record.session.as_str();
-        if session.is_empty() {
-            return (false, false);
-        }
-        let stream = crate::domain::desk::ticket_stream(ticket);
-        let events = match self.store.read_stream(&stream, 1, usize::MAX).await {
-            Ok(events) => events,
-            Err(e) => {
-                tracing::warn!(ticket, error = %e, "cannot read the ticket to judge its triage");
-                return (true, true);
-            }
-        };
-        let (mut classified, mut placed) = (false, false);
-        for e in events
-            .iter()
-            .filter(|e| e.sequence > record.queued_sequence)
-        {
-            let ours = crate::domain::ticket::origin_of(e).is_some_and(|o| o.session_id == session);
-            match &e.payload {
-                Some(Payload::TicketClassified(_)) if ours => classified = true,
-                Some(Payload::TicketRouted(_) | Payload::TicketEscalated(_)) if ours => {
-                    placed = true
-                }
-                _ => {}
-            }
-        }
-        (classified, placed)
-    }
-
-    /// Whether a `classify_ticket` call of the triage session failed in
-    /// this round.
-    async fn classify_failed(&self, record: &Record) -> bool {
-        let stream = format!("session-{}", record.session);
-        let Ok(events) = self.store.read_stream(&stream, 1, usize::MAX).await else {
-            return false;
-        };
-        events
-            .iter()
-            .filter(|e| e.sequence > record.queued_sequence)
-            .any(|e| {
-                matches!(&e.payload, Some(Payload::ToolCallFinished(f))
-                    if f.is_error && f.call.as_ref().is_some_and(|c| c.name == "classify_ticket"))
-            })
-    }
-
-    /// Leave the reason on the ticket for the humans.
-    async fn note(&self, ticket: &str, why: &str) {
-        let text = format!(
-            "Auto-triage gave up: {why}. The ticket stays open; triage it by hand (`tinycode triage {ticket}`)."
-        );
-        let note = Payload::TicketNoteAdded(TicketNoteAdded {
-            by: None,
-            note: Some(TicketNote {
-                text,
-                at: crate::domain::desk::now(),
-            }),
-        });
-        if let Err(e) = self
-            .desk
-            .change_ticket(ticket, |_| Ok(vec![note.clone()]))
-            .await
-        {
-            crate::error_limited!("triage-note", ticket, error = %e, "cannot add the triage failure note");
         }
     }
 }

@@ -6,7 +6,8 @@
 //! knowledge projection (temp file + fsync + rename, then the directory is
 //! fsynced), and records per file, in the same sled batch as its
 //! checkpoint, the stream version, the sequence and the content hash it
-//! wrote. Files are read back by `read_back.rs` (at start, and every poll):
+//! wrote (`follow.rs`). Files are read back by `read_back.rs` (at start, and
+//! every poll), and `finding.rs` says what each one means:
 //!
 //! - content equal to what the mirror last wrote: ours (re-written when the
 //!   log has moved on);
@@ -18,23 +19,22 @@
 //!   as `<name>.rejected` and the file is re-written;
 //! - a file with no stream is imported; a model entry with no file gets one.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use tinycode_shared::proto::Event;
 use tinycode_shared::proto::event::Payload;
 
 use super::models::stored_article;
-use super::{Desk, DomainError, Stamp, article_stream, lock, ticket_stream};
-use crate::projection::{self, ProjectionError, Reporter, Writes, decode_u64};
-use crate::store::{ExpectedVersion, StoreError};
+use super::{Desk, DomainError, Stamp, article_stream, ticket_stream};
+use crate::projection::{self, ProjectionError, decode_u64};
+use crate::store::ExpectedVersion;
 use crate::ticket::{parse_ticket_file, render_ticket_file, same_content};
 
+mod finding;
+mod follow;
 mod read_back;
-pub use read_back::file_problem;
+pub use finding::file_problem;
 
 /// Version of the mirror's records.
 const VERSION: u32 = 1;
@@ -285,191 +285,6 @@ impl Desk {
             Some(ticket) => parse_ticket_file(text).is_ok_and(|t| same_content(&t, ticket)),
             None => text == desired.text,
         }
-    }
-
-    /// Follow the log and poll the files until the store closes.
-    pub(super) async fn run_mirror(
-        self: Arc<Self>,
-        mut checkpoint: u64,
-        mut reporter: Reporter,
-        poll: Duration,
-        mut stamps: FileStamps,
-    ) {
-        let mut pending = projection::PendingRebuild::default();
-        // The file a failed write left listed in `refused`.
-        let mut failing: Option<String> = None;
-        'follow: loop {
-            let mut sub = projection::follow(&self.store, checkpoint);
-            let mut next_scan = tokio::time::Instant::now() + poll;
-            loop {
-                pending.progress(checkpoint);
-                let first = tokio::select! {
-                    first = sub.recv() => first,
-                    _ = tokio::time::sleep_until(next_scan) => {
-                        // Files are read back once the mirror has caught up
-                        // (while it writes, they are behind by design), and
-                        // a scan costs a stat per file: the next one waits
-                        // at least 20 times as long as this one took, so
-                        // a huge workspace costs at most 5 % of a core.
-                        if checkpoint >= self.store.last_sequence() {
-                            let started = tokio::time::Instant::now();
-                            if let Err(e) = self.rescan(&mut stamps).await {
-                                crate::error_limited!("mirror-rescan", error = %e, "cannot scan the workspace files");
-                            }
-                            next_scan = tokio::time::Instant::now() + poll.max(started.elapsed() * 20);
-                        } else {
-                            next_scan = tokio::time::Instant::now() + poll;
-                        }
-                        continue;
-                    }
-                    request = reporter.rebuild_requested() => match request {
-                        Some(reply) => {
-                            // Hand edits not read back yet are imported
-                            // before the records that tell them apart go.
-                            if let Err(e) = self.rescan(&mut stamps).await {
-                                tracing::error!(error = %e, "cannot scan the workspace files");
-                            }
-                            if let Err(e) = projection::reset_tree(self.mirror.tree(), VERSION) {
-                                reply.send(Err(e));
-                                continue;
-                            }
-                            checkpoint = 0;
-                            self.mirror_persisted.store(0, Ordering::Release);
-                            reporter.applied(0);
-                            pending.start(reply, self.store.last_sequence(), "mirror");
-                            continue 'follow;
-                        }
-                        None => return,
-                    },
-                };
-                let Some(first) = first else { return };
-                let mut batch = vec![first];
-                while batch.len() < MAX_BATCH {
-                    match sub.try_recv() {
-                        Ok(next) => batch.push(next),
-                        Err(_) => break,
-                    }
-                }
-                match self.mirror_batch(batch).await {
-                    Ok(Some((last, written))) => {
-                        checkpoint = last;
-                        reporter.applied(last);
-                        // Our own writes are not changes to read back.
-                        stamps.extend(written);
-                        if let Some(file) = failing.take() {
-                            lock(&self.refused).remove(&file);
-                            tracing::info!(file, "the workspace files are written again");
-                        }
-                    }
-                    Ok(None) => {}
-                    Err(DomainError::Io {
-                        action,
-                        path,
-                        source,
-                    }) => {
-                        // A full or failing disk under the workspace: the
-                        // files wait, the log goes on; the same events are
-                        // written again in a moment.
-                        let file = self.relative(&path);
-                        crate::error_limited!("mirror-write", file, error = %source, "cannot {action} a workspace file; retrying every second");
-                        lock(&self.refused).insert(
-                            file.clone(),
-                            format!(
-                                "cannot be written ({source}); the mirror retries every second"
-                            ),
-                        );
-                        failing = Some(file);
-                        let mut closing = self.store.closing();
-                        tokio::select! {
-                            _ = tokio::time::sleep(MIRROR_RETRY) => {}
-                            _ = closing.wait_for(|c| *c) => return,
-                        }
-                        continue 'follow;
-                    }
-                    Err(e) => {
-                        tracing::error!(error = %e, "the workspace mirror stopped");
-                        pending.fail(ProjectionError::Storage(e.to_string()));
-                        reporter.failed(e.to_string());
-                        return;
-                    }
-                }
-            }
-        }
-    }
-
-    /// Write the files a batch of events touched; commit records and
-    /// checkpoint together.
-    async fn mirror_batch(
-        self: &Arc<Self>,
-        batch: Vec<Result<Arc<Event>, StoreError>>,
-    ) -> Result<Option<(u64, Written)>, DomainError> {
-        let mut touched = BTreeSet::new();
-        let mut last = None;
-        for event in batch {
-            let event = event?;
-            if let Some((kind, id)) = Kind::of_stream(&event.stream_id) {
-                touched.insert((kind, id.to_string()));
-            }
-            last = Some(event.sequence);
-        }
-        let Some(last) = last else { return Ok(None) };
-        if touched.is_empty() {
-            // No file to write: only the checkpoint moves, and it is
-            // written only every so often (replaying other events is free).
-            if last - self.mirror_persisted.load(Ordering::Acquire) >= projection::CHECKPOINT_EVERY
-            {
-                Writes::new(self.mirror.tree())
-                    .commit(last)
-                    .map_err(DomainError::from)?;
-                self.mirror_persisted.store(last, Ordering::Release);
-            }
-            return Ok(Some((last, Vec::new())));
-        }
-        // The files render the models: wait until they have this batch.
-        self.tickets.wait_for(last).await?;
-        self.kb.wait_for(last).await?;
-        // File writes and fsyncs block: off the async workers, so the
-        // projectors and the RPCs never wait behind a disk flush.
-        let desk = Arc::clone(self);
-        let written = tokio::task::spawn_blocking(move || desk.write_files(&touched, last))
-            .await
-            .map_err(|e| {
-                DomainError::from(ProjectionError::Stopped {
-                    name: "mirror",
-                    reason: e.to_string(),
-                })
-            })??;
-        Ok(Some((last, written)))
-    }
-
-    /// Write the touched files, then commit their records with the
-    /// checkpoint and flush them.
-    fn write_files(
-        &self,
-        touched: &BTreeSet<(Kind, String)>,
-        last: u64,
-    ) -> Result<Written, DomainError> {
-        let mut writes = Writes::new(self.mirror.tree());
-        let mut rejected = Vec::new();
-        let mut written = Vec::new();
-        for (kind, id) in touched {
-            if let Some(synced) = self.sync_file(*kind, id, last, false, &mut rejected)? {
-                writes.put(synced.key, synced.record.encode());
-                if let Some(stamp) = synced.written {
-                    written.push((self.file_path(*kind, id), stamp));
-                }
-            }
-        }
-        warn_rejected(&rejected);
-        sync_dir(&self.tickets_dir);
-        sync_dir(&self.knowledge_dir);
-        // The records become durable with the log's next flush. A crash
-        // before that leaves a record one write behind its file: the file
-        // then equals a version newer than the record, which reads as ours
-        // (see `read_back`); a hand edit of such a file is kept aside.
-        writes.commit(last).map_err(DomainError::from)?;
-        self.mirror_persisted.store(last, Ordering::Release);
-        Ok(written)
     }
 
     /// Write these files from the model now and record them (`trusted`:

@@ -1,26 +1,21 @@
 //! Reading the workspace files back: at start every file (one `stat`
 //! each, read only when its stamp differs from the mirror's record), then
-//! on every poll the files whose stamp changed; what each file means
-//! against the log (ours, stale, a hand edit to import, unknown), and the
-//! limits a file must keep to be imported.
+//! on every poll the files whose stamp changed; then acting on what each
+//! file means against the log (`finding.rs`): importing hand edits,
+//! writing stale files again.
 
 use std::path::{Path, PathBuf};
 use tinycode_base::progress::Progress;
 
 use futures::StreamExt;
+use tinycode_shared::proto::TicketUpdatedFromFile;
 use tinycode_shared::proto::event::Payload;
-use tinycode_shared::proto::{KnowledgeFileRead, TicketImported, TicketUpdatedFromFile};
 
-use super::{
-    FileStamps, Finding, IMPORT_CONCURRENCY, Kind, Record, content_hash, file_stem, list_dir,
-};
+use super::{FileStamps, Finding, IMPORT_CONCURRENCY, Kind, Record, file_stem, list_dir};
 use crate::desk::models::article_content;
 use crate::desk::{Desk, DomainError, LoadReport, Stamp};
-use crate::ids::sanitize_id;
-use crate::knowledge::parse_article;
-use crate::limits;
 use crate::store::{ExpectedVersion, StoreError};
-use crate::ticket::{parse_ticket_file, same_content};
+use crate::ticket::same_content;
 
 impl Desk {
     /// Read back the files that changed (or vanished) since the last scan.
@@ -162,93 +157,129 @@ impl Desk {
         report: &mut LoadReport,
         progress: &Progress,
     ) -> Result<(), DomainError> {
-        let mut imports = Vec::new();
-        let mut stale = Vec::new();
-        let mut unknown = Vec::new();
-        // Reading back is mostly `stat`s and record lookups: on a large
-        // desk, both cores share it.
-        let findings: Vec<(Kind, PathBuf, Result<Finding, String>)> = if paths.len() < 2048 {
-            paths
-                .into_iter()
+        let findings = self.read_all(paths, progress);
+        let mut sorted = Sorted::default();
+        for (kind, path, found) in findings {
+            self.note_refused(&path, &found);
+            self.sort_finding(kind, path, found, &mut sorted, report)
+                .await?;
+        }
+        self.rewrite(&sorted.stale, true)?;
+        self.rewrite(&sorted.unknown, false)?;
+        let last = self.import_all(sorted.imports, report, progress).await?;
+        let tickets = self.tickets.clone();
+        progress.following("indexing the imported files", "events", last, move || {
+            tickets.applied()
+        });
+        self.tickets.wait_for(last).await?;
+        self.kb.wait_for(last).await?;
+        Ok(())
+    }
+
+    /// What each of `paths` means against the log, in their order.
+    /// Reading back is mostly `stat`s and record lookups: on a large desk,
+    /// both cores share it.
+    fn read_all(&self, paths: Vec<(Kind, PathBuf)>, progress: &Progress) -> Vec<Read> {
+        let read = |part: Vec<(Kind, PathBuf)>| {
+            part.into_iter()
                 .map(|(kind, path)| {
                     let found = self.read_back(kind, &path);
                     progress.advance(1);
                     (kind, path, found)
                 })
-                .collect()
-        } else {
-            let half = paths.len() / 2;
-            let mut paths = paths;
-            let second = paths.split_off(half);
-            let read = |part: Vec<(Kind, PathBuf)>| {
-                part.into_iter()
-                    .map(|(kind, path)| {
-                        let found = self.read_back(kind, &path);
-                        progress.advance(1);
-                        (kind, path, found)
-                    })
-                    .collect::<Vec<_>>()
-            };
-            std::thread::scope(|scope| {
-                let other = scope.spawn(|| read(second));
-                let mut all = read(paths);
-                all.extend(
-                    other
-                        .join()
-                        .unwrap_or_else(|p| std::panic::resume_unwind(p)),
-                );
-                all
-            })
+                .collect::<Vec<_>>()
         };
-        for (kind, path, found) in findings {
-            let id = file_stem(&path);
-            {
-                let mut refused = crate::sync::lock(&self.refused);
-                match &found {
-                    Err(problem) => refused.insert(self.relative(&path), problem.clone()),
-                    Ok(_) => refused.remove(&self.relative(&path)),
-                };
-            }
-            match found {
-                Ok(Finding::InSync) => {}
-                Ok(Finding::Stale) => stale.push((kind, id)),
-                Ok(Finding::Unrecorded { payload }) => {
-                    if self.was_version(&kind.stream(&id), &payload, 0).await? {
-                        stale.push((kind, id));
-                    } else {
-                        report.warnings.push(format!(
-                            "not imported {}: it differs from the log and this daemon has no record of writing it",
-                            self.relative(&path)
-                        ));
-                        unknown.push((kind, id));
-                    }
-                }
-                Ok(Finding::Import { expected, payload }) => {
-                    imports.push((kind.stream(&id), path, expected, *payload));
-                }
-                Ok(Finding::Changed { after, payload }) => {
-                    if self.was_version(&kind.stream(&id), &payload, after).await? {
-                        stale.push((kind, id));
-                    } else {
-                        let expected = ExpectedVersion::Exact(after);
-                        imports.push((kind.stream(&id), path, expected, *payload));
-                    }
-                }
-                Ok(Finding::NewArticle { payload }) => {
-                    let stream = kind.stream(&id);
-                    let expected = match self.store.stream_version(&stream).await? {
-                        0 => ExpectedVersion::NoStream,
-                        version => ExpectedVersion::Exact(version),
-                    };
-                    imports.push((stream, path, expected, *payload));
-                }
-                Err(problem) => report
-                    .warnings
-                    .push(format!("skipped {}: {problem}", self.relative(&path))),
-            }
+        if paths.len() < 2048 {
+            return read(paths);
         }
-        self.rewrite(&stale, true)?;
-        self.rewrite(&unknown, false)?;
+        let half = paths.len() / 2;
+        let mut paths = paths;
+        let second = paths.split_off(half);
+        std::thread::scope(|scope| {
+            let other = scope.spawn(|| read(second));
+            let mut all = read(paths);
+            all.extend(
+                other
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            );
+            all
+        })
+    }
+
+    /// List the file as refused (with the reason) or take it off the list.
+    fn note_refused(&self, path: &Path, found: &Result<Finding, String>) {
+        let mut refused = crate::sync::lock(&self.refused);
+        match found {
+            Err(problem) => refused.insert(self.relative(path), problem.clone()),
+            Ok(_) => refused.remove(&self.relative(path)),
+        };
+    }
+
+    /// Put one file's finding on the list of what is done with it (a file
+    /// skipped, or not imported, gets a warning in `report`).
+    async fn sort_finding(
+        &self,
+        kind: Kind,
+        path: PathBuf,
+        found: Result<Finding, String>,
+        sorted: &mut Sorted,
+        report: &mut LoadReport,
+    ) -> Result<(), DomainError> {
+        let id = file_stem(&path);
+        match found {
+            Ok(Finding::InSync) => {}
+            Ok(Finding::Stale) => sorted.stale.push((kind, id)),
+            Ok(Finding::Unrecorded { payload }) => {
+                if self.was_version(&kind.stream(&id), &payload, 0).await? {
+                    sorted.stale.push((kind, id));
+                } else {
+                    report.warnings.push(format!(
+                        "not imported {}: it differs from the log and this daemon has no record of writing it",
+                        self.relative(&path)
+                    ));
+                    sorted.unknown.push((kind, id));
+                }
+            }
+            Ok(Finding::Import { expected, payload }) => {
+                sorted
+                    .imports
+                    .push((kind.stream(&id), path, expected, *payload));
+            }
+            Ok(Finding::Changed { after, payload }) => {
+                if self.was_version(&kind.stream(&id), &payload, after).await? {
+                    sorted.stale.push((kind, id));
+                } else {
+                    let expected = ExpectedVersion::Exact(after);
+                    sorted
+                        .imports
+                        .push((kind.stream(&id), path, expected, *payload));
+                }
+            }
+            Ok(Finding::NewArticle { payload }) => {
+                let stream = kind.stream(&id);
+                let expected = match self.store.stream_version(&stream).await? {
+                    0 => ExpectedVersion::NoStream,
+                    version => ExpectedVersion::Exact(version),
+                };
+                sorted.imports.push((stream, path, expected, *payload));
+            }
+            Err(problem) => report
+                .warnings
+                .push(format!("skipped {}: {problem}", self.relative(&path))),
+        }
+        Ok(())
+    }
+
+    /// Append the imports, several at once, counting them in `report`; an
+    /// import that lost a race with a newer change is kept aside. The
+    /// sequence of the last event appended (0: none).
+    async fn import_all(
+        &self,
+        imports: Vec<Import>,
+        report: &mut LoadReport,
+        progress: &Progress,
+    ) -> Result<u64, DomainError> {
         let store = &self.store;
         progress.counted(
             "importing the workspace files",
@@ -296,111 +327,7 @@ impl Desk {
             ));
             self.rewrite(&[(kind, id)], false)?;
         }
-        let tickets = self.tickets.clone();
-        progress.following("indexing the imported files", "events", last, move || {
-            tickets.applied()
-        });
-        self.tickets.wait_for(last).await?;
-        self.kb.wait_for(last).await?;
-        Ok(())
-    }
-
-    /// What one file means against the log (`Err`: a reason to skip it).
-    fn read_back(&self, kind: Kind, path: &Path) -> Result<Finding, String> {
-        let id = sanitize_id(&file_stem(path)).map_err(|e| format!("bad file name: {e}"))?;
-        // Only regular files inside the workspace are read: a FIFO, a
-        // device or a link leading out is refused without being opened.
-        let root = &self.read_roots[usize::from(kind == Kind::Article)];
-        let (target, meta) = match crate::files::regular_inside(path, root) {
-            Ok(Some(found)) => found,
-            Ok(None) => return Ok(Finding::Stale), // vanished: write it again
-            Err(refused) => return Err(refused.to_string()),
-        };
-        let record = self.record(path).map_err(|e| e.to_string())?;
-        if record.is_some_and(|r| r.stamp == Some(Stamp::of(&meta))) {
-            // Untouched since the mirror recorded it: what it wrote. If the
-            // log moved on since, the mirror's catch-up writes it again.
-            return Ok(Finding::InSync);
-        }
-        let (limit, what) = match kind {
-            Kind::Ticket => (limits::MAX_TICKET_FILE, "ticket"),
-            Kind::Article => (limits::MAX_ARTICLE_FILE, "knowledge"),
-        };
-        let text = crate::files::read_text(&target, limit, what).map_err(|e| e.to_string())?;
-        let desired = self.desired(kind, &id).map_err(|e| e.to_string())?;
-        let hash = content_hash(&text);
-        if let (Some(record), Some(desired)) = (&record, &desired)
-            && record.hash == hash
-        {
-            return Ok(if record.version < desired.version {
-                Finding::Stale
-            } else {
-                Finding::InSync
-            });
-        }
-        let file = self.relative(path);
-        match kind {
-            Kind::Ticket => {
-                let ticket = parse_ticket_file(&text).map_err(|e| e.to_string())?;
-                within_limits(&ticket)?;
-                if ticket.id != id {
-                    return Err(format!(
-                        "field `id` is {:?} but the file is named {id}.json",
-                        ticket.id
-                    ));
-                }
-                let Some(desired) = desired else {
-                    return Ok(Finding::Import {
-                        expected: ExpectedVersion::NoStream,
-                        payload: Box::new(Payload::TicketImported(TicketImported {
-                            ticket: Some(ticket),
-                            file,
-                        })),
-                    });
-                };
-                if Self::same_as_model(&text, &desired) {
-                    return Ok(Finding::Stale); // re-recorded, not re-written
-                }
-                let payload = Box::new(Payload::TicketUpdatedFromFile(TicketUpdatedFromFile {
-                    ticket: Some(ticket),
-                    file,
-                }));
-                let Some(record) = record else {
-                    // No record of writing it: which version it was edited
-                    // from is unknown, so it is not imported — but it may
-                    // be a version the log held.
-                    return Ok(Finding::Unrecorded { payload });
-                };
-                Ok(Finding::Changed {
-                    after: record.version,
-                    payload,
-                })
-            }
-            Kind::Article => {
-                parse_article(&id, &text).map_err(|e| e.to_string())?;
-                let read = KnowledgeFileRead {
-                    article_id: id.clone(),
-                    content: text.clone(),
-                    file,
-                };
-                let Some(desired) = desired else {
-                    return Ok(Finding::NewArticle {
-                        payload: Box::new(Payload::KnowledgeImported(read)),
-                    });
-                };
-                if text == desired.text {
-                    return Ok(Finding::Stale); // re-recorded, not re-written
-                }
-                let payload = Box::new(Payload::KnowledgeUpdatedFromFile(read));
-                let Some(record) = record else {
-                    return Ok(Finding::Unrecorded { payload });
-                };
-                Ok(Finding::Changed {
-                    after: record.version,
-                    payload,
-                })
-            }
-        }
+        Ok(last)
     }
 
     /// Was the content `payload` carries the item's content at a version
@@ -442,30 +369,21 @@ impl Desk {
     }
 }
 
-/// A ticket read from a file must fit what a request could carry.
-fn within_limits(t: &tinycode_shared::proto::Ticket) -> Result<(), String> {
-    let over = |field: &str, len: usize, max: usize| {
-        (len > max).then(|| {
-            format!("field `{field}` is {len} bytes; at most {max} are allowed (as for a request)")
-        })
-    };
-    let problem = over("subject", t.subject.len(), limits::MAX_SUBJECT)
-        .or_else(|| over("customer", t.customer.len(), limits::MAX_NAME))
-        .or_else(|| {
-            t.messages.iter().enumerate().find_map(|(i, m)| {
-                over(
-                    &format!("messages[{i}].text"),
-                    m.text.len(),
-                    limits::MAX_TEXT,
-                )
-            })
-        })
-        .or_else(|| {
-            t.notes.iter().enumerate().find_map(|(i, n)| {
-                over(&format!("notes[{i}].text"), n.text.len(), limits::MAX_TEXT)
-            })
-        });
-    problem.map_or(Ok(()), Err)
+/// One file read back: its kind, its path, and what it means.
+type Read = (Kind, PathBuf, Result<Finding, String>);
+
+/// An import to append: the stream, the file, the version expected, the
+/// event.
+type Import = (String, PathBuf, ExpectedVersion, Payload);
+
+/// The findings of a scan, by what is done with them.
+#[derive(Default)]
+struct Sorted {
+    imports: Vec<Import>,
+    /// Ours: written again from the model.
+    stale: Vec<(Kind, String)>,
+    /// Not ours and not imported: kept aside, then written again.
+    unknown: Vec<(Kind, String)>,
 }
 
 /// The names of `dir`'s visible `*.ext` files, sorted bytewise (the order
@@ -512,39 +430,4 @@ fn stem_of(name: &[u8]) -> String {
         Some((stem, _)) => stem.to_string(),
         None => name.into_owned(),
     }
-}
-
-/// Why the start-up read-back would refuse the workspace file at `path`
-/// (`None`: it would read it). For `tinycode doctor`, which checks a
-/// workspace without a running daemon; `root` is where links may lead.
-pub fn file_problem(path: &Path, root: &Path) -> Option<String> {
-    let article = path.extension().is_some_and(|e| e == "md");
-    let check = || -> Result<(), String> {
-        let id = sanitize_id(&super::file_stem(path)).map_err(|e| format!("bad file name: {e}"))?;
-        let Some((target, _)) =
-            crate::files::regular_inside(path, root).map_err(|e| e.to_string())?
-        else {
-            return Ok(());
-        };
-        let (limit, what) = if article {
-            (limits::MAX_ARTICLE_FILE, "knowledge")
-        } else {
-            (limits::MAX_TICKET_FILE, "ticket")
-        };
-        let text = crate::files::read_text(&target, limit, what).map_err(|e| e.to_string())?;
-        if article {
-            parse_article(&id, &text).map_err(|e| e.to_string())?;
-            return Ok(());
-        }
-        let ticket = parse_ticket_file(&text).map_err(|e| e.to_string())?;
-        within_limits(&ticket)?;
-        if ticket.id != id {
-            return Err(format!(
-                "field `id` is {:?} but the file is named {id}.json",
-                ticket.id
-            ));
-        }
-        Ok(())
-    };
-    check().err()
 }

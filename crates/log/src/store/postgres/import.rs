@@ -17,6 +17,43 @@ const BATCH: usize = 2_048;
 
 /// Restore `file` into the empty log at `url`; returns the number of events.
 pub(crate) async fn import(url: &str, file: &Path) -> Result<u64, StoreError> {
+    let (client, target) = begin_on_empty(url).await?;
+    let db = |e: tokio_postgres::Error| failed(&target, &e);
+    let insert = client
+        .prepare(
+            "INSERT INTO tinycode_events (sequence, stream_id, stream_version, body) \
+             SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bytea[])",
+        )
+        .await
+        .map_err(db)?;
+    let (mut rx, reading) = read_batches(file);
+    let written = insert_all(&client, &insert, &mut rx, &target).await;
+    drop(rx);
+    let read = reading
+        .await
+        .map_err(|e| StoreError::Io(format!("reading {}: {e}", file.display())))
+        .and_then(|r| r);
+    let (n, last) = match (written, read) {
+        (Ok(()), Ok(done)) => done,
+        (Err(e), _) | (_, Err(e)) => {
+            // Failing already: the connection goes away with the
+            // transaction if the rollback fails too.
+            let _ = client.batch_execute("ROLLBACK").await;
+            return Err(e);
+        }
+    };
+    client
+        .execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &last.to_string()])
+        .await
+        .map_err(db)?;
+    client.batch_execute("COMMIT").await.map_err(db)?;
+    Ok(n)
+}
+
+/// Connect to the log at `url` (its schema made current) and begin the
+/// import's transaction under the append lock, once the log is found
+/// empty. The client, and the target as messages name it.
+async fn begin_on_empty(url: &str) -> Result<(tokio_postgres::Client, String), StoreError> {
     let config: tokio_postgres::Config = url.parse().map_err(|e| {
         StoreError::Unreachable(format!(
             "the store URL {} is not valid: {e}",
@@ -39,20 +76,24 @@ pub(crate) async fn import(url: &str, file: &Path) -> Result<u64, StoreError> {
         .map_err(db)?
         .get(0);
     if held > 0 {
+        // Refusing already: the transaction ends with the connection if
+        // the rollback fails.
         let _ = client.batch_execute("ROLLBACK").await;
         return Err(StoreError::Io(format!(
             "the log at {target} already holds {held} events; import restores into an empty database (or schema)"
         )));
     }
-    let insert = client
-        .prepare(
-            "INSERT INTO tinycode_events (sequence, stream_id, stream_version, body) \
-             SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bytea[])",
-        )
-        .await
-        .map_err(db)?;
-    // The file is read (and checked) on a blocking thread, in batches.
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<Event>>(4);
+    Ok((client, target))
+}
+
+/// What reading the export file gives: the events read and the last
+/// sequence.
+type Read = tokio::task::JoinHandle<Result<(u64, u64), StoreError>>;
+
+/// Read (and check) the export file on a blocking thread, sending its
+/// events in batches of [`BATCH`].
+fn read_batches(file: &Path) -> (tokio::sync::mpsc::Receiver<Vec<Event>>, Read) {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Vec<Event>>(4);
     let path = file.to_path_buf();
     let reading = tokio::task::spawn_blocking(move || {
         let mut batch = Vec::with_capacity(BATCH);
@@ -71,36 +112,26 @@ pub(crate) async fn import(url: &str, file: &Path) -> Result<u64, StoreError> {
         }
         Ok::<_, StoreError>((n, last))
     });
-    let mut written = Ok(());
+    (rx, reading)
+}
+
+/// Insert each batch received, one `INSERT` each, until the reader is done
+/// or an insert fails.
+async fn insert_all(
+    client: &tokio_postgres::Client,
+    insert: &tokio_postgres::Statement,
+    rx: &mut tokio::sync::mpsc::Receiver<Vec<Event>>,
+    target: &str,
+) -> Result<(), StoreError> {
     while let Some(batch) = rx.recv().await {
         let sequences: Vec<i64> = batch.iter().map(|e| to_i64(e.sequence)).collect();
         let streams: Vec<&str> = batch.iter().map(|e| e.stream_id.as_str()).collect();
         let versions: Vec<i64> = batch.iter().map(|e| to_i64(e.stream_version)).collect();
         let bodies: Vec<Vec<u8>> = batch.iter().map(Message::encode_to_vec).collect();
-        if let Err(e) = client
-            .execute(&insert, &[&sequences, &streams, &versions, &bodies])
+        client
+            .execute(insert, &[&sequences, &streams, &versions, &bodies])
             .await
-        {
-            written = Err(db(e));
-            break;
-        }
+            .map_err(|e| failed(target, &e))?;
     }
-    drop(rx);
-    let read = reading
-        .await
-        .map_err(|e| StoreError::Io(format!("reading {}: {e}", file.display())))
-        .and_then(|r| r);
-    let (n, last) = match (written, read) {
-        (Ok(()), Ok(done)) => done,
-        (Err(e), _) | (_, Err(e)) => {
-            let _ = client.batch_execute("ROLLBACK").await;
-            return Err(e);
-        }
-    };
-    client
-        .execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &last.to_string()])
-        .await
-        .map_err(db)?;
-    client.batch_execute("COMMIT").await.map_err(db)?;
-    Ok(n)
+    Ok(())
 }

@@ -1,8 +1,7 @@
 //! What the log knows about its own soundness: the start-up check against
-//! the durable head, recovery on request, `verify` of the whole log, and the
-//! portable export file (the backup, and the way out of a damaged store).
+//! the durable head, recovery on request, and `verify` of the whole log.
+//! The portable export file is in `export.rs`.
 
-use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::Path;
 
 use tinycode_shared::proto::event::Payload;
@@ -38,7 +37,7 @@ fn readable_tail(events: &sled::Tree) -> Result<(u64, u64), StoreError> {
 }
 
 /// Every readable event of sled from `from` on, as the segments store them.
-fn sled_rows(
+pub(super) fn sled_rows(
     events: &sled::Tree,
     from: u64,
 ) -> impl Iterator<Item = Result<(u64, Vec<u8>, u32), StoreError>> + '_ {
@@ -71,24 +70,10 @@ pub(super) fn open(
             path, db, events, streams, segments, recover, readable, highest,
         );
     };
-    let at_head = match events.get(acked.sequence.to_be_bytes())? {
-        Some(v) => decode_checked(acked.sequence, &v).ok().map(|(_, crc)| crc),
-        None => None,
-    };
-    let intact = acked.sequence == 0 || (at_head == Some(acked.crc) && readable >= acked.sequence);
+    let intact = is_intact(events, acked, readable)?;
     if intact && readable == highest {
         if readable > acked.sequence {
-            // sled holds events the copy does not (a copy cut short by
-            // hand): they are durable; the copy takes them too.
-            tracing::warn!(
-                from = acked.sequence + 1,
-                to = readable,
-                "the log's segment copy was behind sled; it takes the missing events from sled"
-            );
-            for row in sled_rows(events, acked.sequence + 1) {
-                let (seq, value, crc) = row?;
-                segments.append(&[(seq, value.as_slice(), crc)])?;
-            }
+            copy_behind(events, &mut segments, acked.sequence, readable)?;
         }
         return Ok(Opened {
             last_sequence: readable.max(acked.sequence),
@@ -100,21 +85,17 @@ pub(super) fn open(
     // sled without the copy's last record — a batch never acknowledged,
     // whole in the copy. It is rolled forward into sled.
     let last_batch = segments.last_record_first();
-    if !intact && readable == highest && readable + 1 >= last_batch && readable < acked.sequence {
-        let rolled = roll_forward(path, events, streams, readable + 1)?;
-        if rolled == acked.sequence {
-            db.flush()?;
-            tracing::info!(
-                from = readable + 1,
-                to = acked.sequence,
-                "the last group commit reached the log's copy but not sled before the crash; written to sled from the copy"
-            );
-            return Ok(Opened {
-                last_sequence: acked.sequence,
-                recovered: None,
-                segments,
-            });
-        }
+    if !intact
+        && readable == highest
+        && readable + 1 >= last_batch
+        && readable < acked.sequence
+        && roll_forward_last_batch(path, db, events, streams, readable, acked)?
+    {
+        return Ok(Opened {
+            last_sequence: acked.sequence,
+            recovered: None,
+            segments,
+        });
     }
     let lost_from = if intact {
         acked.sequence + 1
@@ -140,6 +121,60 @@ pub(super) fn open(
         });
     }
     restore(path, db, events, streams, segments, lost_from, acked)
+}
+
+/// Does sled hold every event up to the durable head `acked`, the one at
+/// the head with the head's checksum? (`readable`: the last event from
+/// the end that reads whole.)
+fn is_intact(events: &sled::Tree, acked: Head, readable: u64) -> Result<bool, StoreError> {
+    let at_head = match events.get(acked.sequence.to_be_bytes())? {
+        Some(v) => decode_checked(acked.sequence, &v).ok().map(|(_, crc)| crc),
+        None => None,
+    };
+    Ok(acked.sequence == 0 || (at_head == Some(acked.crc) && readable >= acked.sequence))
+}
+
+/// sled holds events the copy does not (a copy cut short by hand), from
+/// `acked + 1` to `readable`: they are durable; the copy takes them too.
+fn copy_behind(
+    events: &sled::Tree,
+    segments: &mut SegmentLog,
+    acked: u64,
+    readable: u64,
+) -> Result<(), StoreError> {
+    tracing::warn!(
+        from = acked + 1,
+        to = readable,
+        "the log's segment copy was behind sled; it takes the missing events from sled"
+    );
+    for row in sled_rows(events, acked + 1) {
+        let (seq, value, crc) = row?;
+        segments.append(&[(seq, value.as_slice(), crc)])?;
+    }
+    Ok(())
+}
+
+/// Write the copy's last batch, after `readable`, into sled; `true` when
+/// that brought sled up to the durable head (flushed).
+fn roll_forward_last_batch(
+    path: &Path,
+    db: &sled::Db,
+    events: &sled::Tree,
+    streams: &sled::Tree,
+    readable: u64,
+    acked: Head,
+) -> Result<bool, StoreError> {
+    let rolled = roll_forward(path, events, streams, readable + 1)?;
+    if rolled != acked.sequence {
+        return Ok(false);
+    }
+    db.flush()?;
+    tracing::info!(
+        from = readable + 1,
+        to = acked.sequence,
+        "the last group commit reached the log's copy but not sled before the crash; written to sled from the copy"
+    );
+    Ok(true)
 }
 
 /// Write the copy's events from `from` on into sled (both trees); returns
@@ -324,12 +359,7 @@ fn adopt(
     let mut recovered = None;
     match legacy {
         Some(acked) => {
-            let at_head = match events.get(acked.sequence.to_be_bytes())? {
-                Some(v) => decode_checked(acked.sequence, &v).ok().map(|(_, crc)| crc),
-                None => None,
-            };
-            let intact =
-                acked.sequence == 0 || (at_head == Some(acked.crc) && readable >= acked.sequence);
+            let intact = is_intact(events, acked, readable)?;
             if !(intact && readable == highest) {
                 let lost_from = if intact {
                     acked.sequence + 1
@@ -399,202 +429,110 @@ pub(super) fn verify(
     streams: &sled::Tree,
     acked: Option<Head>,
 ) -> Result<Report, StoreError> {
-    const MAX_PROBLEMS: usize = 20;
-    let mut report = Report::default();
-    let problem = |report: &mut Report, p: String| {
-        if report.problems.len() < MAX_PROBLEMS {
-            report.problems.push(p);
-        }
+    let mut check = Verifier {
+        streams,
+        acked,
+        report: Report::default(),
+        head: Head::default(),
+        expected: 1,
+        versions: std::collections::HashMap::new(),
     };
-    let mut head = Head::default();
-    let mut expected = 1;
-    let mut versions: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
     for row in events.iter() {
         let (key, value) = row?;
-        let sequence = decode_sequence(&key);
-        let (event, crc) = match decode_checked(sequence, &value) {
-            Ok(x) => x,
-            Err(e) => {
-                problem(&mut report, e.to_string());
-                expected = sequence + 1;
-                continue;
-            }
-        };
-        if sequence != expected {
-            let covered = report
-                .recovered_gaps
-                .iter()
-                .any(|(from, to)| *from == expected && *to + 1 == sequence);
-            let recovers = matches!(&event.payload, Some(Payload::LogRecovered(r)) if r.lost_from == expected && r.lost_to + 1 == sequence);
-            if recovers {
-                report.recovered_gaps.push((expected, sequence - 1));
-            } else if !covered {
-                problem(
-                    &mut report,
-                    format!("events {expected}–{} are missing", sequence - 1),
-                );
-            }
-        }
-        expected = sequence + 1;
-        let version = versions.entry(event.stream_id.clone()).or_insert(0);
-        if event.stream_version != *version + 1 {
-            problem(
-                &mut report,
-                format!(
-                    "event {sequence} is version {} of {:?}, after version {}",
-                    event.stream_version, event.stream_id, version
-                ),
-            );
-        }
-        *version = event.stream_version;
-        match streams.get(stream_key(&event.stream_id, event.stream_version))? {
-            Some(v) if decode_sequence(&v) == sequence => {}
-            _ => problem(
-                &mut report,
-                format!("event {sequence} is missing from the stream index"),
-            ),
-        }
-        head = head.then(sequence, crc);
-        if acked.is_some_and(|a| a.sequence == sequence && a.chain != head.chain) {
-            problem(
-                &mut report,
-                format!("the running hash differs from the durable head at event {sequence}"),
-            );
-        }
-        report.events += 1;
-        report.last_sequence = sequence;
+        check.event(decode_sequence(&key), &value)?;
     }
     if let Some(a) = acked
-        && a.sequence > report.last_sequence
+        && a.sequence > check.report.last_sequence
     {
         let missing = format!(
             "events {}–{} were acknowledged but are not in the log",
-            report.last_sequence + 1,
+            check.report.last_sequence + 1,
             a.sequence
         );
-        problem(&mut report, missing);
+        check.problem(missing);
     }
-    Ok(report)
+    Ok(check.report)
 }
 
-/// First line of an export file.
-const EXPORT_MAGIC: &[u8] = b"tinycode-log v1\n";
-
-/// Write every event to `path`: a header line, then per event its length
-/// (u32 LE), its CRC-32 (u32 LE) and the encoded `tinycode.v1.Event`.
-/// Returns the number of events written.
-pub(super) fn export(events: &sled::Tree, path: &Path) -> Result<u64, StoreError> {
-    let io = |e: std::io::Error| StoreError::Io(format!("cannot write {}: {e}", path.display()));
-    let temp = path.with_extension("partial");
-    let file = std::fs::File::create(&temp).map_err(io)?;
-    let mut out = BufWriter::new(file);
-    out.write_all(EXPORT_MAGIC).map_err(io)?;
-    let mut n = 0;
-    for row in events.iter() {
-        let (key, value) = row?;
-        let (event, _) = decode_checked(decode_sequence(&key), &value)?;
-        let body = prost::Message::encode_to_vec(&event);
-        out.write_all(&(body.len() as u32).to_le_bytes())
-            .map_err(io)?;
-        out.write_all(&crc32fast::hash(&body).to_le_bytes())
-            .map_err(io)?;
-        out.write_all(&body).map_err(io)?;
-        n += 1;
-    }
-    let file = out.into_inner().map_err(|e| io(e.into_error()))?;
-    file.sync_all().map_err(io)?;
-    std::fs::rename(&temp, path).map_err(io)?;
-    Ok(n)
+/// `verify` going through the events in order.
+struct Verifier<'a> {
+    streams: &'a sled::Tree,
+    acked: Option<Head>,
+    report: Report,
+    /// The running hash up to the last event checked.
+    head: Head,
+    /// The sequence the next event should have.
+    expected: u64,
+    /// Each stream's last version met.
+    versions: std::collections::HashMap<String, u64>,
 }
 
-/// Read an export file, checking every record (and that sequences only
-/// grow); calls `each` per event.
-pub(crate) fn read_export(
-    path: &Path,
-    mut each: impl FnMut(Event) -> Result<(), StoreError>,
-) -> Result<u64, StoreError> {
-    let bad =
-        |why: String| StoreError::Io(format!("{} is not a sound export: {why}", path.display()));
-    let file = std::fs::File::open(path)
-        .map_err(|e| StoreError::Io(format!("cannot read {}: {e}", path.display())))?;
-    let mut input = BufReader::new(file);
-    let mut magic = vec![0u8; EXPORT_MAGIC.len()];
-    input
-        .read_exact(&mut magic)
-        .map_err(|_| bad("no header".into()))?;
-    if magic != EXPORT_MAGIC {
-        return Err(bad("the header is not `tinycode-log v1`".into()));
+impl Verifier<'_> {
+    fn problem(&mut self, p: String) {
+        const MAX_PROBLEMS: usize = 20;
+        if self.report.problems.len() < MAX_PROBLEMS {
+            self.report.problems.push(p);
+        }
     }
-    let (mut n, mut last) = (0u64, 0u64);
-    loop {
-        let mut frame = [0u8; 8];
-        match input.read_exact(&mut frame) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
-            Err(e) => return Err(bad(e.to_string())),
-        }
-        let len = u32::from_le_bytes([frame[0], frame[1], frame[2], frame[3]]) as usize;
-        let crc = u32::from_le_bytes([frame[4], frame[5], frame[6], frame[7]]);
-        if len > super::super::MAX_EVENT_BYTES * 2 {
-            return Err(bad(format!("record {} claims {len} bytes", n + 1)));
-        }
-        let mut body = vec![0u8; len];
-        input
-            .read_exact(&mut body)
-            .map_err(|_| bad(format!("record {} is cut short", n + 1)))?;
-        if crc32fast::hash(&body) != crc {
-            return Err(bad(format!("record {} fails its checksum", n + 1)));
-        }
-        let event: Event = prost::Message::decode(body.as_slice())
-            .map_err(|e| bad(format!("record {}: {e}", n + 1)))?;
-        if event.sequence <= last {
-            return Err(bad(format!(
-                "event {} comes after event {last}",
-                event.sequence
-            )));
-        }
-        last = event.sequence;
-        each(event)?;
-        n += 1;
-    }
-    Ok(n)
-}
 
-/// Write imported events into an empty log (in batches), then its segment
-/// copy; returns the head.
-pub(super) fn import(
-    path: &Path,
-    db: &sled::Db,
-    events: &sled::Tree,
-    streams: &sled::Tree,
-    file: &Path,
-) -> Result<Head, StoreError> {
-    if !events.is_empty() {
-        return Err(StoreError::Io(
-            "the log is not empty; import restores into an empty state directory".into(),
-        ));
-    }
-    let mut batch = (sled::Batch::default(), sled::Batch::default(), 0usize);
-    read_export(file, |event| {
-        let (value, _) = encode_event(&event);
-        batch.0.insert(&event.sequence.to_be_bytes(), value);
-        batch.1.insert(
-            stream_key(&event.stream_id, event.stream_version),
-            &event.sequence.to_be_bytes(),
-        );
-        batch.2 += 1;
-        if batch.2 >= 4096 {
-            let (e, s, _) = std::mem::take(&mut batch);
-            events.apply_batch(e)?;
-            streams.apply_batch(s)?;
+    /// Check the event stored at `sequence`.
+    fn event(&mut self, sequence: u64, value: &[u8]) -> Result<(), StoreError> {
+        let (event, crc) = match decode_checked(sequence, value) {
+            Ok(x) => x,
+            Err(e) => {
+                self.problem(e.to_string());
+                self.expected = sequence + 1;
+                return Ok(());
+            }
+        };
+        if sequence != self.expected {
+            self.gap(sequence, &event);
         }
+        self.expected = sequence + 1;
+        let version = self.versions.entry(event.stream_id.clone()).or_insert(0);
+        let after = *version;
+        *version = event.stream_version;
+        if event.stream_version != after + 1 {
+            self.problem(format!(
+                "event {sequence} is version {} of {:?}, after version {}",
+                event.stream_version, event.stream_id, after
+            ));
+        }
+        match self
+            .streams
+            .get(stream_key(&event.stream_id, event.stream_version))?
+        {
+            Some(v) if decode_sequence(&v) == sequence => {}
+            _ => self.problem(format!("event {sequence} is missing from the stream index")),
+        }
+        self.head = self.head.then(sequence, crc);
+        if self
+            .acked
+            .is_some_and(|a| a.sequence == sequence && a.chain != self.head.chain)
+        {
+            self.problem(format!(
+                "the running hash differs from the durable head at event {sequence}"
+            ));
+        }
+        self.report.events += 1;
+        self.report.last_sequence = sequence;
         Ok(())
-    })?;
-    let (e, s, _) = batch;
-    events.apply_batch(e)?;
-    streams.apply_batch(s)?;
-    db.flush()?;
-    let head = segments::rebuild(path, sled_rows(events, 1))?;
-    let _ = std::fs::remove_file(head::path_of(path));
-    Ok(head)
+    }
+
+    /// Events before `sequence` are missing: a problem, unless a recovery
+    /// recorded them lost (`event` may be that record).
+    fn gap(&mut self, sequence: u64, event: &Event) {
+        let expected = self.expected;
+        let covered = self
+            .report
+            .recovered_gaps
+            .iter()
+            .any(|(from, to)| *from == expected && *to + 1 == sequence);
+        let recovers = matches!(&event.payload, Some(Payload::LogRecovered(r)) if r.lost_from == expected && r.lost_to + 1 == sequence);
+        if recovers {
+            self.report.recovered_gaps.push((expected, sequence - 1));
+        } else if !covered {
+            self.problem(format!("events {expected}–{} are missing", sequence - 1));
+        }
+    }
 }

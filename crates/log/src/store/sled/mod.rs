@@ -18,6 +18,7 @@
 //! log and the projections).
 
 mod commit;
+mod export;
 mod head;
 mod integrity;
 pub(crate) mod keys;
@@ -33,8 +34,8 @@ use tokio::sync::{broadcast, oneshot, watch};
 use super::backend::Backend;
 use super::{ExpectedVersion, StoreError, StoreOptions, StoreStats};
 use commit::{Committer, Files, Request};
+pub(crate) use export::read_export;
 pub use integrity::Report;
-pub(crate) use integrity::read_export;
 use keys::{decode_sequence, stream_key, stream_prefix};
 
 pub(crate) struct SledLog {
@@ -129,14 +130,14 @@ impl SledLog {
         Ok(report)
     }
 
-    /// Write the log to `file` (see `integrity::export` for the format);
+    /// Write the log to `file` (see `export::export` for the format);
     /// returns the number of events.
     pub(crate) fn export(path: &Path, file: &Path) -> Result<u64, StoreError> {
         let db = sled::Config::new()
             .path(path)
             .open()
             .map_err(|e| unreadable(path, e))?;
-        integrity::export(&db.open_tree("events")?, file)
+        export::export(&db.open_tree("events")?, file)
     }
 
     /// Restore an export into an empty log at `path`; returns the number
@@ -150,7 +151,7 @@ impl SledLog {
             .mode(sled::Mode::HighThroughput)
             .open()?;
         let (events, streams) = (db.open_tree("events")?, db.open_tree("streams")?);
-        let head = integrity::import(path, &db, &events, &streams, file)?;
+        let head = export::import(path, &db, &events, &streams, file)?;
         Ok(head.sequence)
     }
 

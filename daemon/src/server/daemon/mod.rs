@@ -1,9 +1,13 @@
+//! The Daemon service: status, rebuild, reload and shutdown.
+
+mod convert;
+
 use tinycode_shared::PROTOCOL_VERSION;
 use tinycode_shared::proto::daemon_server::Daemon;
 use tinycode_shared::proto::{
-    DaemonMember, DaemonStatus, GetStatusRequest, McpServerStatus, ProjectionProgress,
-    RebuildRequest, RebuildResponse, ReloadRequest, ReloadResponse, ShutdownRequest,
-    ShutdownResponse, SkillSummary, WorkspaceProblem,
+    DaemonMember, DaemonStatus, GetStatusRequest, ProjectionProgress, RebuildRequest,
+    RebuildResponse, ReloadRequest, ReloadResponse, ShutdownRequest, ShutdownResponse,
+    SkillSummary, WorkspaceProblem,
 };
 
 use super::OrStatus;
@@ -11,6 +15,8 @@ use crate::projection::ProjectorHandle;
 use tonic::{Request, Response, Status};
 
 use super::{Peer, Shared};
+use convert::Shutdown;
+pub(super) use convert::mcp_status;
 
 pub struct DaemonService {
     shared: Shared,
@@ -140,25 +146,11 @@ impl Daemon for DaemonService {
         request: Request<ShutdownRequest>,
     ) -> Result<Response<ShutdownResponse>, Status> {
         let peer = Peer::of(&request);
-        let req = request.into_inner();
-        if req.drain_seconds > 3600 {
-            return Err(Status::invalid_argument(format!(
-                "`drain_seconds` must be at most 3600 (an hour), got {}",
-                req.drain_seconds
-            )));
-        }
-        tracing::info!(client = %peer.client_name, pid = ?peer.pid, drain = req.drain, "shutdown requested");
-        let still_running = if req.drain {
-            let limit = match req.drain_seconds {
-                0 => 60,
-                n => n,
-            };
-            self.shared
-                .control
-                .drain(std::time::Duration::from_secs(limit.into()))
-                .await
-        } else {
-            Vec::new()
+        let Shutdown { drain } = Shutdown::try_from(request.into_inner())?;
+        tracing::info!(client = %peer.client_name, pid = ?peer.pid, drain = ?drain, "shutdown requested");
+        let still_running = match drain {
+            Some(limit) => self.shared.control.drain(limit).await,
+            None => Vec::new(),
         };
         let reason = format!("Shutdown rpc from {}", peer.client_name);
         // A full channel means a shutdown is already under way: fine.
@@ -205,23 +197,4 @@ fn models<'a>(
             })
         })
         .collect()
-}
-
-pub(super) fn mcp_status(s: &crate::mcp::ServerStatus) -> McpServerStatus {
-    use crate::mcp::ServerState;
-    let (tools, error) = match &s.state {
-        ServerState::Ready { tools } => (*tools, String::new()),
-        ServerState::Failed { error } => (0, error.clone()),
-        ServerState::Unsupported { kind } => {
-            (0, format!("the {kind} transport is not supported yet"))
-        }
-        ServerState::Connecting | ServerState::Disabled => (0, String::new()),
-    };
-    McpServerStatus {
-        name: s.name.clone(),
-        state: s.state.name().into(),
-        tools,
-        error,
-        starts: s.starts,
-    }
 }

@@ -1,20 +1,22 @@
 //! The Calls service: direct tool calls through the permission gate, and
 //! the skills (`tinycode mcp serve` offers them as prompts).
 
+mod convert;
+
 use std::sync::Arc;
 
 use tinycode_shared::proto::calls_server::Calls;
 use tinycode_shared::proto::{
-    CallPending, CallResult, CallToolRequest, CallToolUpdate, CallWaiting, CallableTool,
-    GetSkillRequest, ListCallToolsRequest, ListCallToolsResponse, ListSkillsRequest,
-    ListSkillsResponse, SkillInfo, call_tool_update,
+    CallToolRequest, CallToolUpdate, CallableTool, GetSkillRequest, ListCallToolsRequest,
+    ListCallToolsResponse, ListSkillsRequest, ListSkillsResponse, SkillInfo,
 };
 use tonic::{Request, Response, Status};
 
-use super::sessions_svc::client_ref;
-use super::{IntoStatus, OrStatus, ResponseStream, Shared, stream_from};
-use crate::calls::{CallRequest, DirectCalls, Update};
+use super::{IntoStatus, ResponseStream, Shared, stream_from};
+use crate::calls::DirectCalls;
 use crate::permissions::Rule;
+pub(super) use convert::skill_info;
+use convert::{Call, update_pb};
 
 pub struct CallsService {
     calls: Arc<DirectCalls>,
@@ -27,46 +29,6 @@ impl CallsService {
             calls: Arc::clone(&shared.calls),
             shared,
         }
-    }
-}
-
-/// A domain update as it goes on the wire.
-fn update_pb(update: Update) -> CallToolUpdate {
-    let update = match update {
-        Update::Waiting {
-            approval_id,
-            reason,
-            waited,
-        } => call_tool_update::Update::Waiting(CallWaiting {
-            approval_id,
-            reason,
-            waited_seconds: waited.as_secs() as u32,
-        }),
-        Update::Result {
-            call_id,
-            output,
-            approval_id,
-        } => call_tool_update::Update::Result(CallResult {
-            call_id,
-            details_json: output.details_json(),
-            content: output.content,
-            is_error: output.is_error,
-            approval_id,
-        }),
-        Update::Pending {
-            call_id,
-            approval_id,
-            reason,
-            message,
-        } => call_tool_update::Update::Pending(CallPending {
-            call_id,
-            approval_id,
-            reason,
-            message,
-        }),
-    };
-    CallToolUpdate {
-        update: Some(update),
     }
 }
 
@@ -105,16 +67,7 @@ impl Calls for CallsService {
         &self,
         request: Request<CallToolRequest>,
     ) -> Result<Response<Self::CallStream>, Status> {
-        let by = client_ref(&request);
-        let req = request.into_inner();
-        let call = CallRequest::new(
-            &req.caller,
-            &req.tool,
-            &req.arguments_json,
-            req.wait_seconds,
-            by,
-        )
-        .or_status()?;
+        let Call(call) = Call::try_from(request)?;
         let calls = Arc::clone(&self.calls);
         Ok(Response::new(stream_from(move |tx| async move {
             let (updates, mut rx) = tokio::sync::mpsc::channel(8);
@@ -146,12 +99,7 @@ impl Calls for CallsService {
             .calls
             .skills()
             .all()
-            .map(|s| SkillInfo {
-                name: s.name.clone(),
-                description: s.description.clone(),
-                body: String::new(),
-                disable_model_invocation: !s.model_invocable,
-            })
+            .map(|s| skill_info(s, false))
             .collect();
         Ok(Response::new(ListSkillsResponse { skills }))
     }
@@ -169,11 +117,6 @@ impl Calls for CallsService {
                 skills.names().join(", ")
             ))
         })?;
-        Ok(Response::new(SkillInfo {
-            name: skill.name.clone(),
-            description: skill.description.clone(),
-            body: skill.body.clone(),
-            disable_model_invocation: !skill.model_invocable,
-        }))
+        Ok(Response::new(skill_info(skill, true)))
     }
 }

@@ -9,12 +9,12 @@ use prost_reflect::{DescriptorPool, DynamicMessage, SerializeOptions};
 
 use crate::proto::{Event, FILE_DESCRIPTOR_SET};
 
-/// The protocol's descriptors, decoded once.
 /// The descriptor of the protocol's message `full_name`.
 pub fn descriptor(full_name: &str) -> Option<prost_reflect::MessageDescriptor> {
     pool()?.get_message_by_name(full_name)
 }
 
+/// The protocol's descriptors, decoded once.
 fn pool() -> Option<&'static DescriptorPool> {
     static POOL: OnceLock<Option<DescriptorPool>> = OnceLock::new();
     POOL.get_or_init(|| DescriptorPool::decode(FILE_DESCRIPTOR_SET).ok())
@@ -122,47 +122,6 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     let y = yoe + era * 400 + i64::from(m <= 2);
     (y, m, d)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::proto::{DaemonStarted, event::Payload};
-
-    #[test]
-    fn dates_render_as_utc_rfc3339() {
-        assert_eq!(rfc3339(0, 0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(rfc3339(951_782_400, 5_000_000), "2000-02-29T00:00:00.005Z");
-        assert_eq!(rfc3339(1_795_991_400, 0), "2026-11-29T22:30:00.000Z");
-    }
-
-    #[test]
-    fn events_render_as_a_line_and_as_canonical_json() {
-        let event = Event {
-            sequence: 7,
-            stream_id: "daemon".into(),
-            stream_version: 3,
-            recorded_at: Some(prost_types::Timestamp {
-                seconds: 0,
-                nanos: 0,
-            }),
-            payload: Some(Payload::DaemonStarted(DaemonStarted {
-                version: "0.1.0".into(),
-                pid: 42,
-                workspace: "/desk".into(),
-                protocol_version: 1,
-                previous_run_unclean: false,
-            })),
-        };
-        assert_eq!(
-            event_line(&event),
-            "#7 1970-01-01T00:00:00.000Z daemon@3 daemon_started version=0.1.0 pid=42 workspace=/desk protocolVersion=1"
-        );
-        let json = event_json(&event);
-        assert_eq!(json["sequence"], 7);
-        assert_eq!(json["streamId"], "daemon");
-        assert_eq!(json["daemonStarted"]["pid"], 42);
-    }
 }
 
 /// The argument a tool line shows: the ticket, article, query or skill.
@@ -366,9 +325,21 @@ pub fn tool_line(f: &crate::proto::ToolCallFinished) -> String {
     if let Some(line) = agent_line(&call.name, &details) {
         return line;
     }
+    let summary = tool_summary(&call.name, &details, &f.content);
+    let truncated = if f.full_chars > 0 {
+        format!(" (truncated from {} chars)", f.full_chars)
+    } else {
+        String::new()
+    };
+    format!("{head} → ✓ {summary}{truncated}")
+}
+
+/// What a successful call did, by tool: `退款 · P1 → triaged`, `+1 −1`, the
+/// hits of a search; otherwise the first line of its content.
+fn tool_summary(name: &str, details: &serde_json::Value, content: &str) -> String {
     let ticket = &details["ticket"];
     let s = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
-    let summary = match call.name.as_str() {
+    match name {
         "classify_ticket" => format!(
             "{} · {} → {}",
             s(&ticket["category"]),
@@ -403,21 +374,14 @@ pub fn tool_line(f: &crate::proto::ToolCallFinished) -> String {
                 hits.join(", ")
             }
         }
-        _ => f
-            .content
+        _ => content
             .lines()
             .next()
             .unwrap_or("")
             .chars()
             .take(60)
             .collect(),
-    };
-    let truncated = if f.full_chars > 0 {
-        format!(" (truncated from {} chars)", f.full_chars)
-    } else {
-        String::new()
-    };
-    format!("{head} → ✓ {summary}{truncated}")
+    }
 }
 
 /// The sub-agent tools' lines: `● spawn_agent → a1 "task"`,
@@ -521,180 +485,6 @@ pub fn turn_line(c: &crate::proto::TurnCompleted) -> String {
 }
 
 #[cfg(test)]
-mod tool_line_tests {
-    use super::*;
-    use crate::proto::{ToolCallFinished, ToolCallRef};
-
-    fn finished(
-        name: &str,
-        args: &str,
-        details: serde_json::Value,
-        is_error: bool,
-        content: &str,
-    ) -> ToolCallFinished {
-        ToolCallFinished {
-            call: Some(ToolCallRef {
-                id: "c".into(),
-                name: name.into(),
-                arguments_json: args.into(),
-            }),
-            content: content.into(),
-            is_error,
-            details_json: details.to_string(),
-            ..ToolCallFinished::default()
-        }
-    }
-
-    #[test]
-    fn a_start_shows_its_stage_and_a_bar() {
-        let p = crate::proto::StartupProgress {
-            stage: "importing the workspace files".into(),
-            unit: "files".into(),
-            done: 25,
-            total: 100,
-            elapsed_ms: 8_400,
-        };
-        assert_eq!(
-            startup_line(&p),
-            "tinycoded is starting: importing the workspace files [#####···············] 25 / 100 files · 8 s"
-        );
-        let bare = crate::proto::StartupProgress {
-            stage: "opening the log".into(),
-            ..Default::default()
-        };
-        assert_eq!(
-            startup_line(&bare),
-            "tinycoded is starting: opening the log · 0 s"
-        );
-    }
-
-    #[test]
-    fn a_question_reads_as_one_and_says_how_to_answer() {
-        use crate::proto::{ApprovalDecided, ApprovalRequested};
-        let r = ApprovalRequested {
-            approval_id: "A-4".into(),
-            session_id: "S-2".into(),
-            question: "Refund 900 €?".into(),
-            choices: vec!["yes".into(), "no".into()],
-            ..ApprovalRequested::default()
-        };
-        assert_eq!(
-            approval_requested_line(&r),
-            "? A-4 session S-2 asks: Refund 900 €? (1. yes · 2. no)"
-        );
-        let how = how_to_answer_request(&r);
-        assert!(how.contains("approvals answer A-4 1"), "{how}");
-        let d = ApprovalDecided {
-            approval_id: "A-4".into(),
-            answer: "yes".into(),
-            ..ApprovalDecided::default()
-        };
-        assert_eq!(approval_decided_line(&d), "✓ A-4 answered by someone: yes");
-    }
-
-    #[test]
-    fn always_on_a_reviewed_tool_says_it_will_ask_again() {
-        use crate::proto::{ApprovalDecided, ApprovalDecision};
-        let d = |remembered| ApprovalDecided {
-            approval_id: "A-1".into(),
-            decision: ApprovalDecision::AlwaysAllow as i32,
-            remembered,
-            ..ApprovalDecided::default()
-        };
-        let line = approval_decided_line(&d(false));
-        assert!(line.contains("will ask again next time"), "{line}");
-        let line = approval_decided_line(&d(true));
-        assert!(line.contains("always allowed (this session)"), "{line}");
-    }
-
-    #[test]
-    fn get_ticket_shows_the_subject_not_the_files_first_brace() {
-        let t = serde_json::json!({"ticket": {"id": "T-1001", "subject": "退款什么时候到账？"}});
-        assert_eq!(
-            tool_line(&finished(
-                "get_ticket",
-                r#"{"ticket_id":"T-1001"}"#,
-                t,
-                false,
-                "{\n  \"id\": \"T-1001\""
-            )),
-            "● get_ticket T-1001 → ✓ \"退款什么时候到账？\""
-        );
-    }
-
-    #[test]
-    fn tool_lines_read_like_the_design() {
-        let t = serde_json::json!({"ticket": {"category": "退款", "priority": "P1", "status": "triaged", "queue": "售后组"}});
-        assert_eq!(
-            tool_line(&finished(
-                "classify_ticket",
-                r#"{"ticket_id":"T-1001"}"#,
-                t.clone(),
-                false,
-                ""
-            )),
-            "● classify_ticket T-1001 → ✓ 退款 · P1 → triaged"
-        );
-        assert_eq!(
-            tool_line(&finished(
-                "route_ticket",
-                r#"{"ticket_id":"T-1001","queue":"售后组"}"#,
-                t,
-                false,
-                ""
-            )),
-            "● route_ticket T-1001 → ✓ 售后组 → triaged"
-        );
-        assert_eq!(
-            tool_line(&finished(
-                "propose_knowledge_edit",
-                r#"{"article_id":"refund-policy"}"#,
-                serde_json::json!({"added": 1, "removed": 1}),
-                false,
-                ""
-            )),
-            "● propose_knowledge_edit refund-policy → ✓ +1 −1"
-        );
-        assert_eq!(
-            tool_line(&finished(
-                "get_ticket",
-                r#"{"ticket_id":"T-9"}"#,
-                serde_json::Value::Null,
-                true,
-                "ticket T-9 does not exist\nmore"
-            )),
-            "● get_ticket T-9 → ✗ ticket T-9 does not exist"
-        );
-        let agent = |tool: &str, details: serde_json::Value| {
-            tool_line(&finished(tool, r#"{"agent_id":"a1"}"#, details, false, "…"))
-        };
-        assert_eq!(
-            agent(
-                "spawn_agent",
-                serde_json::json!({"agentId": "a1", "task": "check refund-policy wording", "state": "running"})
-            ),
-            "● spawn_agent → a1 \"check refund-policy wording\""
-        );
-        assert_eq!(
-            agent(
-                "wait_agent",
-                serde_json::json!({"agentId": "a1", "outcome": "completed", "steps": 3})
-            ),
-            "● wait_agent a1 → ✓ 3 steps"
-        );
-        assert_eq!(
-            agent(
-                "wait_agent",
-                serde_json::json!({"agentId": "a1", "outcome": "cancelled", "steps": 2})
-            ),
-            "● wait_agent a1 → ✗ cancelled after 2 steps"
-        );
-        assert_eq!(
-            agent(
-                "wait_agent",
-                serde_json::json!({"agentId": "a1", "state": "running"})
-            ),
-            "● wait_agent a1 → … still running"
-        );
-    }
-}
+mod tests;
+#[cfg(test)]
+mod tool_line_tests;

@@ -1,3 +1,8 @@
+//! The Triage service: each handler converts its request (`convert.rs`),
+//! calls the triage once and converts the answer back.
+
+mod convert;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -7,16 +12,12 @@ use tinycode_shared::proto::{
 };
 use tonic::{Request, Response, Status};
 
-use super::sessions_svc::client_ref;
-use super::validate;
 use super::{OrStatus, ResponseStream, Shared, stream_from};
-use crate::domain::limits::MAX_NAME;
 use crate::triage::Triage;
+use convert::{Enqueue, StatusQuery};
 
 /// `Triage.Watch` sends at most one status per this interval.
 const WATCH_INTERVAL: Duration = Duration::from_millis(200);
-/// Ticket ids one request may name.
-const MAX_IDS: usize = 10_000;
 
 pub struct TriageService {
     shared: Shared,
@@ -30,34 +31,14 @@ impl TriageService {
     }
 }
 
-fn check_ids(ids: &[String]) -> Result<(), Status> {
-    if ids.len() > MAX_IDS {
-        return Err(Status::invalid_argument(format!(
-            "`ticket_ids` names {} tickets; at most {MAX_IDS} per request",
-            ids.len()
-        )));
-    }
-    ids.iter()
-        .try_for_each(|id| validate::max_len("ticket_ids", id, MAX_NAME))
-}
-
 #[tonic::async_trait]
 impl TriageApi for TriageService {
     async fn get_status(
         &self,
         request: Request<TriageStatusRequest>,
     ) -> Result<Response<TriageStatus>, Status> {
-        let req = request.into_inner();
-        check_ids(&req.ticket_ids)?;
-        self.triage
-            .status(
-                &req.ticket_ids,
-                req.counts_only,
-                token(&req.page_token),
-                req.limit as usize,
-            )
-            .map(Response::new)
-            .or_status()
+        let q = StatusQuery::try_from(request.into_inner())?;
+        q.ask(&self.triage).map(Response::new)
     }
 
     type WatchStream = ResponseStream<TriageStatus>;
@@ -66,8 +47,7 @@ impl TriageApi for TriageService {
         &self,
         request: Request<TriageStatusRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
-        let req = request.into_inner();
-        check_ids(&req.ticket_ids)?;
+        let q = StatusQuery::try_from(request.into_inner())?;
         let triage = Arc::clone(&self.triage);
         let mut stopping = self.shared.stopping.clone();
         Ok(Response::new(stream_from(move |tx| async move {
@@ -75,14 +55,7 @@ impl TriageApi for TriageService {
             loop {
                 board.mark_unchanged();
                 live.mark_unchanged();
-                let status = triage
-                    .status(
-                        &req.ticket_ids,
-                        req.counts_only,
-                        token(&req.page_token),
-                        req.limit as usize,
-                    )
-                    .or_status();
+                let status = q.ask(&triage);
                 let failed = status.is_err();
                 if tx.send(status).await.is_err() || failed {
                     return;
@@ -103,25 +76,12 @@ impl TriageApi for TriageService {
         &self,
         request: Request<EnqueueTriageRequest>,
     ) -> Result<Response<EnqueueTriageResponse>, Status> {
-        let by = client_ref(&request);
-        let req = request.into_inner();
-        check_ids(&req.ticket_ids)?;
-        validate::max_len("model", &req.model, MAX_NAME)?;
-        if req.ticket_ids.is_empty() && !req.all_open {
-            return Err(Status::invalid_argument(
-                "name `ticket_ids` or set `all_open` (every open ticket never triaged)",
-            ));
-        }
+        let e = Enqueue::try_from(request)?;
         let (queued, already) = self
             .triage
-            .enqueue(&req.ticket_ids, req.all_open, &req.approve, &req.model, by)
+            .enqueue(&e.ticket_ids, e.all_open, &e.approve, &e.model, e.by)
             .await
             .or_status()?;
         Ok(Response::new(EnqueueTriageResponse { queued, already }))
     }
-}
-
-/// A page token (empty: from the start).
-fn token(text: &str) -> Option<String> {
-    (!text.is_empty()).then(|| text.to_string())
 }

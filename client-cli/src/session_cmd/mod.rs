@@ -10,13 +10,14 @@ use tinycode_shared::proto::event::Payload;
 use tinycode_shared::proto::session_update::Update;
 use tinycode_shared::proto::sessions_client::SessionsClient;
 use tinycode_shared::proto::{
-    AttachRequest, CancelTurnRequest, CompactSessionRequest, CreateSessionRequest,
-    DeleteSessionRequest, ForkSessionRequest, GetSessionRequest, ListSessionsRequest,
-    PruneSessionsRequest, RenameSessionRequest, SendMessageRequest, SessionInfo, TurnOutcome,
+    AttachRequest, CreateSessionRequest, GetSessionRequest, ListSessionsRequest,
+    SendMessageRequest, TurnOutcome,
 };
 use tinycode_shared::render;
 
 use crate::{Ctx, output};
+
+mod actions;
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -170,58 +171,6 @@ fn exit_for(outcome: i32) -> ExitCode {
     }
 }
 
-fn print_info(ctx: &Ctx, s: &SessionInfo) {
-    if ctx.json {
-        output::json_pretty(&render::message_json("tinycode.v1.SessionInfo", s));
-    } else {
-        println!("{}  {}", s.id, s.title);
-    }
-}
-
-/// A session's workers: `AGENT SESSION STATE STEPS TASK` (JSON lines with
-/// --json).
-fn print_workers(ctx: &Ctx, s: &SessionInfo) {
-    if ctx.json {
-        for a in &s.agents {
-            output::json_line(&render::message_json("tinycode.v1.AgentInfo", a));
-        }
-        return;
-    }
-    if s.agents.is_empty() {
-        println!("\n(no workers)");
-        return;
-    }
-    let rows: Vec<Vec<String>> = s
-        .agents
-        .iter()
-        .map(|a| {
-            vec![
-                a.agent_id.clone(),
-                a.session_id.clone(),
-                a.state.clone(),
-                a.steps.to_string(),
-                a.task.chars().take(60).collect(),
-            ]
-        })
-        .collect();
-    println!();
-    print!(
-        "{}",
-        output::table(&["AGENT", "SESSION", "STATE", "STEPS", "TASK"], &rows)
-    );
-}
-
-fn info_row(s: &SessionInfo) -> Vec<String> {
-    let state = if s.running { "running" } else { "idle" };
-    vec![
-        s.id.clone(),
-        s.model.clone(),
-        s.turns.to_string(),
-        state.into(),
-        output::clip(&s.title, 50),
-    ]
-}
-
 pub async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut client = SessionsClient::new(ctx.connect().await?);
     let session = if let Some(id) = args.session {
@@ -340,221 +289,30 @@ async fn print_updates(
     Ok(None)
 }
 
+/// `tinycode session …`: one function per subcommand, in [`actions`].
 pub async fn session(ctx: &Ctx, action: SessionAction) -> anyhow::Result<ExitCode> {
     let channel: DaemonChannel = ctx.connect().await?;
     let mut client = SessionsClient::new(channel);
+    let client = &mut client;
     match action {
         SessionAction::New {
             title,
             model,
             approve,
-        } => {
-            let s = client
-                .create(CreateSessionRequest {
-                    title,
-                    model: model.unwrap_or_default(),
-                    approve,
-                })
-                .await?
-                .into_inner();
-            if ctx.json {
-                output::json_pretty(&render::message_json("tinycode.v1.SessionInfo", &s));
-            } else {
-                println!("{}", s.id);
-            }
-        }
-        SessionAction::List { limit } => {
-            let list = client
-                .list(ListSessionsRequest {
-                    limit,
-                    ..Default::default()
-                })
-                .await?
-                .into_inner();
-            if ctx.json {
-                output::json_pretty(&render::message_json(
-                    "tinycode.v1.ListSessionsResponse",
-                    &list,
-                ));
-            } else {
-                let rows: Vec<Vec<String>> = list.sessions.iter().map(info_row).collect();
-                print!(
-                    "{}",
-                    output::table(&["ID", "MODEL", "TURNS", "STATE", "TITLE"], &rows)
-                );
-                if list.more {
-                    eprintln!(
-                        "(the newest {limit} sessions; there are more: `--limit N` shows more)"
-                    );
-                }
-            }
-        }
-        SessionAction::Show { id, children } => {
-            let s = client
-                .get(GetSessionRequest {
-                    id: id.clone(),
-                    ..Default::default()
-                })
-                .await?
-                .into_inner();
-            let mut updates = client
-                .attach(AttachRequest {
-                    session_id: id,
-                    from_sequence: s.created_sequence,
-                })
-                .await?
-                .into_inner();
-            // Replay up to what was stored when we asked, then stop.
-            let mut out = Vec::new();
-            while let Some(u) = updates.message().await? {
-                let Some(Update::Event(e)) = u.update else {
-                    continue;
-                };
-                let last = e.sequence >= s.last_sequence;
-                out.push(e);
-                if last {
-                    break;
-                }
-            }
-            for e in out {
-                if ctx.json {
-                    output::json_line(&render::event_json(&e));
-                    continue;
-                }
-                if let Some(line) = e.payload.as_ref().and_then(render::session_line) {
-                    println!("{line}");
-                }
-            }
-            if children {
-                print_workers(ctx, &s);
-            }
-        }
-        SessionAction::Attach { id, from } => {
-            let mut updates = client
-                .attach(AttachRequest {
-                    session_id: id,
-                    from_sequence: from,
-                })
-                .await?
-                .into_inner();
-            print_updates(ctx, &mut updates, None).await?;
-        }
-        SessionAction::Send { id, text } => {
-            let sent = client
-                .send_message(SendMessageRequest {
-                    session_id: id,
-                    text,
-                    ..Default::default()
-                })
-                .await?
-                .into_inner();
-            if ctx.json {
-                output::json_pretty(&render::message_json(
-                    "tinycode.v1.SendMessageResponse",
-                    &sent,
-                ));
-            } else {
-                println!(
-                    "turn {}{}",
-                    sent.turn,
-                    if sent.queued { " (queued)" } else { "" }
-                );
-            }
-        }
-        SessionAction::Cancel { id } => {
-            let r = client
-                .cancel_turn(CancelTurnRequest { session_id: id })
-                .await?
-                .into_inner();
-            println!(
-                "{}",
-                if r.cancelled {
-                    "cancelled"
-                } else {
-                    "no turn was running"
-                }
-            );
-        }
-        SessionAction::Rename { id, title } => {
-            let request = RenameSessionRequest {
-                session_id: id,
-                title,
-            };
-            print_info(ctx, &client.rename(request).await?.into_inner());
-        }
-        SessionAction::Fork { id, at, title } => {
-            let request = ForkSessionRequest {
-                session_id: id,
-                up_to_sequence: at,
-                title,
-            };
-            print_info(ctx, &client.fork(request).await?.into_inner());
-        }
+        } => actions::new(ctx, client, title, model, approve).await?,
+        SessionAction::List { limit } => actions::list(ctx, client, limit).await?,
+        SessionAction::Show { id, children } => actions::show(ctx, client, id, children).await?,
+        SessionAction::Attach { id, from } => actions::attach(ctx, client, id, from).await?,
+        SessionAction::Send { id, text } => actions::send(ctx, client, id, text).await?,
+        SessionAction::Cancel { id } => actions::cancel(client, id).await?,
+        SessionAction::Rename { id, title } => actions::rename(ctx, client, id, title).await?,
+        SessionAction::Fork { id, at, title } => actions::fork(ctx, client, id, at, title).await?,
         SessionAction::Prune {
             older_than,
             dry_run,
-        } => {
-            let r = client
-                .prune(PruneSessionsRequest {
-                    older_than_seconds: older_than,
-                    dry_run,
-                })
-                .await?
-                .into_inner();
-            if ctx.json {
-                output::json_pretty(&serde_json::json!({
-                    "sessions": r.session_ids, "dryRun": dry_run,
-                }));
-            } else if r.session_ids.is_empty() {
-                println!("no idle session is that old");
-            } else {
-                let verb = if dry_run { "would delete" } else { "deleted" };
-                println!(
-                    "{verb} {} sessions: {}",
-                    r.session_ids.len(),
-                    r.session_ids.join(" ")
-                );
-            }
-        }
-        SessionAction::Delete { id } => {
-            let request = DeleteSessionRequest {
-                session_id: id.clone(),
-            };
-            let r = client.delete(request).await?.into_inner();
-            if ctx.json {
-                output::json_pretty(
-                    &serde_json::json!({ "deleted": id, "cancelledTurn": r.cancelled_turn }),
-                );
-            } else {
-                let note = if r.cancelled_turn {
-                    " (its running turn was cancelled)"
-                } else {
-                    ""
-                };
-                println!("deleted {id}{note}");
-            }
-        }
-        SessionAction::Compact { id } => {
-            let r = client
-                .compact(CompactSessionRequest {
-                    session_id: id.clone(),
-                })
-                .await?
-                .into_inner();
-            if ctx.json {
-                output::json_pretty(&render::message_json(
-                    "tinycode.v1.CompactSessionResponse",
-                    &r,
-                ));
-            } else if r.compacted {
-                println!(
-                    "compacted {id}: {} messages before turn {} summarised; context {} → {} tokens",
-                    r.summarized_messages, r.first_kept_turn, r.tokens_before, r.tokens_after
-                );
-            } else {
-                println!("{id}: nothing to compact (the recent messages are all kept verbatim)");
-            }
-        }
+        } => actions::prune(ctx, client, older_than, dry_run).await?,
+        SessionAction::Delete { id } => actions::delete(ctx, client, id).await?,
+        SessionAction::Compact { id } => actions::compact(ctx, client, id).await?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,3 +1,8 @@
+//! The Knowledge service: each handler converts its request
+//! (`convert.rs`), calls the desk once and converts the answer back.
+
+mod convert;
+
 use tinycode_shared::proto::knowledge_server::Knowledge;
 use tinycode_shared::proto::{
     GetArticleRequest, KnowledgeArticle, ListArticlesRequest, ListArticlesResponse, SearchRequest,
@@ -5,10 +10,10 @@ use tinycode_shared::proto::{
 };
 use tonic::{Request, Response, Status};
 
-use super::tickets_svc::search_kind;
-use super::validate::{self, MAX_NAME};
+use super::tickets::search_kind;
 use super::{OrStatus, Shared};
 use crate::domain::search::Kind;
+use convert::List;
 
 pub struct KnowledgeService {
     shared: Shared,
@@ -26,16 +31,9 @@ impl Knowledge for KnowledgeService {
         &self,
         request: Request<ListArticlesRequest>,
     ) -> Result<Response<ListArticlesResponse>, Status> {
-        let req = request.into_inner();
-        validate::max_len("tag", &req.tag, MAX_NAME)?;
-        let limit = validate::limit("limit", req.limit, 100, 1_000)?;
-        let after = validate::optional_id("page_token", &req.page_token)?;
-        let (articles, next) = super::page(
-            self.shared.desk.list_articles(&req.tag),
-            |a| a.id.clone(),
-            (!after.is_empty()).then_some(after),
-            limit,
-        );
+        let q = List::try_from(request.into_inner())?;
+        let all = self.shared.desk.list_articles(&q.tag);
+        let (articles, next) = super::page(all, |a| a.id.clone(), q.after, q.limit);
         Ok(Response::new(ListArticlesResponse {
             articles,
             next_page_token: next.unwrap_or_default(),
@@ -57,6 +55,6 @@ impl Knowledge for KnowledgeService {
         &self,
         request: Request<SearchRequest>,
     ) -> Result<Response<SearchResponse>, Status> {
-        search_kind(&self.shared, &request.into_inner(), Kind::Article)
+        search_kind(&self.shared, request.into_inner(), Kind::Article)
     }
 }

@@ -1,18 +1,24 @@
+//! The Approvals service: each handler converts its request
+//! (`convert.rs`), calls the approvals once and converts the answer back.
+
+mod convert;
+
 use std::sync::Arc;
 
 use tinycode_shared::proto::approvals_server::Approvals as ApprovalsApi;
 use tinycode_shared::proto::{
-    ApprovalDecision, ApprovalInfo, DecideApprovalRequest, Event, GetApprovalRequest,
-    ListApprovalsRequest, ListApprovalsResponse, ListRulesRequest, ListRulesResponse,
-    RevokeRuleRequest, RevokeRuleResponse, WatchApprovalsRequest,
+    ApprovalInfo, DecideApprovalRequest, Event, GetApprovalRequest, ListApprovalsRequest,
+    ListApprovalsResponse, ListRulesRequest, ListRulesResponse, RevokeRuleRequest,
+    RevokeRuleResponse, WatchApprovalsRequest,
 };
 use tonic::{Request, Response, Status};
 
-use super::sessions_svc::client_ref;
+use super::peer::client_ref;
 use super::validate;
 use super::{OrStatus, ResponseStream, Shared};
 use crate::approvals::Approvals;
 use crate::store::SubscriptionOptions;
+use convert::{Decide, List};
 
 pub struct ApprovalsService {
     shared: Shared,
@@ -34,29 +40,9 @@ impl ApprovalsApi for ApprovalsService {
         &self,
         request: Request<ListApprovalsRequest>,
     ) -> Result<Response<ListApprovalsResponse>, Status> {
-        let req = request.into_inner();
-        let session = validate::optional_id("session_id", &req.session_id)?;
-        let limit = validate::limit("limit", req.limit, 100, 1_000)?;
-        let after = match req.page_token.trim() {
-            "" => None,
-            token => Some(token.parse::<u64>().map_err(|_| {
-                Status::invalid_argument("`page_token` is not one this service returned")
-            })?),
-        };
-        let mut all = self.approvals().list(req.all, &session).or_status()?;
-        let (approvals, next) = if req.newest_first {
-            use std::cmp::Reverse;
-            all.reverse();
-            let (page, next) = super::page(
-                all,
-                |a| Reverse(a.requested_sequence),
-                after.map(Reverse),
-                limit,
-            );
-            (page, next.map(|n| n.0))
-        } else {
-            super::page(all, |a| a.requested_sequence, after, limit)
-        };
+        let q = List::try_from(request.into_inner())?;
+        let all = self.approvals().list(q.all, &q.session).or_status()?;
+        let (approvals, next) = page_of(all, &q);
         Ok(Response::new(ListApprovalsResponse {
             approvals,
             next_page_token: next.map(|n| n.to_string()).unwrap_or_default(),
@@ -75,24 +61,10 @@ impl ApprovalsApi for ApprovalsService {
         &self,
         request: Request<DecideApprovalRequest>,
     ) -> Result<Response<ApprovalInfo>, Status> {
-        let by = client_ref(&request);
-        let req = request.into_inner();
-        let id = validate::id("approval_id", &req.approval_id)?;
-        validate::max_len("reason", &req.reason, 2000)?;
-        validate::max_len("answer", &req.answer, 2000)?;
-        let decision = ApprovalDecision::try_from(req.decision).unwrap_or_default();
-        // A question's answer travels as the decision's text.
-        let text = if req.answer.is_empty() {
-            &req.reason
-        } else {
-            &req.answer
-        };
-        self.shared
-            .sessions
-            .decide(&id, decision, text, req.workspace_wide, by)
-            .await
-            .map(Response::new)
-            .or_status()
+        let d = Decide::try_from(request)?;
+        let sessions = &self.shared.sessions;
+        let decided = sessions.decide(&d.id, d.decision, &d.text, d.workspace_wide, d.by);
+        decided.await.map(Response::new).or_status()
     }
 
     type WatchStream = ResponseStream<Event>;
@@ -102,7 +74,7 @@ impl ApprovalsApi for ApprovalsService {
         request: Request<WatchApprovalsRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
         let req = request.into_inner();
-        Ok(Response::new(super::events_svc::subscribe(
+        Ok(Response::new(super::events::subscribe(
             &self.shared,
             SubscriptionOptions {
                 from_sequence: req.from_sequence,
@@ -130,5 +102,18 @@ impl ApprovalsApi for ApprovalsService {
         let rule = validate::id("rule_id", &request.into_inner().rule_id)?;
         self.approvals().revoke(&rule, by).await.or_status()?;
         Ok(Response::new(RevokeRuleResponse {}))
+    }
+}
+
+/// One page of approvals in the listing's order, and where the next starts.
+fn page_of(mut all: Vec<ApprovalInfo>, q: &List) -> (Vec<ApprovalInfo>, Option<u64>) {
+    if q.newest_first {
+        use std::cmp::Reverse;
+        all.reverse();
+        let key = |a: &ApprovalInfo| Reverse(a.requested_sequence);
+        let (page, next) = super::page(all, key, q.after.map(Reverse), q.limit);
+        (page, next.map(|n| n.0))
+    } else {
+        super::page(all, |a| a.requested_sequence, q.after, q.limit)
     }
 }

@@ -1,10 +1,15 @@
+//! The Events service: the log itself, read and followed.
+
+mod convert;
+
 use prost::Message;
 use tinycode_shared::proto::events_server::Events;
 use tinycode_shared::proto::{Event, ReadStreamRequest, ReadStreamResponse, SubscribeRequest};
 use tonic::{Request, Response, Status};
 
 use super::{OrStatus, ResponseStream, Shared, stream_from};
-use crate::store::{MAX_STREAM_ID, SubscriptionOptions};
+use crate::store::SubscriptionOptions;
+use convert::{ReadStream, Subscription};
 
 pub struct EventsService {
     shared: Shared,
@@ -24,51 +29,23 @@ impl Events for EventsService {
         &self,
         request: Request<SubscribeRequest>,
     ) -> Result<Response<Self::SubscribeStream>, Status> {
-        let req = request.into_inner();
-        if req.stream_prefix.len() > MAX_STREAM_ID {
-            return Err(Status::invalid_argument(format!(
-                "stream_prefix is {} bytes; stream ids are at most {MAX_STREAM_ID}",
-                req.stream_prefix.len()
-            )));
-        }
-        Ok(Response::new(subscribe(
-            &self.shared,
-            SubscriptionOptions {
-                from_sequence: req.from_sequence,
-                stream_prefix: req.stream_prefix,
-                follow: req.follow,
-            },
-        )))
+        let Subscription(options) = Subscription::try_from(request.into_inner())?;
+        Ok(Response::new(subscribe(&self.shared, options)))
     }
 
     async fn read_stream(
         &self,
         request: Request<ReadStreamRequest>,
     ) -> Result<Response<ReadStreamResponse>, Status> {
-        let req = request.into_inner();
-        super::validate::max_len("stream_id", &req.stream_id, MAX_STREAM_ID)?;
-        let limit = super::validate::limit("limit", req.limit, 1_000, 10_000)?;
+        let q = ReadStream::try_from(request.into_inner())?;
         // Taken first: a subscription after it misses nothing the page
         // does not hold.
         let last_sequence = self.shared.store.last_sequence();
-        let mut events = self
-            .shared
-            .store
-            .read_stream(&req.stream_id, req.from_version.max(1), limit + 1)
-            .await
-            .or_status()?;
-        let mut next_version = 0;
-        let mut bytes = 0;
-        let mut keep = 0;
-        for (i, e) in events.iter().enumerate() {
-            bytes += e.encoded_len();
-            if i == limit || (i > 0 && bytes > super::MAX_PAGE_BYTES) {
-                next_version = e.stream_version;
-                break;
-            }
-            keep = i + 1;
-        }
-        events.truncate(keep);
+        let store = &self.shared.store;
+        let events = store
+            .read_stream(&q.stream_id, q.from_version, q.limit + 1)
+            .await;
+        let (events, next_version) = page_of(events.or_status()?, q.limit);
         Ok(Response::new(ReadStreamResponse {
             events,
             next_version,
@@ -95,4 +72,19 @@ pub(super) fn subscribe(shared: &Shared, options: SubscriptionOptions) -> Respon
             }
         }
     })
+}
+
+/// At most `limit` events and a page's bytes; the version the next page
+/// starts at (0: none).
+fn page_of(mut events: Vec<Event>, limit: usize) -> (Vec<Event>, u64) {
+    let mut bytes = 0;
+    for (i, e) in events.iter().enumerate() {
+        bytes += e.encoded_len();
+        if i == limit || (i > 0 && bytes > super::MAX_PAGE_BYTES) {
+            let next = e.stream_version;
+            events.truncate(i);
+            return (events, next);
+        }
+    }
+    (events, 0)
 }

@@ -1,7 +1,8 @@
 //! The Evals service: requests become a typed [`RunSpec`] here; the work is
 //! `crate::eval`.
 
-use std::path::PathBuf;
+mod convert;
+
 use std::sync::Arc;
 
 use tinycode_shared::proto::evals_server::Evals as EvalsRpc;
@@ -13,7 +14,8 @@ use tokio::sync::mpsc;
 use tonic::{Request, Response, Status};
 
 use super::{OrStatus, ResponseStream, stream_from, validate};
-use crate::eval::{Evals, RunSpec};
+use crate::eval::Evals;
+use convert::Spec;
 
 pub struct EvalsService {
     evals: Arc<Evals>,
@@ -25,55 +27,6 @@ impl EvalsService {
     }
 }
 
-fn spec(req: RunEvalRequest) -> Result<RunSpec, Status> {
-    for (field, value) in [
-        ("labels", &req.labels),
-        ("train", &req.train),
-        ("model", &req.model),
-        ("target", &req.target),
-    ] {
-        validate::max_len(field, value, 4096)?;
-    }
-    if req.runs > 20 {
-        return Err(Status::invalid_argument(format!(
-            "`runs` must be at most 20, got {}",
-            req.runs
-        )));
-    }
-    if req.concurrency > 64 {
-        return Err(Status::invalid_argument(format!(
-            "`concurrency` must be at most 64, got {}",
-            req.concurrency
-        )));
-    }
-    for (field, price) in [
-        ("price_input_per_mtok", req.price_input_per_mtok),
-        ("price_output_per_mtok", req.price_output_per_mtok),
-    ] {
-        if !(0.0..=1e6).contains(&price) {
-            return Err(Status::invalid_argument(format!(
-                "`{field}` must be a price from 0 to 1000000 per million tokens, got {price}"
-            )));
-        }
-    }
-    let path = |p: &str| (!p.trim().is_empty()).then(|| PathBuf::from(p.trim()));
-    Ok(RunSpec {
-        labels: path(&req.labels),
-        from_history: req.from_history,
-        model: req.model,
-        runs: req.runs.max(1),
-        concurrency: if req.concurrency == 0 {
-            4
-        } else {
-            req.concurrency as usize
-        },
-        train: path(&req.train),
-        target: req.target,
-        price_input: req.price_input_per_mtok,
-        price_output: req.price_output_per_mtok,
-    })
-}
-
 #[tonic::async_trait]
 impl EvalsRpc for EvalsService {
     type RunStream = ResponseStream<EvalUpdate>;
@@ -82,7 +35,7 @@ impl EvalsRpc for EvalsService {
         &self,
         request: Request<RunEvalRequest>,
     ) -> Result<Response<Self::RunStream>, Status> {
-        let spec = spec(request.into_inner())?;
+        let Spec(spec) = Spec::try_from(request.into_inner())?;
         let evals = Arc::clone(&self.evals);
         Ok(Response::new(stream_from(move |tx| async move {
             let (progress, mut updates) = mpsc::channel(16);

@@ -13,7 +13,8 @@ use tinycode_shared::proto::{
 use tonic::{Request, Response, Status};
 
 use super::OrStatus;
-use super::daemon_svc::mcp_status;
+use super::calls::skill_info;
+use super::daemon::mcp_status;
 use crate::config::McpServerSpec;
 use crate::extensions::Extensions;
 use crate::mcp::ServerStatus;
@@ -79,12 +80,7 @@ impl ExtensionsRpc for ExtensionsService {
             .install_skill(&r.path, r.replace)
             .await
             .or_status()?;
-        Ok(Response::new(SkillInfo {
-            name: skill.name,
-            description: skill.description,
-            body: String::new(),
-            disable_model_invocation: !skill.model_invocable,
-        }))
+        Ok(Response::new(skill_info(&skill, false)))
     }
 
     async fn remove_skill(
