@@ -147,7 +147,7 @@ impl Daemon for DaemonService {
     ) -> Result<Response<ShutdownResponse>, Status> {
         let peer = Peer::of(&request);
         let Shutdown { drain } = Shutdown::try_from(request.into_inner())?;
-        tracing::info!(client = %peer.client_name, pid = ?peer.pid, drain = ?drain, "shutdown requested");
+        tracing::info!(client = %peer.client_name, pid = ?peer.pid, drain = drain.is_some(), "shutdown requested");
         let still_running = match drain {
             Some(limit) => self.shared.control.drain(limit).await,
             None => Vec::new(),
