@@ -61,11 +61,7 @@ pub(super) async fn serve_until_stopped(
         // The receiver is awaited below, after serving ends.
         let _ = reason_tx.send(reason);
     };
-    let incoming = futures::stream::unfold(listener, |l| async move {
-        let accepted = l.accept().await.map(|(stream, _)| stream);
-        Some((accepted, l))
-    });
-    let server = server::serve(shared, incoming, stop);
+    let server = server::serve(shared, listener, stop);
     let served = tokio::select! {
         served = server => served,
         () = async {

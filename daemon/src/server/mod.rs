@@ -100,23 +100,12 @@ impl Shared {
 
 pub(crate) use crate::paging::{MAX_PAGE_BYTES, page};
 
-/// Serve every service on `incoming` until `stop` resolves.
-pub async fn serve<I, IO, IE>(
+/// Serve every service on `listener` until `stop` resolves.
+pub async fn serve(
     shared: Shared,
-    incoming: I,
-    stop: impl std::future::Future<Output = ()> + Send,
-) -> Result<(), ServeError>
-where
-    I: futures::Stream<Item = Result<IO, IE>> + Send,
-    IO: tokio::io::AsyncRead
-        + tokio::io::AsyncWrite
-        + tonic::transport::server::Connected
-        + Unpin
-        + Send
-        + 'static,
-    IE: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let health_service = health().await;
+    listener: Arc<tokio::net::UnixListener>,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -127,20 +116,36 @@ where
         .build_v1alpha()?;
     let mut routes = tonic::service::Routes::builder();
     routes
-        .add_service(health_service)
+        .add_service(health().await)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha);
     add_services(&mut routes, shared);
+    serve_routes(routes.routes(), listener, Box::pin(stop)).await?;
+    Ok(())
+}
+
+/// Serve `routes` on `listener` until `stop` resolves, to peers of this
+/// daemon's uid only. The one place tonic's transport server (and the
+/// hyper stack under it) is instantiated: the start-up status server uses
+/// it too, so the daemon compiles that stack once, not twice.
+pub(crate) async fn serve_routes(
+    routes: tonic::service::Routes,
+    listener: Arc<tokio::net::UnixListener>,
+    stop: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+) -> Result<(), tonic::transport::Error> {
+    let incoming = futures::stream::unfold(listener, |l| async move {
+        let accepted = l.accept().await.map(|(stream, _)| stream);
+        Some((accepted, l))
+    });
     let own_uid = rustix::process::geteuid().as_raw();
     Server::builder()
         .layer(InterceptorLayer::new(peer::require_same_uid(own_uid)))
         .layer(tower::util::MapResponseLayer::new(
             status::undecodable_request_is_invalid_argument,
         ))
-        .add_routes(routes.routes())
+        .add_routes(routes)
         .serve_with_incoming_shutdown(incoming, stop)
-        .await?;
-    Ok(())
+        .await
 }
 
 /// The health service, every service serving.

@@ -101,20 +101,10 @@ impl Daemon for StartingService {
 pub async fn serve_while_starting(
     service: StartingService,
     listener: Arc<tokio::net::UnixListener>,
-    done: impl std::future::Future<Output = ()> + Send,
+    done: impl std::future::Future<Output = ()> + Send + 'static,
 ) {
-    let incoming = futures::stream::unfold(listener, |l| async move {
-        let accepted = l.accept().await.map(|(stream, _)| stream);
-        Some((accepted, l))
-    });
-    let own_uid = rustix::process::geteuid().as_raw();
-    let served = tonic::transport::Server::builder()
-        .layer(tonic::service::InterceptorLayer::new(
-            super::peer::require_same_uid(own_uid),
-        ))
-        .add_service(DaemonServer::new(service))
-        .serve_with_incoming_shutdown(incoming, done)
-        .await;
+    let routes = tonic::service::Routes::new(DaemonServer::new(service));
+    let served = super::serve_routes(routes, listener, Box::pin(done)).await;
     if let Err(e) = served {
         tracing::warn!(error = %e, "the start-up status server stopped");
     }
