@@ -24,6 +24,8 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 
+use crate::person::Person;
+
 /// Largest request body accepted: the largest field (20,000 characters)
 /// percent-encoded as 3-byte UTF-8 is 180 KB.
 pub const MAX_BODY: usize = 256 * 1024;
@@ -35,16 +37,6 @@ const RATE: f64 = 30.0;
 /// A one-time link is good for this long.
 const LINK_LIFE: Duration = Duration::from_secs(15 * 60);
 pub const COOKIE: &str = "tc_session";
-
-/// A person using the page (one browser's session).
-#[derive(Debug, Clone)]
-pub struct Person {
-    pub id: String,
-    /// The name they gave (recorded with their decisions); empty until
-    /// asked.
-    pub name: String,
-    pub csrf: String,
-}
 
 struct Session {
     person: Person,
@@ -264,7 +256,7 @@ pub async fn guard(State(auth): State<Arc<Auth>>, request: Request, next: Next) 
     if let Some(token) = request.uri().query().and_then(|q| query_value(q, "token")) {
         return match auth.spend(&token) {
             Some(person) => {
-                let mut r = Redirect::to(crate::routes::local(&path)).into_response();
+                let mut r = Redirect::to(local(&path)).into_response();
                 if let Ok(v) = HeaderValue::from_str(&auth.cookie(&person)) {
                     r.headers_mut().insert(header::SET_COOKIE, v);
                 }
@@ -342,6 +334,15 @@ async fn checked_change(
         ));
     }
     Ok(Request::from_parts(parts, Body::from(bytes)))
+}
+
+/// `next` when it is a path of this server, else `/` (no scheme, no
+/// `//host`, nothing a browser would strip into one).
+pub fn local(next: &str) -> &str {
+    let ok = next.starts_with('/')
+        && !next.starts_with("//")
+        && next.bytes().all(|b| b.is_ascii_graphic() && b != b'\\');
+    if ok { next } else { "/" }
 }
 
 #[cfg(test)]

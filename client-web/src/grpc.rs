@@ -16,7 +16,7 @@ use tinycode_shared::proto::triage_client::TriageClient;
 use tonic::Status;
 use tonic::metadata::MetadataValue;
 
-use crate::auth::Person;
+use crate::person::Person;
 
 #[derive(Clone)]
 pub struct Daemon {

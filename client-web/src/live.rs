@@ -31,8 +31,8 @@ use tinycode_shared::proto::{AttachRequest, Event, SubscribeRequest};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
+use crate::app::App;
 use crate::grpc::Failed;
-use crate::routes::App;
 use crate::timeline::{kind_of, session_item};
 
 /// A heartbeat this often; the page's watchdog waits 25 s.

@@ -17,11 +17,13 @@
 //! and are checked when the binary compiles.
 #![forbid(unsafe_code)]
 
+mod app;
 mod auth;
 mod grpc;
 mod live;
 mod manage;
 mod pages;
+mod person;
 mod routes;
 mod serve;
 mod timeline;
@@ -152,7 +154,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         open_browser(&layout, &link);
     }
     tracing::info!(address = %local, tls = tls.is_some(), "tinycode-web listening");
-    let app = routes::router(routes::App {
+    let app = routes::router(app::App {
         daemon: grpc::Daemon::new(channel),
         auth,
     });

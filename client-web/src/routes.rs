@@ -15,18 +15,13 @@ use maud::Markup;
 use serde::Deserialize;
 use tinycode_shared::proto::*;
 
-use crate::auth::{Auth, Person};
+use crate::app::App;
+use crate::auth::local;
 use crate::grpc::{Daemon, Failed, by};
 use crate::pages::{self, Filter};
+use crate::person::Person;
 
 mod reads;
-
-/// What every handler reaches.
-#[derive(Clone)]
-pub struct App {
-    pub daemon: Daemon,
-    pub auth: Arc<Auth>,
-}
 
 type Page = Result<Response, Failed>;
 
@@ -78,15 +73,6 @@ async fn ask_name(request: Request, next: Next) -> Response {
         .unwrap_or_else(|| "/".into());
     let query = serde_urlencoded::to_string([("next", next_url)]).unwrap_or_default();
     Redirect::to(&format!("/whoami?{query}")).into_response()
-}
-
-/// `next` when it is a path of this server, else `/` (no scheme, no
-/// `//host`, nothing a browser would strip into one).
-pub fn local(next: &str) -> &str {
-    let ok = next.starts_with('/')
-        && !next.starts_with("//")
-        && next.bytes().all(|b| b.is_ascii_graphic() && b != b'\\');
-    if ok { next } else { "/" }
 }
 
 fn html(markup: Markup) -> Response {

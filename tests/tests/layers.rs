@@ -333,6 +333,7 @@ const CRATES: &[&str] = &[
     "shared/src",
     "client-cli/src",
     "client-tui/src",
+    "client-web/src",
 ];
 
 #[test]

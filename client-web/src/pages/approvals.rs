@@ -7,7 +7,7 @@ use tinycode_shared::proto::{ApprovalDecision, ApprovalInfo, ApprovalState};
 use tinycode_shared::render;
 
 use super::{Tab, at_ms, csrf, diff, layout};
-use crate::auth::Person;
+use crate::person::Person;
 use crate::timeline::clip;
 
 pub struct ApprovalsView {

@@ -5,7 +5,7 @@ use maud::{Markup, html};
 use tinycode_shared::proto::{Event, SearchHit, Ticket, TriageItem};
 
 use super::{Tab, csrf, layout, select};
-use crate::auth::Person;
+use crate::person::Person;
 use crate::timeline::{clip, session_item, ticket_item};
 
 pub const STATUSES: [&str; 5] = ["open", "triaged", "routed", "escalated", "resolved"];

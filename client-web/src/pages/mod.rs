@@ -18,7 +18,7 @@ pub use sessions::{
 use axum::http::StatusCode;
 use maud::{DOCTYPE, Markup, html};
 
-use crate::auth::Person;
+use crate::person::Person;
 
 /// Which tab of the navigation a page is.
 #[derive(Clone, Copy, PartialEq, Eq)]

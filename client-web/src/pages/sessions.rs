@@ -7,7 +7,7 @@ use tinycode_shared::render;
 
 use super::approvals::card;
 use super::{Tab, csrf, layout};
-use crate::auth::Person;
+use crate::person::Person;
 use crate::timeline::session_item;
 
 pub fn sessions(person: &Person, from: u64, list: &[SessionInfo], more: bool) -> Markup {
