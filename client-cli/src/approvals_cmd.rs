@@ -247,21 +247,13 @@ async fn answer_question(
     id: String,
     answer: String,
 ) -> anyhow::Result<()> {
-    let info = client
-        .decide(DecideApprovalRequest {
-            approval_id: id,
-            decision: ApprovalDecision::AllowOnce as i32,
-            answer,
-            ..DecideApprovalRequest::default()
-        })
-        .await?
-        .into_inner();
-    if ctx.json {
-        output::json_pretty(&json(&info));
-    } else if let Some(d) = &info.decision {
-        println!("{}", render::approval_decided_line(d));
-    }
-    Ok(())
+    let request = DecideApprovalRequest {
+        approval_id: id,
+        decision: ApprovalDecision::AllowOnce as i32,
+        answer,
+        ..DecideApprovalRequest::default()
+    };
+    send_decision(ctx, client, request).await
 }
 
 /// `approvals watch`: approval events as they happen (replayed from `from`).
@@ -353,16 +345,23 @@ async fn decide(
     reason: String,
     workspace_wide: bool,
 ) -> anyhow::Result<()> {
-    let info = client
-        .decide(DecideApprovalRequest {
-            approval_id: id,
-            decision: decision as i32,
-            reason,
-            workspace_wide,
-            answer: String::new(),
-        })
-        .await?
-        .into_inner();
+    let request = DecideApprovalRequest {
+        approval_id: id,
+        decision: decision as i32,
+        reason,
+        workspace_wide,
+        answer: String::new(),
+    };
+    send_decision(ctx, client, request).await
+}
+
+/// Send one decision (or a question's answer) and print what was decided.
+async fn send_decision(
+    ctx: &Ctx,
+    client: &mut Client,
+    request: DecideApprovalRequest,
+) -> anyhow::Result<()> {
+    let info = client.decide(request).await?.into_inner();
     if ctx.json {
         output::json_pretty(&json(&info));
     } else if let Some(d) = &info.decision {
