@@ -37,6 +37,8 @@ pub(super) enum Write {
     /// Store, then say whether it is durable (an approval wait starts only
     /// after its request is stored).
     StoreAck(Box<Payload>, oneshot::Sender<Result<(), String>>),
+    /// Say once everything sent before is durable (or why not).
+    Flush(oneshot::Sender<Result<(), String>>),
     Delta(DeltaKind, String),
 }
 

@@ -20,6 +20,7 @@ mod send;
 pub mod state;
 mod turn;
 mod write;
+mod writer;
 
 pub(crate) use approver::approval_request;
 pub(crate) use live::Live;

@@ -18,6 +18,7 @@ use super::approver::SessionApprover;
 use super::compaction::{MidTurn, compact};
 use super::jobs::{DeltaKind, Write};
 use super::write::{append, provider_for};
+use super::writer::spawn_writer;
 use super::{Live, SessionError, SessionState, Sessions};
 use crate::agent::{Turn, TurnConfig, TurnEvent, TurnOutcome, TurnResult, prompt};
 use crate::model::{Message, ModelProvider, ToolCall, Usage};
@@ -33,23 +34,36 @@ pub(super) async fn run_turn(
     turn: u64,
     resume: bool,
 ) {
-    if !resume && !begin(sessions, id, live, turn).await {
-        return;
-    }
-    let Some(mut run) = Prepared::new(sessions, id, live, turn, resume).await else {
+    // Every event of the turn, its start and end included, goes through
+    // one writer: the order is the order produced, and what queues while
+    // an append is in flight is stored by the next one (one durable point
+    // for several events, never awaited by the loop itself).
+    let (tx, writer) = spawn_writer(sessions, live, id, turn);
+    let prepared = if resume || begin(sessions, id, &tx, turn).await {
+        Prepared::new(sessions, id, live, &tx, turn, resume).await
+    } else {
+        None
+    };
+    let Some(mut run) = prepared else {
+        drop(tx);
+        // A failure was logged by the writer; the next start finds the
+        // turn unfinished.
+        let _ = writer.await;
         return;
     };
-    let (tx, writer) = spawn_writer(sessions, live, id, turn);
     let result = run.drive(&tx).await;
     run.cancel_pending_approvals(&tx, &result.outcome).await;
-    drop(tx);
-    let write_failed = writer.await.ok().flatten();
-    run.complete(&result, write_failed).await;
+    run.complete(&result, tx, writer).await;
 }
 
-/// Record `TurnStarted`; `false` when the turn already began (on a shared
+/// Queue `TurnStarted`; `false` when the turn already began (on a shared
 /// log a turn can be asked for twice: sent here, then seen in the log).
-async fn begin(sessions: &Sessions, id: &str, live: &Live, turn: u64) -> bool {
+async fn begin(
+    sessions: &Sessions,
+    id: &str,
+    tx: &mpsc::UnboundedSender<Write>,
+    turn: u64,
+) -> bool {
     if sessions.store.shared() {
         // Not caught up: the check below reads what is there.
         if let Err(e) = sessions.caught_up().await {
@@ -64,19 +78,22 @@ async fn begin(sessions: &Sessions, id: &str, live: &Live, turn: u64) -> bool {
             return false;
         }
     }
-    // A failure is logged by `append`; the turn still runs, and a start
+    // A failure is logged by the writer; the turn still runs, and a start
     // that finds it unfinished marks it interrupted.
-    let _ = append(
-        sessions,
-        live,
-        id,
-        Payload::TurnStarted(TurnStarted {
-            turn,
-            daemon_id: sessions.cluster.id().to_string(),
-        }),
-    )
-    .await;
+    let _ = tx.send(Write::Store(Box::new(Payload::TurnStarted(TurnStarted {
+        turn,
+        daemon_id: sessions.cluster.id().to_string(),
+    }))));
     true
+}
+
+/// Wait until everything the writer was given is durable.
+async fn flushed(tx: &mpsc::UnboundedSender<Write>) -> Result<(), String> {
+    let (ack, done) = tokio::sync::oneshot::channel();
+    tx.send(Write::Flush(ack))
+        .map_err(|_| "the turn's writer stopped".to_string())?;
+    done.await
+        .map_err(|_| "the turn's writer stopped".to_string())?
 }
 
 /// What a turn reads from its session before it runs.
@@ -133,13 +150,14 @@ impl<'a> Prepared<'a> {
         sessions: &'a Arc<Sessions>,
         id: &'a str,
         live: &'a Arc<Live>,
+        tx: &mpsc::UnboundedSender<Write>,
         turn: u64,
         resume: bool,
     ) -> Option<Self> {
         let fail = |error: String| async move {
-            // A failure to record it is logged by `append`; the next start
-            // marks the turn interrupted.
-            let _ = append(sessions, live, id, failed(turn, error)).await;
+            // A failure to record it is logged by the writer; the next
+            // start marks the turn interrupted.
+            let _ = tx.send(Write::Store(Box::new(failed(turn, error))));
         };
         let mut setup = match TurnSetup::read(sessions, id, turn).await {
             Ok(setup) => setup,
@@ -151,6 +169,11 @@ impl<'a> Prepared<'a> {
         };
         let defaults = sessions.defaults();
         if !resume && setup.context_tokens > defaults.compaction.above_tokens {
+            // The compaction stores its own event: after the turn's start.
+            if let Err(e) = flushed(tx).await {
+                fail(format!("the turn's start could not be stored: {e}")).await;
+                return None;
+            }
             match compact(sessions, id, live, Some(turn), None).await {
                 Ok(_) => setup = TurnSetup::read(sessions, id, turn).await.unwrap_or(setup),
                 Err(e) => {
@@ -313,16 +336,39 @@ impl<'a> Prepared<'a> {
         }
     }
 
-    /// Record the turn's end (and a worker's end in its parent).
-    async fn complete(&self, result: &TurnResult, write_failed: Option<String>) {
-        let (outcome, error) = match write_failed {
-            Some(e) => (
-                Outcome::Failed,
-                format!("the turn stopped: an event could not be stored ({e})"),
-            ),
-            None => outcome_of(&result.outcome),
-        };
+    /// Record the turn's end (and a worker's end in its parent), after
+    /// everything the turn queued.
+    async fn complete(
+        &self,
+        result: &TurnResult,
+        tx: mpsc::UnboundedSender<Write>,
+        writer: tokio::task::JoinHandle<Option<String>>,
+    ) {
         let sessions = self.sessions;
+        let (mut outcome, mut error) = outcome_of(&result.outcome);
+        let completed = |outcome: Outcome, error: String| {
+            Payload::TurnCompleted(TurnCompleted {
+                turn: self.turn,
+                outcome: outcome as i32,
+                steps: result.steps,
+                tool_calls: result.tool_calls,
+                usage: Some(model_usage(&result.usage)),
+                error,
+                denied: result.denied,
+            })
+        };
+        if !self.worker && outcome == Outcome::Completed {
+            // The common end: stored with the turn's last events.
+            let _ = tx.send(Write::Store(Box::new(completed(outcome, error.clone()))));
+        }
+        drop(tx);
+        let write_failed = writer.await.ok().flatten();
+        if let Some(e) = &write_failed {
+            outcome = Outcome::Failed;
+            error = format!("the turn stopped: an event could not be stored ({e})");
+        } else if !self.worker && outcome == Outcome::Completed {
+            return;
+        }
         if self.worker {
             let end = super::agents::WorkerEnd {
                 outcome,
@@ -335,22 +381,13 @@ impl<'a> Prepared<'a> {
             if let Err(e) = sessions.worker_finished(&self.state, end).await {
                 tracing::error!(session = %self.id, error = %e, "could not record a worker's end in its parent; the next start does");
             }
-        } else if outcome != Outcome::Completed {
+        } else {
             // Its workers end with it.
             sessions.stop_workers_of_turn(self.id, self.turn);
         }
-        let completed = Payload::TurnCompleted(TurnCompleted {
-            turn: self.turn,
-            outcome: outcome as i32,
-            steps: result.steps,
-            tool_calls: result.tool_calls,
-            usage: Some(model_usage(&result.usage)),
-            error,
-            denied: result.denied,
-        });
         // A failure is logged by `append`; the next start finds the turn
         // unfinished and marks it interrupted.
-        let _ = append(sessions, self.live, self.id, completed).await;
+        let _ = append(sessions, self.live, self.id, completed(outcome, error)).await;
     }
 }
 
@@ -389,56 +426,6 @@ fn turn_config(
         compact_above_tokens: defaults.compaction.above_tokens,
         allow: defaults.allow.clone(),
     }
-}
-
-/// One writer stores events and emits deltas in the order the turn
-/// produced them, so every attached client sees one order. The first
-/// failed append stops the turn (as a cancel does) and fails it: nothing
-/// after an event that was never stored is stored or acknowledged. The
-/// task ends when every sender is gone, with the first failure.
-fn spawn_writer(
-    sessions: &Arc<Sessions>,
-    live: &Arc<Live>,
-    id: &str,
-    turn: u64,
-) -> (
-    mpsc::UnboundedSender<Write>,
-    tokio::task::JoinHandle<Option<String>>,
-) {
-    let (tx, mut rx) = mpsc::unbounded_channel::<Write>();
-    let (sessions, live, id) = (Arc::clone(sessions), Arc::clone(live), id.to_string());
-    let writer = tokio::spawn(async move {
-        let mut failed: Option<String> = None;
-        while let Some(w) = rx.recv().await {
-            let (p, ack) = match w {
-                Write::Store(p) => (p, None),
-                Write::StoreAck(p, ack) => (p, Some(ack)),
-                Write::Delta(kind, text) => {
-                    if failed.is_none() {
-                        live.emit(turn, kind, &text);
-                    }
-                    continue;
-                }
-            };
-            let stored = match &failed {
-                Some(e) => Err(e.clone()),
-                None => append(&sessions, &live, &id, *p)
-                    .await
-                    .map(drop)
-                    .map_err(|e| e.to_string()),
-            };
-            if let (Err(e), None) = (&stored, &failed) {
-                failed = Some(e.clone());
-                live.cancel.send_replace(true);
-            }
-            if let Some(ack) = ack {
-                // The asker may have given up waiting: nothing to tell.
-                let _ = ack.send(stored);
-            }
-        }
-        failed
-    });
-    (tx, writer)
 }
 
 /// Turns the loop's events into writes, counting what it stored.

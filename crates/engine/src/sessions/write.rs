@@ -17,12 +17,23 @@ pub(super) async fn append(
     id: &str,
     p: Payload,
 ) -> Result<u64, SessionError> {
+    append_all(sessions, live, id, vec![p]).await
+}
+
+/// Store events of the session in one append (one durable point) and
+/// publish them; returns the last one's sequence.
+pub(super) async fn append_all(
+    sessions: &Sessions,
+    live: &Live,
+    id: &str,
+    payloads: Vec<Payload>,
+) -> Result<u64, SessionError> {
     let events = sessions
         .store
-        .append(&session_stream(id), ExpectedVersion::Any, vec![p])
+        .append(&session_stream(id), ExpectedVersion::Any, payloads)
         .await
         .inspect_err(
-            |e| tracing::error!(session = %id, error = %e, "could not store a session event"),
+            |e| tracing::error!(session = %id, error = %e, "could not store session events"),
         )?;
     live.publish(&events);
     Ok(events.last().map_or(0, |e| e.sequence))
