@@ -12,10 +12,11 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 use tinycode_shared::proto::event::Payload;
 use tinycode_shared::proto::{ApprovalDecision, ApprovalRequested, ClientRef, ToolCallRef};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use super::Sessions;
 use super::jobs::Write;
+use super::writer::acknowledged;
 use crate::agent::Approver;
 use crate::approvals::Verdict;
 use crate::model::ToolCall;
@@ -98,13 +99,7 @@ impl SessionApprover {
     /// Store the request copy in the session through the turn's writer, so
     /// it lands after the assistant message that made the call.
     async fn copy_to_session(&self, payload: Payload) -> Result<(), String> {
-        let (ack, stored) = oneshot::channel();
-        self.writer
-            .send(Write::StoreAck(Box::new(payload), ack))
-            .map_err(|_| "the turn's writer stopped".to_string())?;
-        stored
-            .await
-            .map_err(|_| "the turn's writer stopped".to_string())?
+        acknowledged(&self.writer, |ack| Write::StoreAck(Box::new(payload), ack)).await
     }
 
     async fn ask(&self, call: &ToolCall, reason: &str) -> Decision {

@@ -18,7 +18,7 @@ use super::approver::SessionApprover;
 use super::compaction::{MidTurn, compact};
 use super::jobs::{DeltaKind, Write};
 use super::write::{append, provider_for};
-use super::writer::spawn_writer;
+use super::writer::{acknowledged, spawn_writer};
 use super::{Live, SessionError, SessionState, Sessions};
 use crate::agent::{Turn, TurnConfig, TurnEvent, TurnOutcome, TurnResult, prompt};
 use crate::model::{Message, ModelProvider, ToolCall, Usage};
@@ -85,15 +85,6 @@ async fn begin(
         daemon_id: sessions.cluster.id().to_string(),
     }))));
     true
-}
-
-/// Wait until everything the writer was given is durable.
-async fn flushed(tx: &mpsc::UnboundedSender<Write>) -> Result<(), String> {
-    let (ack, done) = tokio::sync::oneshot::channel();
-    tx.send(Write::Flush(ack))
-        .map_err(|_| "the turn's writer stopped".to_string())?;
-    done.await
-        .map_err(|_| "the turn's writer stopped".to_string())?
 }
 
 /// What a turn reads from its session before it runs.
@@ -170,7 +161,7 @@ impl<'a> Prepared<'a> {
         let defaults = sessions.defaults();
         if !resume && setup.context_tokens > defaults.compaction.above_tokens {
             // The compaction stores its own event: after the turn's start.
-            if let Err(e) = flushed(tx).await {
+            if let Err(e) = acknowledged(tx, Write::Flush).await {
                 fail(format!("the turn's start could not be stored: {e}")).await;
                 return None;
             }
@@ -357,17 +348,20 @@ impl<'a> Prepared<'a> {
                 denied: result.denied,
             })
         };
-        if !self.worker && outcome == Outcome::Completed {
-            // The common end: stored with the turn's last events.
+        // The common end — a root turn that completed — is stored with the
+        // turn's last events; any other after the writer is done.
+        let with_writer = !self.worker && outcome == Outcome::Completed;
+        if with_writer {
             let _ = tx.send(Write::Store(Box::new(completed(outcome, error.clone()))));
         }
         drop(tx);
-        let write_failed = writer.await.ok().flatten();
-        if let Some(e) = &write_failed {
-            outcome = Outcome::Failed;
-            error = format!("the turn stopped: an event could not be stored ({e})");
-        } else if !self.worker && outcome == Outcome::Completed {
-            return;
+        match writer.await.ok().flatten() {
+            Some(e) => {
+                outcome = Outcome::Failed;
+                error = format!("the turn stopped: an event could not be stored ({e})");
+            }
+            None if with_writer => return,
+            None => {}
         }
         if self.worker {
             let end = super::agents::WorkerEnd {

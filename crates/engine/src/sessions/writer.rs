@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use tinycode_shared::proto::event::Payload;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::jobs::Write;
 use super::write::append_all;
@@ -81,6 +81,18 @@ pub(super) fn spawn_writer(
     (tx, writer)
 }
 
+/// Hand the writer `write`, built around an acknowledgement, and wait
+/// until what it carries (and everything sent before it) is durable.
+pub(super) async fn acknowledged(
+    tx: &mpsc::UnboundedSender<Write>,
+    write: impl FnOnce(oneshot::Sender<Result<(), String>>) -> Write,
+) -> Result<(), String> {
+    let stopped = "the turn's writer stopped";
+    let (ack, stored) = oneshot::channel();
+    tx.send(write(ack)).map_err(|_| stopped.to_string())?;
+    stored.await.map_err(|_| stopped.to_string())?
+}
+
 /// Most events one append of the writer carries.
 const WRITE_BATCH: usize = 64;
 
@@ -88,7 +100,7 @@ const WRITE_BATCH: usize = 64;
 #[derive(Default)]
 struct Batch {
     payloads: Vec<Payload>,
-    acks: Vec<tokio::sync::oneshot::Sender<Result<(), String>>>,
+    acks: Vec<oneshot::Sender<Result<(), String>>>,
     len: usize,
 }
 
