@@ -174,6 +174,8 @@ async fn fetch_all(
         all,
         session_id: session.unwrap_or_default(),
         limit: 1_000,
+        // The inbox by urgency: the ticket's SLA due time first.
+        order: if all { String::new() } else { "due".into() },
         ..Default::default()
     };
     let mut list = Vec::new();
@@ -213,6 +215,10 @@ async fn list(
             vec![
                 r.approval_id,
                 state_name(a.state).into(),
+                match a.ticket_due_at.as_str() {
+                    "" => "-".into(),
+                    due => due.get(..16).unwrap_or(due).replace('T', " "),
+                },
                 by,
                 call.name,
                 output::clip(&call.arguments_json, 50),
@@ -221,7 +227,10 @@ async fn list(
         .collect();
     print!(
         "{}",
-        output::table(&["ID", "STATE", "ASKED BY", "TOOL", "ARGUMENTS"], &rows)
+        output::table(
+            &["ID", "STATE", "TICKET DUE", "ASKED BY", "TOOL", "ARGUMENTS"],
+            &rows
+        )
     );
     Ok(())
 }

@@ -68,7 +68,7 @@ async fn print_from(
     Ok(())
 }
 
-async fn wait_for_daemon(ctx: &Ctx) -> DaemonChannel {
+pub async fn wait_for_daemon(ctx: &Ctx) -> DaemonChannel {
     loop {
         if let Ok(channel) = client::connect(&ctx.layout.socket, &ctx.client).await {
             return channel;

@@ -16,8 +16,10 @@ mod kb_cmd;
 mod mcp_cmd;
 mod mcp_serve;
 mod output;
+mod report_cmd;
 mod session_cmd;
 mod skills_cmd;
+mod sla_cmd;
 mod ticket_cmd;
 mod triage_cmd;
 
@@ -136,6 +138,13 @@ enum Command {
     },
     /// Print the event log (optionally following new events).
     Events(events_cmd::EventsArgs),
+    /// The daily triage report (default: yesterday's); `list`, `show ID`.
+    Report(report_cmd::ReportArgs),
+    /// SLA clocks: `watch` follows the alerts (at risk, breached) live.
+    Sla {
+        #[command(subcommand)]
+        action: sla_cmd::SlaAction,
+    },
     /// The terminal UI (runs `tinycode-tui` with these arguments, e.g.
     /// `tinycode tui --continue`; `tinycode tui --help` shows its options).
     #[command(disable_help_flag = true)]
@@ -280,6 +289,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Doctor => admin_cmd::doctor(&ctx).await,
         Command::Daemon { action } => daemon_cmd::run(&ctx, action).await,
         Command::Events(args) => events_cmd::run(&ctx, args).await,
+        Command::Sla { action } => sla_cmd::run(&ctx, action).await,
+        Command::Report(args) => report_cmd::run(&ctx, args).await,
         Command::Ticket { action } => ticket_cmd::run(&ctx, action).await,
         Command::Kb { action } => kb_cmd::run(&ctx, action).await,
         Command::Run(args) => session_cmd::run(&ctx, args).await,

@@ -24,6 +24,13 @@ pub enum TicketAction {
         priority: Option<String>,
         #[arg(long)]
         category: Option<String>,
+        /// Only tickets with an SLA clock running that is due within this
+        /// long (overdue ones included): 90s, 30m, 4h, 2d.
+        #[arg(long, value_name = "DURATION", value_parser = parse_within)]
+        due: Option<u64>,
+        /// Only tickets with a breached SLA clock.
+        #[arg(long)]
+        breached: bool,
         /// At most this many (default 100; any number: pages are fetched
         /// until it is reached).
         #[arg(long, default_value_t = 100)]
@@ -105,6 +112,8 @@ pub async fn run(ctx: &Ctx, action: TicketAction) -> anyhow::Result<ExitCode> {
             queue,
             priority,
             category,
+            due,
+            breached,
             limit,
         } => {
             let request = ListTicketsRequest {
@@ -112,6 +121,8 @@ pub async fn run(ctx: &Ctx, action: TicketAction) -> anyhow::Result<ExitCode> {
                 queue: queue.unwrap_or_default(),
                 priority: priority.unwrap_or_default(),
                 category: category.unwrap_or_default(),
+                due_within_seconds: due.unwrap_or_default(),
+                breached,
                 ..Default::default()
             };
             list(ctx, &mut client, request, limit).await?;
@@ -331,14 +342,55 @@ pub fn ticket_table(tickets: &[Ticket]) -> String {
                 dash(&t.priority),
                 dash(&t.category),
                 dash(&t.queue),
+                due_cell(t),
+                sla_cell(t),
                 output::clip(&t.subject, 60),
             ]
         })
         .collect();
     output::table(
-        &["ID", "STATUS", "PRI", "CATEGORY", "QUEUE", "SUBJECT"],
+        &[
+            "ID", "STATUS", "PRI", "CATEGORY", "QUEUE", "DUE", "SLA", "SUBJECT",
+        ],
         &rows,
     )
+}
+
+/// `--due 4h`: seconds (90s, 30m, 4h, 2d; a bare number is minutes).
+fn parse_within(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration such as 30m, 4h or 2d"))?;
+    let scale = match unit {
+        "s" => 1,
+        "" | "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(format!("{text:?}: the unit must be s, m, h or d")),
+    };
+    match n.checked_mul(scale) {
+        Some(s) if s > 0 && s <= 366 * 86_400 => Ok(s),
+        _ => Err(format!("{text:?}: from 1 second to 366 days")),
+    }
+}
+
+fn due_cell(t: &Ticket) -> String {
+    render::sla::due(t)
+}
+
+fn sla_cell(t: &Ticket) -> String {
+    render::sla::state(t).1
+}
+
+/// `ticket show`'s SLA lines, one per clock.
+fn sla_lines(t: &Ticket) -> String {
+    t.sla
+        .iter()
+        .map(|c| format!("  sla        {}\n", render::sla::line(c)))
+        .collect()
 }
 
 fn show_ticket(t: &Ticket) -> String {
@@ -349,6 +401,7 @@ fn show_ticket(t: &Ticket) -> String {
         t.created_at, t.sla_minutes
     ));
     out.push_str(&format!("  status     {}\n", t.status));
+    out.push_str(&sla_lines(t));
     if !t.category.is_empty() || !t.priority.is_empty() {
         out.push_str(&format!(
             "  triage     {} · {} · {}\n",

@@ -29,6 +29,7 @@ const ENGINE_LAYERS: &[(&str, u32)] = &[
     ("extensions", 13),
     ("triage", 14),
     ("calls", 14),
+    ("reports", 14),
     ("control", 15),
     ("doctor", 15),
 ];

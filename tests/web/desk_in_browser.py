@@ -155,6 +155,15 @@ def markup_is_text(page):
     assert page.evaluate("window.__xss") is None
 
 
+def sla_clock(page):
+    step("every ticket shows its SLA clock: on the desk and on its page")
+    page.goto(BASE + "/")
+    row = page.locator(f'tr[data-id="{XSS}"]')
+    expect(row.locator("span.sla")).to_contain_text("ok · in 7h")
+    page.goto(f"{BASE}/tickets/{XSS}")
+    expect(page.locator("dd.sla-clock").first).to_contain_text("first_response · 8h00m (ticket): due ")
+
+
 def escalation_waiting(page):
     """The id, and ticket, of an escalation the demo's triage waits on."""
     page.goto(BASE + "/approvals")
@@ -323,6 +332,7 @@ def main():
         )
         context, page = security(browser)
         markup_is_text(page)
+        sla_clock(page)
         approvals(browser, page)
         ticket_actions(page)
         live_session(context, page)

@@ -3,6 +3,7 @@
 
 use maud::{Markup, html};
 use tinycode_shared::proto::{Event, SearchHit, Ticket, TriageItem};
+use tinycode_shared::render::sla;
 
 use super::{Tab, csrf, layout, select};
 use crate::person::Person;
@@ -114,7 +115,7 @@ pub fn desk_live(v: &DeskView) -> Markup {
     html! {
         p.count { (v.total) " tickets, most urgent and newest first" }
         table.tickets {
-            thead { tr { th { "Ticket" } th { "Subject" } th { "Customer" } th { "Priority" } th { "Status" } th { "Queue" } th { "Category" } th { "Created" } } }
+            thead { tr { th { "Ticket" } th { "Subject" } th { "Customer" } th { "Priority" } th { "Status" } th { "SLA" } th { "Queue" } th { "Category" } th { "Created" } } }
             tbody {
                 @for t in &v.tickets {
                     tr data-id=(t.id) class={ "ticket p-" (t.priority) " s-" (t.status) } {
@@ -126,6 +127,7 @@ pub fn desk_live(v: &DeskView) -> Markup {
                         td { (t.customer) }
                         td.priority { (t.priority) }
                         td { span.status { (t.status) } }
+                        td { (sla_badge(t)) }
                         td { (t.queue) }
                         td { (t.category) }
                         td.at { (t.created_at.chars().take(16).collect::<String>().replace('T', " ")) }
@@ -135,6 +137,16 @@ pub fn desk_live(v: &DeskView) -> Markup {
         }
         @if !v.next.is_empty() {
             p { a.next href={ "/?" (v.filter.query(&format!("from={}", v.next))) } { "More tickets →" } }
+        }
+    }
+}
+
+/// A ticket's SLA at a glance: its worst state and the nearest due time.
+fn sla_badge(t: &Ticket) -> Markup {
+    let (kind, label) = sla::state(t);
+    html! {
+        span class={ "sla " (kind) } title=(label) {
+            @if kind == "none" { "-" } @else { (label) " · " (sla::due(t)) }
         }
     }
 }
@@ -218,6 +230,9 @@ pub fn ticket_live(v: &TicketView) -> Markup {
             dt { "Queue" } dd.queue { (t.queue) }
             @if t.escalate_level > 0 { dt { "Escalated" } dd { "level " (t.escalate_level) } }
             dt { "Created" } dd { (t.created_at) " · SLA " (t.sla_minutes) " min" }
+            @for c in &t.sla {
+                dt { "SLA" } dd class={ "sla-clock " (c.state) @if c.at_risk { " at-risk" } } { (sla::line(c)) }
+            }
         }
         h2 { "Conversation" }
         ol.messages {

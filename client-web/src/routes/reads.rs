@@ -72,6 +72,7 @@ impl Daemon {
                     page_token: filter.from.clone(),
                     order: "urgent".into(),
                     brief: true,
+                    ..Default::default()
                 };
                 let page = self.tickets().list(request).await?.into_inner();
                 Ok::<_, Failed>((page.tickets, page.total, page.next_page_token, None))
@@ -144,6 +145,7 @@ impl Daemon {
             .approvals()
             .list(ListApprovalsRequest {
                 limit: 200,
+                order: "due".into(),
                 ..Default::default()
             })
             .await?

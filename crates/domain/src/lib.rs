@@ -13,6 +13,7 @@ pub mod permissions;
 pub mod rules;
 pub mod search;
 pub mod skills;
+pub mod sla;
 pub mod taxonomy;
 pub mod ticket;
 

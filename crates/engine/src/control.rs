@@ -8,7 +8,7 @@
 //!   what it started with); auto-triage gets its new concurrency and prompt
 //!   at once; MCP servers that changed are restarted; skills are read again.
 //!   What the open desk or the log was built from (the workspace folders,
-//!   queues, categories, the store) is reported as needing a restart.
+//!   queues, categories, the store, `sla`) is reported as needing a restart.
 //! - **Drain** (`tinycode daemon restart`): before a stop, no new turn
 //!   starts and the running ones reach a safe point — completed, or waiting
 //!   for a person (an approval is durable: its turn resumes after the
@@ -121,6 +121,16 @@ fn restart_keys(old: &Config, new: &Config) -> Vec<String> {
         "store",
         old.store_url != new.store_url || old.lease != new.lease,
         "the log is opened at start",
+    );
+    changed(
+        "sla",
+        old.sla != new.sla,
+        "the SLA schedule is made with the policies the desk opened with",
+    );
+    changed(
+        "reports",
+        old.daily_report != new.daily_report,
+        "the daily report's schedule starts with the daemon",
     );
     keys
 }

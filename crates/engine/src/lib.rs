@@ -21,6 +21,7 @@ pub mod eval;
 pub mod extensions;
 pub mod mcp;
 pub mod offline;
+pub mod reports;
 pub mod sessions;
 pub mod tools;
 pub mod triage;

@@ -43,6 +43,7 @@ pub(super) struct Engine {
     pub(super) control: Arc<crate::control::Control>,
     pub(super) extensions: Arc<crate::extensions::Extensions>,
     pub(super) evals: Arc<crate::eval::Evals>,
+    pub(super) reports: Arc<crate::reports::Reports>,
     pub(super) store: EventStore,
 }
 
@@ -106,17 +107,29 @@ impl Engine {
             Arc::clone(&skills),
         );
         reload_on_sighup(Arc::clone(&control), layout)?;
+        let evals = crate::eval::Evals::open(
+            store.clone(),
+            learner.projector().clone(),
+            workspace.to_path_buf(),
+            layout.state_dir.clone(),
+            config.clone(),
+            eval_model,
+        )?;
+        let reports = crate::reports::Reports::new(
+            store.clone(),
+            Arc::clone(&desk),
+            Arc::clone(sessions.approvals()),
+            evals.projector().clone(),
+            layout.state_dir.clone(),
+        );
+        if let Some(minute) = config.daily_report {
+            tokio::spawn(crate::reports::run_daily(Arc::clone(&reports), minute));
+        }
         Ok(Self {
             calls: crate::calls::DirectCalls::new(store.clone(), Arc::clone(&sessions)),
             extensions: crate::extensions::Extensions::new(workspace, Arc::clone(&mcp), skills),
-            evals: crate::eval::Evals::open(
-                store.clone(),
-                learner.projector().clone(),
-                workspace.to_path_buf(),
-                layout.state_dir.clone(),
-                config.clone(),
-                eval_model,
-            )?,
+            evals,
+            reports,
             control,
             desk,
             sessions,

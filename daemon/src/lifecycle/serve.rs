@@ -31,6 +31,7 @@ pub(super) async fn serve_until_stopped(
     let mut stopping = stopping_rx.clone();
     let shared = Shared {
         evals: Arc::clone(&engine.evals),
+        reports: Arc::clone(&engine.reports),
         store: engine.store.clone(),
         desk: Arc::clone(&engine.desk),
         calls: Arc::clone(&engine.calls),

@@ -9,6 +9,7 @@ mod events;
 mod extensions;
 mod knowledge;
 mod peer;
+mod reports;
 mod sessions;
 pub mod starting;
 mod status;
@@ -28,6 +29,7 @@ use tinycode_shared::proto::evals_server::EvalsServer;
 use tinycode_shared::proto::events_server::EventsServer;
 use tinycode_shared::proto::extensions_server::ExtensionsServer;
 use tinycode_shared::proto::knowledge_server::KnowledgeServer;
+use tinycode_shared::proto::reports_server::ReportsServer;
 use tinycode_shared::proto::sessions_server::SessionsServer;
 use tinycode_shared::proto::tickets_server::TicketsServer;
 use tinycode_shared::proto::triage_server::TriageServer;
@@ -57,6 +59,7 @@ pub struct Shared {
     pub control: Arc<crate::control::Control>,
     pub extensions: Arc<crate::extensions::Extensions>,
     pub evals: Arc<crate::eval::Evals>,
+    pub reports: Arc<crate::reports::Reports>,
     pub layout: Arc<Layout>,
     pub started: Instant,
     /// Ask the daemon to stop (Shutdown RPC).
@@ -182,6 +185,9 @@ async fn health()
     reporter
         .set_serving::<EvalsServer<evals::EvalsService>>()
         .await;
+    reporter
+        .set_serving::<ReportsServer<reports::ReportsService>>()
+        .await;
     service
 }
 
@@ -213,6 +219,9 @@ fn add_services(routes: &mut tonic::service::RoutesBuilder, shared: Shared) {
         .add_service(EvalsServer::new(evals::EvalsService::new(Arc::clone(
             &shared.evals,
         ))))
+        .add_service(ReportsServer::new(reports::ReportsService::new(
+            Arc::clone(&shared.reports),
+        )))
         .add_service(TriageServer::new(triage::TriageService::new(shared)));
 }
 

@@ -164,6 +164,22 @@ impl IntoStatus for EvalError {
     }
 }
 
+impl IntoStatus for crate::reports::ReportError {
+    fn into_status(self) -> Status {
+        use crate::reports::ReportError;
+        let message = self.to_string();
+        match self {
+            ReportError::Invalid { .. } => Status::invalid_argument(message),
+            ReportError::NotFound(_) => Status::not_found(message),
+            ReportError::Io { .. } => Status::internal(message),
+            ReportError::Store(e) => e.into_status(),
+            ReportError::Domain(e) => e.into_status(),
+            ReportError::Approvals(e) => e.into_status(),
+            ReportError::Projection(e) => e.into_status(),
+        }
+    }
+}
+
 impl IntoStatus for ExtensionError {
     fn into_status(self) -> Status {
         let message = self.to_string();

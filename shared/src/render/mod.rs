@@ -484,6 +484,8 @@ pub fn turn_line(c: &crate::proto::TurnCompleted) -> String {
     line
 }
 
+pub mod sla;
+
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -12,6 +12,7 @@ mod mirror;
 mod models;
 mod open;
 mod person;
+mod sla;
 mod ticket_index;
 mod tickets;
 mod watch;
@@ -104,6 +105,11 @@ pub struct Desk {
     taxonomy: crate::taxonomy::Taxonomy,
     /// The tickets projection (tree `proj-tickets`).
     tickets: ProjectorHandle,
+    /// The SLA policies the clocks are computed with.
+    sla: Arc<crate::sla::SlaSettings>,
+    /// When each ticket owes its next SLA alert (kept by the tickets
+    /// projection, followed by the SLA watch).
+    schedule: Arc<crate::sla::Schedule>,
     /// The knowledge projection (tree `proj-kb`).
     kb: ProjectorHandle,
     /// The workspace mirror (tree `proj-mirror`).

@@ -2,7 +2,10 @@
 //! only code that applies events to it:
 //!
 //! - tickets (tree `proj-tickets`): `t/<id>` → the folded `Ticket`, and the
-//!   tickets' search index beside them (`ticket_index.rs`);
+//!   tickets' search index beside them (`ticket_index.rs`); `a/<id>` → the
+//!   ticket's SLA facts (also folded from `sla-<id>`, its alerts) and
+//!   `w/<id>` → the moment of its next SLA alert (the schedule the SLA
+//!   watch follows, made with the settings whose fingerprint is `k/sla`);
 //! - knowledge (tree `proj-kb`): `c/<id>` → the article file's content,
 //!   `v/<id>` → the `kb-<id>` version; articles are few, and their search
 //!   index is in memory, kept in step after each committed batch.
@@ -17,8 +20,12 @@ use super::lock;
 use crate::knowledge::parse_article;
 use crate::projection::{Projection, ProjectionError, Writes, decode_u64};
 use crate::search::{Document, Kind, SearchIndex};
+use crate::sla::{self, AlertKind, Before, Facts, Schedule, SlaSettings};
 
 const TICKET_PREFIX: &[u8] = b"t/";
+const FACTS_PREFIX: &[u8] = b"a/";
+const DUE_PREFIX: &[u8] = b"w/";
+const SLA_FINGERPRINT_KEY: &[u8] = b"k/sla";
 const CONTENT_PREFIX: &[u8] = b"c/";
 const VERSION_PREFIX: &[u8] = b"v/";
 
@@ -34,12 +41,85 @@ fn version_key(id: &str) -> Vec<u8> {
     [VERSION_PREFIX, id.as_bytes()].concat()
 }
 
+pub(super) fn facts_key(id: &str) -> Vec<u8> {
+    [FACTS_PREFIX, id.as_bytes()].concat()
+}
+
+fn due_key(id: &str) -> Vec<u8> {
+    [DUE_PREFIX, id.as_bytes()].concat()
+}
+
+pub(super) fn decode_facts(bytes: &[u8]) -> Result<Facts, ProjectionError> {
+    Facts::decode(bytes).map_err(|e| ProjectionError::Corrupt(format!("a ticket's facts: {e}")))
+}
+
+/// A schedule entry: the moment (8 bytes, big-endian) and the kind.
+fn encode_next((at, kind): (i64, AlertKind)) -> Vec<u8> {
+    let mut out = at.to_be_bytes().to_vec();
+    out.push(u8::from(kind == AlertKind::Breached));
+    out
+}
+
+fn decode_next(bytes: &[u8]) -> Option<(i64, AlertKind)> {
+    let (at, kind) = bytes.split_first_chunk::<8>()?;
+    let kind = match kind {
+        [1] => AlertKind::Breached,
+        _ => AlertKind::AtRisk,
+    };
+    Some((i64::from_be_bytes(*at), kind))
+}
+
 pub(super) fn decode_ticket(bytes: &[u8]) -> Result<Ticket, ProjectionError> {
     Ticket::decode(bytes).map_err(|e| ProjectionError::Corrupt(format!("a stored ticket: {e}")))
 }
 
-/// Tickets folded from `ticket-<id>` streams.
-pub struct TicketsModel;
+/// Tickets folded from `ticket-<id>` streams, with their SLA facts (also
+/// from `sla-<id>`) and the moment each owes its next SLA alert.
+pub struct TicketsModel {
+    pub(super) sla: Arc<SlaSettings>,
+    pub(super) schedule: Arc<Schedule>,
+    /// The settings' fingerprint is in the tree (a rebuild clears it; the
+    /// first batch after writes it again).
+    pub(super) stamped: std::sync::atomic::AtomicBool,
+}
+
+impl TicketsModel {
+    /// The next alert of ticket `id`, from what `read` says of it.
+    fn next_alert(
+        &self,
+        read: impl Fn(&[u8]) -> Result<Option<Vec<u8>>, ProjectionError>,
+        id: &str,
+    ) -> Result<Option<(i64, AlertKind)>, ProjectionError> {
+        let (Some(ticket), Some(facts)) = (read(&ticket_key(id))?, read(&facts_key(id))?) else {
+            return Ok(None);
+        };
+        let ticket = decode_ticket(&ticket)?;
+        Ok(sla::next_alert(&self.sla, &ticket, &decode_facts(&facts)?))
+    }
+
+    /// Make the stored schedule again with these settings (they changed
+    /// since it was made).
+    fn reschedule(&self, tree: &sled::Tree) -> Result<(), ProjectionError> {
+        let read = |key: &[u8]| Ok(tree.get(key)?.map(|v| v.to_vec()));
+        let mut batch = sled::Batch::default();
+        for row in tree.scan_prefix(DUE_PREFIX) {
+            batch.remove(row?.0);
+        }
+        for row in tree.scan_prefix(FACTS_PREFIX) {
+            let (key, _) = row?;
+            let id = String::from_utf8_lossy(&key[FACTS_PREFIX.len()..]).to_string();
+            if let Some(next) = self.next_alert(read, &id)? {
+                batch.insert(due_key(&id), encode_next(next));
+            }
+        }
+        batch.insert(
+            SLA_FINGERPRINT_KEY,
+            self.sla.fingerprint().to_be_bytes().to_vec(),
+        );
+        tree.apply_batch(batch)?;
+        Ok(())
+    }
+}
 
 impl Projection for TicketsModel {
     fn name(&self) -> &'static str {
@@ -47,10 +127,49 @@ impl Projection for TicketsModel {
     }
 
     fn version(&self) -> u32 {
-        3
+        4
+    }
+
+    /// The SLA schedule: made again when the settings changed, then loaded.
+    fn opened(&self, tree: &sled::Tree) -> Result<(), ProjectionError> {
+        let stored = tree.get(SLA_FINGERPRINT_KEY)?.map(|v| decode_u64(&v));
+        if stored != Some(self.sla.fingerprint()) {
+            self.reschedule(tree)?;
+        }
+        self.stamped
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.schedule.clear();
+        for row in tree.scan_prefix(DUE_PREFIX) {
+            let (key, value) = row?;
+            let id = String::from_utf8_lossy(&key[DUE_PREFIX.len()..]).to_string();
+            self.schedule.set(&id, decode_next(&value));
+        }
+        Ok(())
+    }
+
+    fn reset(&self) {
+        self.schedule.clear();
+        self.stamped
+            .store(false, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn apply(&self, writes: &mut Writes<'_>, event: &Event) -> Result<(), ProjectionError> {
+        if let Some(id) = event.stream_id.strip_prefix("sla-") {
+            let key = facts_key(id);
+            let mut facts = match writes.get(&key)? {
+                Some(bytes) => decode_facts(&bytes)?,
+                None => Facts::default(),
+            };
+            if event.stream_version > facts.alerts_version {
+                let ticket = match writes.get(&ticket_key(id))? {
+                    Some(bytes) => decode_ticket(&bytes)?,
+                    None => Ticket::default(),
+                };
+                facts.apply(event, &Before::of(&ticket), &ticket);
+                writes.put(key, facts.encode_to_vec());
+            }
+            return Ok(());
+        }
         let Some(id) = event.stream_id.strip_prefix("ticket-") else {
             return Ok(());
         };
@@ -62,15 +181,36 @@ impl Projection for TicketsModel {
         if event.stream_version <= ticket.version {
             return Ok(()); // folded before (cannot happen past a checkpoint)
         }
+        let before = Before::of(&ticket);
         crate::ticket::apply(&mut ticket, event);
         if ticket.version == event.stream_version {
+            let key_facts = facts_key(id);
+            let mut facts = match writes.get(&key_facts)? {
+                Some(bytes) => decode_facts(&bytes)?,
+                None => Facts::default(),
+            };
+            let unchanged = facts.clone();
+            facts.apply(event, &before, &ticket);
+            if facts != unchanged {
+                writes.put(key_facts, facts.encode_to_vec());
+            }
             writes.put(key, ticket.encode_to_vec());
         }
         Ok(())
     }
 
-    /// Index the tickets this batch changed, once each.
+    /// Index the tickets this batch changed, once each, and write when
+    /// each owes its next SLA alert.
     fn finish(&self, writes: &mut Writes<'_>) -> Result<(), ProjectionError> {
+        if !self
+            .stamped
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            writes.put(
+                SLA_FINGERPRINT_KEY.to_vec(),
+                self.sla.fingerprint().to_be_bytes().to_vec(),
+            );
+        }
         let changed: Vec<Ticket> = writes
             .changed()
             .filter(|(key, _)| key.starts_with(TICKET_PREFIX))
@@ -79,7 +219,39 @@ impl Projection for TicketsModel {
         for ticket in &changed {
             super::ticket_index::index(writes, ticket)?;
         }
+        let touched: std::collections::BTreeSet<String> = writes
+            .changed()
+            .filter_map(|(key, _)| {
+                key.strip_prefix(TICKET_PREFIX)
+                    .or_else(|| key.strip_prefix(FACTS_PREFIX))
+            })
+            .map(|id| String::from_utf8_lossy(id).to_string())
+            .collect();
+        for id in touched {
+            let next = self.next_alert(|key| writes.get(key), &id)?;
+            let stored = writes.get(&due_key(&id))?.and_then(|v| decode_next(&v));
+            match next {
+                Some(next) if stored != Some(next) => writes.put(due_key(&id), encode_next(next)),
+                None if stored.is_some() => writes.remove(due_key(&id)),
+                _ => {}
+            }
+        }
         Ok(())
+    }
+
+    /// The in-memory schedule follows the stored one.
+    fn committed(&self, writes: &Writes<'_>) {
+        let mut woke = false;
+        for (key, value) in writes.changed() {
+            if let Some(id) = key.strip_prefix(DUE_PREFIX) {
+                let next = value.and_then(decode_next);
+                self.schedule.set(&String::from_utf8_lossy(id), next);
+                woke = true;
+            }
+        }
+        if woke {
+            self.schedule.wake();
+        }
     }
 }
 

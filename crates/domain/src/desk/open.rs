@@ -73,6 +73,8 @@ pub struct DeskSettings {
     /// Where a long start reports how far it is (files read, events
     /// indexed).
     pub progress: Arc<tinycode_base::progress::Progress>,
+    /// SLA policies and business hours (`sla`).
+    pub sla: crate::sla::SlaSettings,
 }
 
 impl Default for DeskSettings {
@@ -84,6 +86,7 @@ impl Default for DeskSettings {
             queues: Vec::new(),
             poll_interval: Duration::from_millis(500),
             progress: Arc::default(),
+            sla: crate::sla::SlaSettings::default(),
         }
     }
 }
@@ -107,6 +110,7 @@ impl Desk {
         let poll = config.poll_interval.max(Duration::from_millis(10));
         tokio::spawn(Arc::clone(&desk).run_mirror(checkpoint, reporter, poll, stamps));
         desk.index_and_write(&progress).await?;
+        desk.watch_sla();
         tracing::info!(
             caught_up_ms = caught_up.as_millis(),
             scanned_ms = (scanned - caught_up).as_millis(),
@@ -130,7 +134,16 @@ impl Desk {
         config: &DeskSettings,
     ) -> Result<(Arc<Desk>, u64, projection::Reporter), DomainError> {
         let index = Arc::new(Mutex::new(SearchIndex::default()));
-        let tickets = Projector::spawn(&store, Arc::new(TicketsModel))?;
+        let sla = Arc::new(config.sla.clone());
+        let schedule = Arc::new(crate::sla::Schedule::default());
+        let tickets = Projector::spawn(
+            &store,
+            Arc::new(TicketsModel {
+                sla: Arc::clone(&sla),
+                schedule: Arc::clone(&schedule),
+                stamped: Default::default(),
+            }),
+        )?;
         let kb = Projector::spawn(&store, Arc::new(KnowledgeModel::new(Arc::clone(&index))))?;
         let (mirror_tree, checkpoint) = mirror::open_state(&store)?;
         let (mirror, reporter) = projection::channel("mirror", mirror_tree, checkpoint);
@@ -152,6 +165,8 @@ impl Desk {
                 crate::taxonomy::Taxonomy::new(&config.categories, &rules, &config.queues)
             },
             tickets,
+            sla,
+            schedule,
             kb,
             mirror,
             mirror_persisted: AtomicU64::new(checkpoint),

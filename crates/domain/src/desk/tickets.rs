@@ -41,6 +41,11 @@ pub struct TicketFilter {
     pub queue: String,
     pub priority: String,
     pub category: String,
+    /// Only tickets with a running SLA clock due within this many seconds
+    /// (overdue ones included).
+    pub due_within: Option<i64>,
+    /// Only tickets with a breached SLA clock.
+    pub breached: bool,
 }
 
 /// One page of `list_page`.
@@ -181,6 +186,7 @@ impl Desk {
     ) -> Page {
         let matches = |want: &str, have: &str| want.is_empty() || want == have;
         let unfiltered = filter == &TicketFilter::default();
+        let now = crate::clock::now_unix();
         let mut page = Page::default();
         let tickets: Box<dyn Iterator<Item = Result<Ticket, DomainError>>> = if unfiltered {
             page.total = self.ticket_count().unwrap_or_else(|e| {
@@ -206,6 +212,7 @@ impl Desk {
                 && matches(&filter.queue, &t.queue)
                 && matches(&filter.priority, &t.priority)
                 && matches(&filter.category, &t.category)
+                && self.sla_matches(filter, &t, now)
             {
                 if !unfiltered {
                     page.total += 1;
@@ -213,7 +220,7 @@ impl Desk {
                 if full || t.id.as_str() <= after {
                     continue;
                 }
-                let mut t = t;
+                let mut t = self.with_sla(t);
                 if brief {
                     make_brief(&mut t);
                 }
@@ -250,6 +257,7 @@ impl Desk {
         max_bytes: usize,
     ) -> Page {
         let matches = |want: &str, have: &str| want.is_empty() || want == have;
+        let now = crate::clock::now_unix();
         let sorted = self.urgent_rows();
         let rows: Vec<&UrgentRow> = sorted
             .iter()
@@ -258,6 +266,14 @@ impl Desk {
                     && matches(&filter.queue, &r.queue)
                     && matches(&filter.priority, &r.priority)
                     && matches(&filter.category, &r.category)
+            })
+            .filter(|(r, _)| {
+                (filter.due_within.is_none() && !filter.breached)
+                    || self
+                        .stored_ticket(&r.id)
+                        .ok()
+                        .flatten()
+                        .is_some_and(|t| self.sla_matches(filter, &t, now))
             })
             .collect::<Vec<_>>();
         let mut page = Page {
@@ -278,9 +294,10 @@ impl Desk {
                     continue;
                 }
             };
-            let Ok(mut t) = decode_ticket(&value) else {
+            let Ok(t) = decode_ticket(&value) else {
                 continue;
             };
+            let mut t = self.with_sla(t);
             if brief {
                 make_brief(&mut t);
             }

@@ -101,6 +101,7 @@ pub fn parse_ticket_file(text: &str) -> Result<Ticket, TicketFileError> {
         messages,
         notes,
         version: 0,
+        sla: Vec::new(),
         extra_json: if extra.is_empty() {
             String::new()
         } else {

@@ -26,7 +26,7 @@ pub const DEFAULT_MAX_TOOL_RESULT_CHARS: usize = 12_000;
 /// How long a daemon sharing the log may go unheard before its work is
 /// taken over (`store.leaseSeconds`).
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(15);
-const KEYS: [&str; 19] = [
+const KEYS: [&str; 21] = [
     "knowledgeDir",
     "ticketsDir",
     "queues",
@@ -46,6 +46,8 @@ const KEYS: [&str; 19] = [
     "turnTimeoutSeconds",
     "subAgents",
     "permissions",
+    "sla",
+    "reports",
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,6 +91,11 @@ pub struct Config {
     /// the rule table asks (`spawn_agent`, `mcp__fs__*`); never a
     /// review-required tool, never what the table denies.
     pub allow: Vec<String>,
+    /// `sla`: SLA policies, business hours and the at-risk share.
+    pub sla: crate::domain::sla::SlaSettings,
+    /// `reports.daily` (`"08:00"`): the minute of the desk's day the
+    /// previous day's report is made; `None`: no daily report.
+    pub daily_report: Option<u32>,
     /// Keys the file has that tinycode does not know: ignored, as TinyCode
     /// ignores them, and reported (the daemon's log, `tinycode doctor`).
     pub warnings: Vec<String>,
@@ -186,6 +193,8 @@ impl Default for Config {
             turn_timeout: None,
             sub_agents: SubAgents::default(),
             allow: Vec::new(),
+            sla: Default::default(),
+            daily_report: None,
             warnings: Vec::new(),
         }
     }
@@ -203,6 +212,9 @@ pub enum ConfigError {
     Json { path: PathBuf, message: String },
     #[error("{}: unknown key `{key}` (known keys: {known})", path.display(), known = KEYS.join(", "))]
     UnknownKey { path: PathBuf, key: String },
+    /// A problem inside a section, naming its key (`sla.policies[0].…`).
+    #[error("{}: {problem}", path.display())]
+    Section { path: PathBuf, problem: String },
     #[error("{}: `{key}` {problem}", path.display())]
     Invalid {
         path: PathBuf,
@@ -221,6 +233,7 @@ impl Config {
             queues: self.queues.clone(),
             poll_interval: Duration::from_millis(self.auto_triage.poll_interval_ms),
             progress: Default::default(),
+            sla: self.sla.clone(),
         }
     }
 
@@ -250,6 +263,28 @@ impl Config {
         file.mcp_servers(&mut config)?;
         file.timeouts(&mut config)?;
         file.workers(&mut config)?;
+        if let Some(v) = obj.get("reports") {
+            config.daily_report = sections::reports(v).map_err(|problem| ConfigError::Section {
+                path: path.to_path_buf(),
+                problem,
+            })?;
+        }
+        if let Some(v) = obj.get("sla") {
+            config.sla = crate::domain::sla::SlaSettings::from_json(v).map_err(|problem| {
+                // The section's own messages name keys inside it: `sla.…`.
+                match problem.strip_prefix('`') {
+                    Some(rest) => ConfigError::Section {
+                        path: path.to_path_buf(),
+                        problem: format!("`sla.{rest}"),
+                    },
+                    None => ConfigError::Invalid {
+                        path: path.to_path_buf(),
+                        key: "sla",
+                        problem,
+                    },
+                }
+            })?;
+        }
         Ok(config)
     }
 }

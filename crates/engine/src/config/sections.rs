@@ -243,3 +243,28 @@ pub(super) fn permissions(v: &Value) -> Result<Vec<String>, String> {
         })
         .collect()
 }
+
+/// `"reports": {"daily": "08:00"}`: the minute of the desk's day the daily
+/// report is made. Each problem names its key (`reports.daily`).
+pub fn reports(v: &Value) -> Result<Option<u32>, String> {
+    let obj = v
+        .as_object()
+        .ok_or_else(|| format!("`reports` must be an object, got {v}"))?;
+    if let Some(k) = obj.keys().find(|k| k.as_str() != "daily") {
+        return Err(format!("`reports` has an unknown key `{k}` (known: daily)"));
+    }
+    let bad =
+        |got: String| format!("`reports.daily` must be a time of day such as \"08:00\", got {got}");
+    match obj.get("daily") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => s
+            .trim()
+            .split_once(':')
+            .and_then(|(h, m)| {
+                let (h, m): (u32, u32) = (h.parse().ok()?, m.parse().ok()?);
+                (h < 24 && m < 60).then_some(Some(h * 60 + m))
+            })
+            .ok_or_else(|| bad(format!("{s:?}"))),
+        Some(other) => Err(bad(other.to_string())),
+    }
+}

@@ -9,6 +9,8 @@
 pub mod labels;
 pub mod metrics;
 mod model;
+/// Finished evaluations, newest first, from the evals read model's tree.
+pub use model::newest as newest_reports;
 pub mod report;
 mod scratch;
 

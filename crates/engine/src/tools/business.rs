@@ -180,6 +180,7 @@ fn list_tickets() -> FnTool {
                     queue: arg(args, "queue").into(),
                     priority: arg(args, "priority").into(),
                     category: arg(args, "category").into(),
+                    ..TicketFilter::default()
                 };
                 let (tickets, total) = ctx.desk.list_tickets(&filter, limit(args, 50));
                 let rows: Vec<Value> = tickets

@@ -1,4 +1,5 @@
-//! The dispatcher hands worker slots to queued tickets in arrival order;
+//! The dispatcher hands worker slots to queued tickets in arrival order,
+//! at-risk tickets (by their SLA) first;
 //! each running triage is one task that creates (or reuses) the ticket's
 //! session, sends the prompt, and follows the turn to its end. A turn that
 //! waits for a human gives its slot back. How an attempt ended is recorded
@@ -16,6 +17,9 @@ use super::{Triage, TriageError, triage_stream, worker_client};
 use crate::sessions::LiveUpdate;
 use crate::store::ExpectedVersion;
 use crate::sync::lock;
+
+/// How far into the queue the dispatcher looks for an at-risk ticket.
+const AT_RISK_WINDOW: usize = 256;
 
 /// How a turn ended, for the record.
 pub(super) struct Ended {
@@ -43,12 +47,29 @@ impl Triage {
                 return;
             };
             let job = loop {
-                if let Some(job) = lock(&self.queue).pop_front() {
+                if let Some(job) = self.next_job() {
                     break job;
                 }
                 self.wake.notified().await;
             };
             tokio::spawn(Arc::clone(&self).run(job, Some(slot)));
+        }
+    }
+
+    /// The next job: the most urgent at-risk ticket among the first
+    /// [`AT_RISK_WINDOW`] queued (its SLA alert soonest), else the first
+    /// queued. Looks only at the desk's SLA schedule, never at a ticket.
+    fn next_job(&self) -> Option<Job> {
+        let mut queue = lock(&self.queue);
+        let urgent = queue
+            .iter()
+            .take(AT_RISK_WINDOW)
+            .enumerate()
+            .filter_map(|(i, job)| self.desk.sla_at_risk(&job.ticket).map(|at| (at, i)))
+            .min();
+        match urgent {
+            Some((_, i)) => queue.remove(i),
+            None => queue.pop_front(),
         }
     }
 

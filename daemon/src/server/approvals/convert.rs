@@ -21,6 +21,9 @@ pub struct List {
     /// After this request's sequence (in the listing's order).
     pub after: Option<u64>,
     pub newest_first: bool,
+    /// By the ticket's SLA due time (`order: "due"`); `after` is then an
+    /// offset.
+    pub by_due: bool,
 }
 
 impl TryFrom<ListApprovalsRequest> for List {
@@ -29,6 +32,7 @@ impl TryFrom<ListApprovalsRequest> for List {
     fn try_from(req: ListApprovalsRequest) -> Result<Self, Status> {
         let session = validate::optional_id("session_id", &req.session_id)?;
         let limit = validate::limit("limit", req.limit, 100, 1_000)?;
+        validate::one_of_or_empty("order", &req.order, &["due"])?;
         let after = match req.page_token.trim() {
             "" => None,
             token => Some(token.parse::<u64>().map_err(|_| {
@@ -41,6 +45,7 @@ impl TryFrom<ListApprovalsRequest> for List {
             limit,
             after,
             newest_first: req.newest_first,
+            by_due: req.order == "due",
         })
     }
 }

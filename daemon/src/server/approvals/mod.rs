@@ -42,6 +42,10 @@ impl ApprovalsApi for ApprovalsService {
     ) -> Result<Response<ListApprovalsResponse>, Status> {
         let q = List::try_from(request.into_inner())?;
         let all = self.approvals().list(q.all, &q.session).or_status()?;
+        let all = all
+            .into_iter()
+            .map(|a| with_ticket_due(&self.shared.desk, a))
+            .collect();
         let (approvals, next) = page_of(all, &q);
         Ok(Response::new(ListApprovalsResponse {
             approvals,
@@ -106,7 +110,38 @@ impl ApprovalsApi for ApprovalsService {
 }
 
 /// One page of approvals in the listing's order, and where the next starts.
+/// `a` with the ticket its call acts on and that ticket's SLA due time.
+fn with_ticket_due(desk: &crate::domain::desk::Desk, mut a: ApprovalInfo) -> ApprovalInfo {
+    if let Some(ticket) = a
+        .request
+        .as_ref()
+        .and_then(|r| r.call.as_ref())
+        .and_then(|c| {
+            serde_json::from_str::<serde_json::Value>(&c.arguments_json).ok()?["ticket_id"]
+                .as_str()
+                .map(str::to_string)
+        })
+    {
+        a.ticket_due_at = desk.ticket_due(&ticket).unwrap_or_default();
+        a.ticket_id = ticket;
+    }
+    a
+}
+
 fn page_of(mut all: Vec<ApprovalInfo>, q: &List) -> (Vec<ApprovalInfo>, Option<u64>) {
+    if q.by_due {
+        // RFC 3339 UTC text sorts as time; no clock sorts last.
+        all.sort_by(|a, b| {
+            let due = |x: &ApprovalInfo| (x.ticket_due_at.is_empty(), x.ticket_due_at.clone());
+            due(a)
+                .cmp(&due(b))
+                .then(a.requested_sequence.cmp(&b.requested_sequence))
+        });
+        let from = q.after.unwrap_or(0) as usize;
+        let page: Vec<ApprovalInfo> = all.iter().skip(from).take(q.limit).cloned().collect();
+        let next = (from + page.len() < all.len()).then_some((from + page.len()) as u64);
+        return (page, next);
+    }
     if q.newest_first {
         use std::cmp::Reverse;
         all.reverse();
@@ -115,5 +150,43 @@ fn page_of(mut all: Vec<ApprovalInfo>, q: &List) -> (Vec<ApprovalInfo>, Option<u
         (page, next.map(|n| n.0))
     } else {
         super::page(all, |a| a.requested_sequence, q.after, q.limit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(sequence: u64, due: &str) -> ApprovalInfo {
+        ApprovalInfo {
+            requested_sequence: sequence,
+            ticket_due_at: due.into(),
+            ..ApprovalInfo::default()
+        }
+    }
+
+    #[test]
+    fn the_inbox_by_due_puts_the_soonest_ticket_first_and_pages_by_offset() {
+        let all = vec![
+            info(1, ""),
+            info(2, "2026-12-04T12:00:00.000Z"),
+            info(3, "2026-12-04T09:30:00.000Z"),
+            info(4, ""),
+            info(5, "2026-12-04T12:00:00.000Z"),
+        ];
+        let q = |after| List {
+            session: String::new(),
+            all: false,
+            limit: 3,
+            after,
+            newest_first: false,
+            by_due: true,
+        };
+        let (page, next) = page_of(all.clone(), &q(None));
+        let order: Vec<u64> = page.iter().map(|a| a.requested_sequence).collect();
+        assert_eq!((order, next), (vec![3, 2, 5], Some(3)));
+        let (page, next) = page_of(all, &q(Some(3)));
+        let order: Vec<u64> = page.iter().map(|a| a.requested_sequence).collect();
+        assert_eq!((order, next), (vec![1, 4], None));
     }
 }

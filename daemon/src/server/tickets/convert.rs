@@ -56,6 +56,16 @@ impl TryFrom<ListTicketsRequest> for ListTickets {
                 queue: req.queue,
                 priority: req.priority,
                 category: req.category,
+                due_within: match req.due_within_seconds {
+                    0 => None,
+                    n if n > 366 * 86_400 => {
+                        return Err(Status::invalid_argument(
+                            "due_within_seconds: at most a year (31,622,400 seconds)",
+                        ));
+                    }
+                    n => Some(n as i64),
+                },
+                breached: req.breached,
             },
             limit,
             start,

@@ -76,7 +76,7 @@ impl Tickets for TicketsService {
         self.shared
             .read_at(desk.tickets_model(), req.min_sequence)
             .await?;
-        answer(desk.get_ticket(&req.id))
+        answer(desk.get_ticket(&req.id).map(|t| desk.with_sla(t)))
     }
 
     async fn search(

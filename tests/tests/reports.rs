@@ -1,0 +1,184 @@
+//! The daily report (issue 34) through the real binaries: `tinycode
+//! report` makes one from the read models and stores it under the state
+//! directory (announced by `ReportGenerated` with relative paths only);
+//! `report list|show` serve it; a bad day is refused naming the flag; with
+//! `reports.daily` the daemon makes the previous day's report once, also
+//! across restarts around its time.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use tinycode_tests::{Desk, wait_until};
+
+/// The fixture desk on the morning after its three tickets came in
+/// (2026-09-18, all open, every first response breached that day).
+fn morning_after() -> Desk {
+    Desk::fixture().with_env("TINYCODE_NOW", "2026-09-19T09:00:00Z")
+}
+
+#[test]
+fn a_report_is_made_stored_listed_and_shown() {
+    let desk = morning_after();
+    let out = desk.state_dir().parent().unwrap().join("copied");
+    let made = desk.json(&[
+        "report",
+        "--day",
+        "2026-09-18",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let info = &made["report"];
+    let figures = &made["figures"];
+    let id = info["reportId"].as_str().unwrap();
+    assert_eq!(info["day"], "2026-09-18");
+    assert_eq!(figures["volume"]["new"], 3, "{figures}");
+    let channels: Vec<&str> = figures["volume"]["byChannel"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(channels, ["chat", "email", "phone"]);
+    assert_eq!(figures["backlog"]["open"], 3);
+    assert_eq!(figures["backlog"]["under24h"], 3, "{figures}");
+    let breached = figures["sla"]["breached"].as_array().unwrap();
+    assert_eq!(breached.len(), 3, "{figures}");
+
+    // Stored under the state directory, copied where asked.
+    let files: Vec<&str> = info["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    assert_eq!(files.len(), 4, "{info}");
+    for f in &files {
+        assert!(f.starts_with(&format!("reports/{id}/")), "{f}");
+        let stored = desk.state_dir().join(f);
+        assert!(stored.is_file(), "{}", stored.display());
+        let name = stored.file_name().unwrap();
+        assert_eq!(
+            std::fs::read(&stored).unwrap(),
+            std::fs::read(out.join(name)).unwrap()
+        );
+    }
+    let svg =
+        std::fs::read_to_string(desk.state_dir().join(format!("reports/{id}/volume.svg"))).unwrap();
+    // Not triaged yet: one bar for tickets without a category.
+    assert!(
+        svg.contains(">Volume by category<") && svg.contains(">(none)<"),
+        "{svg}"
+    );
+    assert!(
+        !desk
+            .state_dir()
+            .join("reports")
+            .read_dir()
+            .unwrap()
+            .any(|e| e.unwrap().file_name().to_string_lossy().starts_with(".tmp")),
+        "no temp folder is left"
+    );
+
+    // Announced once, with relative paths and no file body.
+    let events = desk.events(&["--stream", "reports"]);
+    assert_eq!(events.len(), 1);
+    let announced = &events[0]["reportGenerated"]["report"];
+    assert_eq!(announced["reportId"], id);
+    assert_eq!(announced["directory"], format!("reports/{id}"));
+    let text = events[0].to_string();
+    assert!(!text.contains(desk.state_dir().to_str().unwrap()), "{text}");
+    assert!(!text.contains("# Daily triage report"), "{text}");
+
+    // Listed and shown.
+    let list = desk.json(&["report", "list"]);
+    assert_eq!(list[0]["reportId"], id);
+    let shown = desk.ok(&["report", "show", id]);
+    assert!(
+        shown.starts_with("# Daily triage report — 2026-09-18"),
+        "{shown}"
+    );
+    assert!(shown.contains("| chat |"), "{shown}");
+    let shown_json = desk.json(&["report", "show", id]);
+    assert_eq!(&shown_json, figures);
+
+    // A second report of the same day is another artifact, not a change.
+    let again = desk.json(&["report", "--day", "2026-09-18"]);
+    assert_ne!(again["report"]["reportId"], id);
+    assert_eq!(desk.json(&["report", "list"]).as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn bad_days_and_unknown_reports_are_refused_with_what_to_do() {
+    let desk = morning_after();
+    let bad = desk.run(&["report", "--day", "2026-13-01"]);
+    assert_ne!(bad.code, 0);
+    assert!(
+        bad.stderr
+            .contains("`day` must be a day such as 2026-12-03, got \"2026-13-01\""),
+        "{}",
+        bad.stderr
+    );
+    let backwards = desk.run(&["report", "--from", "2026-09-18", "--to", "2026-09-10"]);
+    assert!(
+        backwards.stderr.contains("`to` must not be before `from`"),
+        "{}",
+        backwards.stderr
+    );
+    let missing = desk.run(&["report", "show", "R-nothing"]);
+    assert!(
+        missing.stderr.contains("report R-nothing does not exist"),
+        "{}",
+        missing.stderr
+    );
+    assert!(desk.events(&["--stream", "reports"]).is_empty());
+}
+
+#[test]
+fn the_scheduled_report_is_made_once_across_restarts() {
+    let desk = morning_after();
+    desk.edit_config(|c| c["reports"] = serde_json::json!({"daily": "08:00"}));
+    // 09:00 is past 08:00: the daemon makes yesterday's report as it
+    // starts, once, however often it restarts.
+    let scheduled = |desk: &Desk| {
+        desk.json(&["report", "list"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["scheduled"] == true)
+            .map(|r| r["day"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    desk.ok(&["daemon", "start"]);
+    assert!(
+        wait_until(Duration::from_secs(30), || !scheduled(&desk).is_empty()),
+        "{}",
+        desk.log()
+    );
+    for _ in 0..2 {
+        desk.stop();
+        desk.ok(&["daemon", "start"]);
+        desk.ok(&["ticket", "list"]);
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(scheduled(&desk), ["2026-09-18"]);
+    assert_eq!(desk.events(&["--stream", "reports"]).len(), 1);
+}
+
+#[test]
+fn a_scheduled_time_still_ahead_makes_nothing_yet() {
+    let desk = morning_after();
+    desk.edit_config(|c| c["reports"] = serde_json::json!({"daily": "23:30"}));
+    desk.ok(&["daemon", "start"]);
+    desk.ok(&["ticket", "list"]);
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(desk.events(&["--stream", "reports"]).is_empty());
+    let bad = morning_after();
+    bad.edit_config(|c| c["reports"] = serde_json::json!({"daily": "25:00"}));
+    let refused = bad.run(&["daemon", "start"]);
+    assert_ne!(refused.code, 0);
+    assert!(
+        refused.stderr.contains("reports.daily"),
+        "{}",
+        refused.stderr
+    );
+}
