@@ -124,7 +124,7 @@ mod tests {
             .count();
         assert!(tickets.len() >= 30, "{}", tickets.len());
         assert!(articles >= 10, "{articles}");
-        assert_eq!(skills, 2);
+        assert_eq!(skills, 3, "triage-sop, escalation-rules, daily-report");
         let chinese = tickets
             .iter()
             .filter(|(_, c)| c.chars().any(|ch| ('\u{4e00}'..='\u{9fff}').contains(&ch)))

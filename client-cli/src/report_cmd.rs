@@ -51,55 +51,8 @@ pub enum ReportAction {
 pub async fn run(ctx: &Ctx, args: ReportArgs) -> anyhow::Result<ExitCode> {
     let mut client = ReportsClient::new(ctx.connect().await?);
     match args.action {
-        Some(ReportAction::List { limit }) => {
-            let list = client
-                .list(ListReportsRequest { limit })
-                .await?
-                .into_inner()
-                .reports;
-            if ctx.json {
-                let all = list
-                    .iter()
-                    .map(|r| render::message_json("tinycode.v1.ReportInfo", r))
-                    .collect();
-                output::json_pretty(&serde_json::Value::Array(all));
-            } else if list.is_empty() {
-                println!("no reports yet (`tinycode report` makes yesterday's)");
-            } else {
-                let rows: Vec<Vec<String>> = list
-                    .iter()
-                    .map(|r| {
-                        vec![
-                            r.report_id.clone(),
-                            period(r),
-                            if r.queue.is_empty() {
-                                "-".into()
-                            } else {
-                                r.queue.clone()
-                            },
-                            r.summary.clone(),
-                        ]
-                    })
-                    .collect();
-                print!(
-                    "{}",
-                    output::table(&["ID", "PERIOD", "QUEUE", "SUMMARY"], &rows)
-                );
-            }
-        }
-        Some(ReportAction::Show { id }) => {
-            let content = client
-                .get(GetReportRequest { report_id: id })
-                .await?
-                .into_inner();
-            if ctx.json {
-                let figures: serde_json::Value = serde_json::from_str(&content.figures_json)
-                    .context("the stored report.json is not JSON")?;
-                output::json_pretty(&figures);
-            } else {
-                print!("{}", content.markdown);
-            }
-        }
+        Some(ReportAction::List { limit }) => list(ctx, &mut client, limit).await?,
+        Some(ReportAction::Show { id }) => show(ctx, &mut client, id).await?,
         None => {
             let info = client
                 .generate(GenerateReportRequest {
@@ -138,6 +91,63 @@ pub async fn run(ctx: &Ctx, args: ReportArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+type Client = ReportsClient<tinycode_shared::client::DaemonChannel>;
+
+/// `report list`.
+async fn list(ctx: &Ctx, client: &mut Client, limit: u32) -> anyhow::Result<()> {
+    let list = client
+        .list(ListReportsRequest { limit })
+        .await?
+        .into_inner()
+        .reports;
+    if ctx.json {
+        let all = list
+            .iter()
+            .map(|r| render::message_json("tinycode.v1.ReportInfo", r))
+            .collect();
+        output::json_pretty(&serde_json::Value::Array(all));
+    } else if list.is_empty() {
+        println!("no reports yet (`tinycode report` makes yesterday's)");
+    } else {
+        let rows: Vec<Vec<String>> = list
+            .iter()
+            .map(|r| {
+                vec![
+                    r.report_id.clone(),
+                    period(r),
+                    if r.queue.is_empty() {
+                        "-".into()
+                    } else {
+                        r.queue.clone()
+                    },
+                    r.summary.clone(),
+                ]
+            })
+            .collect();
+        print!(
+            "{}",
+            output::table(&["ID", "PERIOD", "QUEUE", "SUMMARY"], &rows)
+        );
+    }
+    Ok(())
+}
+
+/// `report show ID`.
+async fn show(ctx: &Ctx, client: &mut Client, id: String) -> anyhow::Result<()> {
+    let content = client
+        .get(GetReportRequest { report_id: id })
+        .await?
+        .into_inner();
+    if ctx.json {
+        let figures: serde_json::Value = serde_json::from_str(&content.figures_json)
+            .context("the stored report.json is not JSON")?;
+        output::json_pretty(&figures);
+    } else {
+        print!("{}", content.markdown);
+    }
+    Ok(())
 }
 
 fn period(r: &ReportInfo) -> String {

@@ -10,7 +10,8 @@ use tinycode_shared::proto::event::Payload;
 use tinycode_shared::proto::session_update::Update;
 use tinycode_shared::proto::{
     ApprovalRequested, CancelTurnRequest, CompactSessionRequest, CreateSessionRequest,
-    DaemonStatus, Event, ListSessionsRequest, ListTicketsRequest, SendMessageRequest, SessionInfo,
+    DaemonStatus, Event, GenerateReportRequest, ListSessionsRequest, ListTicketsRequest,
+    SendMessageRequest, SessionInfo,
 };
 use tinycode_shared::render;
 
@@ -344,6 +345,10 @@ impl App {
             }
             Command::Approvals => self.view = View::Inbox { selected: 0 },
             Command::Tickets => self.open_tickets(),
+            Command::Report => self.outbox.push(Rpc::Report(GenerateReportRequest {
+                day: args,
+                ..GenerateReportRequest::default()
+            })),
             Command::Exit => self.quit = true,
         }
     }
@@ -431,6 +436,9 @@ impl App {
             NetEvent::Sessions(list) => self.view.set_sessions(list),
             NetEvent::Tickets(list) => self.view.set_tickets(list),
             NetEvent::Ticket(t) => self.view = View::Ticket(t),
+            NetEvent::Report(r) => self
+                .transcript
+                .push(Kind::Notice, crate::report::summary(&r)),
             NetEvent::Notice(text) => self.note(Kind::Notice, text),
             NetEvent::Error(text) => self.note(Kind::Error, text),
         }

@@ -579,3 +579,47 @@ fn a_question_is_answered_by_a_choice_or_typed_text_never_by_enter() {
         })]
     );
 }
+
+#[test]
+fn report_makes_a_report_and_shows_its_summary_and_files() {
+    use tinycode_shared::proto::{GenerateReportRequest, ReportContent, ReportInfo};
+    let mut app = attached_app();
+    type_line(&mut app, "/report 2026-09-18");
+    assert_eq!(
+        app.take_rpcs(),
+        [Rpc::Report(GenerateReportRequest {
+            day: "2026-09-18".into(),
+            ..GenerateReportRequest::default()
+        })]
+    );
+    let before = app.transcript.entries().len();
+    app.on_net(NetEvent::Report(Box::new(ReportContent {
+        info: Some(ReportInfo {
+            report_id: "R-20260918-1".into(),
+            day: "2026-09-18".into(),
+            directory: "reports/R-20260918-1".into(),
+            summary: "3 new, 0 reopened; 3 open at the end; SLA 0 met, 3 breached".into(),
+            ..ReportInfo::default()
+        }),
+        figures_json: r#"{"volume":{"byCategory":[{"name":"退款","new":2,"previousNew":1}]},"backlog":{"open":3,"under24h":3}}"#.into(),
+        ..ReportContent::default()
+    })));
+    let shown = app.transcript.entries()[before..]
+        .iter()
+        .map(|e| e.text.as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        shown.starts_with("Report R-20260918-1 · 2026-09-18 · 3 new"),
+        "{shown}"
+    );
+    assert!(shown.contains("退款"), "{shown}");
+    assert!(
+        shown.contains("Backlog: 3 open (< 4 h 0 · < 24 h 3"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("Files: reports/R-20260918-1/ under the daemon's state directory"),
+        "{shown}"
+    );
+}

@@ -10,6 +10,7 @@ pub mod app;
 pub mod dialog;
 pub mod editor;
 pub mod net;
+pub mod report;
 pub mod rpc;
 pub mod slash;
 pub mod status;

@@ -10,13 +10,14 @@ use std::time::Duration;
 use tinycode_shared::client::{self, ClientName, DaemonChannel};
 use tinycode_shared::proto::approvals_client::ApprovalsClient;
 use tinycode_shared::proto::daemon_client::DaemonClient;
+use tinycode_shared::proto::reports_client::ReportsClient;
 use tinycode_shared::proto::session_update::Update;
 use tinycode_shared::proto::sessions_client::SessionsClient;
 use tinycode_shared::proto::tickets_client::TicketsClient;
 use tinycode_shared::proto::{
     AttachRequest, CancelTurnRequest, CompactSessionRequest, CreateSessionRequest,
-    GetSessionRequest, GetStatusRequest, ListSessionsRequest, SendMessageRequest, SessionInfo,
-    WatchApprovalsRequest,
+    GetReportRequest, GetSessionRequest, GetStatusRequest, ListSessionsRequest, SendMessageRequest,
+    SessionInfo, WatchApprovalsRequest,
 };
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinHandle;
@@ -243,6 +244,12 @@ async fn request(link: &Link, rpc: Rpc) -> Result<(), Stop> {
         Rpc::GetTicket(req) => NetEvent::Ticket(Box::new(
             TicketsClient::new(channel).get(req).await?.into_inner(),
         )),
+        Rpc::Report(req) => {
+            let mut reports = ReportsClient::new(channel);
+            let report_id = reports.generate(req).await?.into_inner().report_id;
+            let content = reports.get(GetReportRequest { report_id }).await?;
+            NetEvent::Report(Box::new(content.into_inner()))
+        }
         Rpc::Status => NetEvent::Connected(Box::new(
             DaemonClient::new(channel)
                 .get_status(GetStatusRequest {})

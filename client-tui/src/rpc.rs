@@ -5,8 +5,8 @@
 
 use tinycode_shared::proto::{
     CancelTurnRequest, CompactSessionRequest, CreateSessionRequest, DaemonStatus,
-    DecideApprovalRequest, Event, GetTicketRequest, ListSessionsRequest, ListTicketsRequest,
-    SendMessageRequest, SessionInfo, SessionUpdate, Ticket,
+    DecideApprovalRequest, Event, GenerateReportRequest, GetTicketRequest, ListSessionsRequest,
+    ListTicketsRequest, ReportContent, SendMessageRequest, SessionInfo, SessionUpdate, Ticket,
 };
 
 /// A request for the daemon.
@@ -31,6 +31,8 @@ pub enum Rpc {
     ListSessions(ListSessionsRequest),
     ListTickets(ListTicketsRequest),
     GetTicket(GetTicketRequest),
+    /// `Reports.Generate`, then `Reports.Get` of what it made.
+    Report(GenerateReportRequest),
     /// `Daemon.GetStatus`.
     Status,
     /// `Sessions.Get` of the followed session (status bar).
@@ -60,6 +62,8 @@ pub enum NetEvent {
     Sessions(Vec<SessionInfo>),
     Tickets(Vec<Ticket>),
     Ticket(Box<Ticket>),
+    /// A report made for `/report`.
+    Report(Box<ReportContent>),
     /// A finished request's one-line answer (e.g. "compacted 12 messages").
     Notice(String),
     /// A request failed; the message says what to do.

@@ -17,6 +17,7 @@ pub enum Command {
     Status,
     Approvals,
     Tickets,
+    Report,
     Exit,
 }
 
@@ -59,6 +60,11 @@ pub const COMMANDS: &[(&str, Command, &str)] = &[
         "approvals waiting in every session",
     ),
     ("tickets", Command::Tickets, "the desk's tickets"),
+    (
+        "report",
+        Command::Report,
+        "make the daily report [YYYY-MM-DD, default yesterday]: its summary and where its files are",
+    ),
     (
         "exit",
         Command::Exit,

@@ -10,6 +10,7 @@ use tinycode_shared::client::DaemonChannel;
 use tinycode_shared::proto::approvals_client::ApprovalsClient;
 use tinycode_shared::proto::daemon_client::DaemonClient;
 use tinycode_shared::proto::events_client::EventsClient;
+use tinycode_shared::proto::reports_client::ReportsClient;
 use tinycode_shared::proto::sessions_client::SessionsClient;
 use tinycode_shared::proto::tickets_client::TicketsClient;
 use tinycode_shared::proto::triage_client::TriageClient;
@@ -45,6 +46,9 @@ impl Daemon {
     }
     pub fn events(&self) -> EventsClient<DaemonChannel> {
         EventsClient::new(self.channel.clone())
+    }
+    pub fn reports(&self) -> ReportsClient<DaemonChannel> {
+        ReportsClient::new(self.channel.clone())
     }
 }
 

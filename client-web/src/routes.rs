@@ -22,6 +22,7 @@ use crate::pages::{self, Filter};
 use crate::person::Person;
 
 mod reads;
+mod reports;
 
 type Page = Result<Response, Failed>;
 
@@ -38,6 +39,9 @@ pub fn router(app: App) -> Router {
         .route("/sessions/{id}/send", post(send))
         .route("/sessions/{id}/cancel", post(cancel))
         .route("/triage", get(triage))
+        .route("/reports", get(reports::list).post(reports::make))
+        .route("/reports/{id}", get(reports::one))
+        .route("/reports/{id}/{chart}", get(reports::chart))
         .route("/settings", get(settings))
         .route("/whoami", get(whoami).post(name_given))
         .route("/live", get(crate::live::changes))

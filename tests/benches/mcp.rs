@@ -155,6 +155,7 @@ async fn call_overhead(everything: &Path, targets: &mut Targets) {
         cancel,
         origin: None,
         agents: None,
+        reports: None,
     };
     let time = async |name: &str, args: Value| {
         for _ in 0..50 {

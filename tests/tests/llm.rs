@@ -94,9 +94,9 @@ fn t1001_with_a_scripted_llm_classifies_edits_the_knowledge_base_and_routes() {
             .unwrap()
             .contains("退款 / 物流 / 账户 / 技术")
     );
-    // The ten business tools, load_skill, the four sub-agent tools and
-    // ask_user.
-    assert_eq!(requests[0]["tools"].as_array().unwrap().len(), 16);
+    // The ten business tools, load_skill, render_report, the four
+    // sub-agent tools and ask_user.
+    assert_eq!(requests[0]["tools"].as_array().unwrap().len(), 17);
     let last = requests[6]["messages"].as_array().unwrap();
     let search_result = last
         .iter()

@@ -51,7 +51,7 @@ fn a_report_is_made_stored_listed_and_shown() {
         .iter()
         .map(|f| f.as_str().unwrap())
         .collect();
-    assert_eq!(files.len(), 4, "{info}");
+    assert_eq!(files.len(), 6, "{info}");
     for f in &files {
         assert!(f.starts_with(&format!("reports/{id}/")), "{f}");
         let stored = desk.state_dir().join(f);
@@ -64,6 +64,11 @@ fn a_report_is_made_stored_listed_and_shown() {
     }
     let svg =
         std::fs::read_to_string(desk.state_dir().join(format!("reports/{id}/volume.svg"))).unwrap();
+    // The PNG copy: a PNG twice the SVG's size (its header says).
+    let png = std::fs::read(desk.state_dir().join(format!("reports/{id}/volume.png"))).unwrap();
+    assert_eq!(&png[1..4], b"PNG");
+    let width = u32::from_be_bytes(png[16..20].try_into().unwrap());
+    assert_eq!(width, 2 * 640);
     // Not triaged yet: one bar for tickets without a category.
     assert!(
         svg.contains(">Volume by category<") && svg.contains(">(none)<"),
@@ -181,4 +186,56 @@ fn a_scheduled_time_still_ahead_makes_nothing_yet() {
         "{}",
         refused.stderr
     );
+}
+
+/// The demo desk's `/daily-report` skill, copied into the fixture desk.
+fn with_report_skill(desk: &Desk) {
+    let skill = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../client-cli/demo/.tinycode/skills/daily-report/SKILL.md");
+    desk.write(
+        ".tinycode/skills/daily-report/SKILL.md",
+        &std::fs::read_to_string(skill).unwrap(),
+    );
+}
+
+#[test]
+fn the_daily_report_skill_renders_through_the_read_only_tool_and_stores_nothing() {
+    let desk = morning_after();
+    with_report_skill(&desk);
+    // Deny: a read-only tool never asks, so nothing waits on a person.
+    let out = desk.run(&["run", "--approve", "deny", "/daily-report 2026-09-18"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stdout.contains("# Daily triage report — 2026-09-18"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("3 new"), "{}", out.stdout);
+    let calls: Vec<_> = desk
+        .events(&["--stream", "session-"])
+        .into_iter()
+        .filter_map(|e| e.get("toolCallFinished").cloned())
+        .collect();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls[0]["call"]["name"], "render_report");
+    assert!(
+        calls[0]["call"]["argumentsJson"]
+            .as_str()
+            .unwrap()
+            .contains("2026-09-18")
+    );
+    // Read-only: no report stored, no approval asked.
+    assert!(desk.events(&["--stream", "reports"]).is_empty());
+    assert!(desk.events(&["--stream", "approval-"]).is_empty());
+
+    // A figure that cannot be read: no report, and no made-up figures.
+    let refused = desk.run(&["run", "--approve", "deny", "/daily-report 2026-02-30"]);
+    assert_eq!(refused.code, 0, "{refused:?}");
+    assert!(
+        refused.stdout.contains("no report was made")
+            && refused.stdout.contains("`day` must be a day"),
+        "{}",
+        refused.stdout
+    );
+    assert!(!refused.stdout.contains("new,"), "{}", refused.stdout);
 }

@@ -164,6 +164,30 @@ def sla_clock(page):
     expect(page.locator("dd.sla-clock").first).to_contain_text("first_response · 8h00m (ticket): due ")
 
 
+def reports_page(page):
+    step("a report made in the page shows its figures and both charts; one made in a terminal appears live")
+    # The day the markup ticket came in (UTC, the desk's zone): the
+    # report counts it.
+    day = cli_json("ticket", "show", XSS)["createdAt"][:10]
+    page.goto(BASE + "/reports")
+    page.locator('form.make-report input[name="day"]').fill(day)
+    page.locator("form.make-report button[type=submit]").click()
+    page.wait_for_url(lambda url: "/reports/R-" in url)
+    expect(page.locator("#report-summary")).to_contain_text(" new, ")
+    expect(page.locator('table[data-table="byChannel"] tbody tr').first).to_be_visible()
+    charts = page.locator(".charts img")
+    expect(charts).to_have_count(2)
+    for i in range(2):
+        wait("a chart drawn", lambda: charts.nth(i).evaluate("i => i.complete && i.naturalWidth > 0"))
+    made = page.url.rsplit("/", 1)[1]
+    assert made in [r["reportId"] for r in cli_json("report", "list")]
+    page.screenshot(path=os.path.join(SHOTS, "report.png"), full_page=True)
+    page.goto(BASE + "/reports")
+    expect(page.locator("table.reports tbody tr")).to_have_count(1)
+    other = cli_json("report")["report"]["reportId"]
+    expect(page.locator(f'table.reports a[href="/reports/{other}"]')).to_be_visible(timeout=5000)
+
+
 def escalation_waiting(page):
     """The id, and ticket, of an escalation the demo's triage waits on."""
     page.goto(BASE + "/approvals")
@@ -333,6 +357,7 @@ def main():
         context, page = security(browser)
         markup_is_text(page)
         sla_clock(page)
+        reports_page(page)
         approvals(browser, page)
         ticket_actions(page)
         live_session(context, page)

@@ -7,10 +7,12 @@
 
 mod approvals;
 mod desk;
+mod reports;
 mod sessions;
 
 pub use approvals::{ApprovalsView, approvals, approvals_live};
 pub use desk::{DeskView, Filter, TicketView, desk, desk_live, ticket, ticket_live};
+pub use reports::{report, reports, reports_live};
 pub use sessions::{
     SessionView, session, session_pending, sessions, sessions_live, settings, triage, triage_live,
 };
@@ -27,14 +29,16 @@ pub enum Tab {
     Approvals,
     Sessions,
     Triage,
+    Reports,
     Settings,
 }
 
-const TABS: [(Tab, &str, &str); 5] = [
+const TABS: [(Tab, &str, &str); 6] = [
     (Tab::Desk, "/", "Desk"),
     (Tab::Approvals, "/approvals", "Approvals"),
     (Tab::Sessions, "/sessions", "Sessions"),
     (Tab::Triage, "/triage", "Triage"),
+    (Tab::Reports, "/reports", "Reports"),
     (Tab::Settings, "/settings", "Settings"),
 ];
 

@@ -115,16 +115,7 @@ impl Engine {
             config.clone(),
             eval_model,
         )?;
-        let reports = crate::reports::Reports::new(
-            store.clone(),
-            Arc::clone(&desk),
-            Arc::clone(sessions.approvals()),
-            evals.projector().clone(),
-            layout.state_dir.clone(),
-        );
-        if let Some(minute) = config.daily_report {
-            tokio::spawn(crate::reports::run_daily(Arc::clone(&reports), minute));
-        }
+        let reports = serve_reports(store, layout, config, &desk, &sessions, &evals);
         Ok(Self {
             calls: crate::calls::DirectCalls::new(store.clone(), Arc::clone(&sessions)),
             extensions: crate::extensions::Extensions::new(workspace, Arc::clone(&mcp), skills),
@@ -196,6 +187,30 @@ impl Opening<'_> {
         stages.done("sessions");
         Ok(sessions)
     }
+}
+
+/// The desk's reports, handed to the sessions (`render_report`) and made
+/// daily when the config says so.
+fn serve_reports(
+    store: &EventStore,
+    layout: &Layout,
+    config: &Config,
+    desk: &Arc<crate::domain::desk::Desk>,
+    sessions: &Arc<crate::sessions::Sessions>,
+    evals: &Arc<crate::eval::Evals>,
+) -> Arc<crate::reports::Reports> {
+    let reports = crate::reports::Reports::new(
+        store.clone(),
+        Arc::clone(desk),
+        Arc::clone(sessions.approvals()),
+        evals.projector().clone(),
+        layout.state_dir.clone(),
+    );
+    sessions.serve_reports(Arc::clone(&reports) as _);
+    if let Some(minute) = config.daily_report {
+        tokio::spawn(crate::reports::run_daily(Arc::clone(&reports), minute));
+    }
+    reports
 }
 
 /// The workspace's skills; what their discovery warns about is logged.

@@ -13,7 +13,8 @@ pub enum Rule {
 }
 
 /// Read-only tools and `load_skill`: evidence gathering is free.
-const READ_ONLY: [&str; 6] = [
+const READ_ONLY: [&str; 7] = [
+    "render_report",
     "list_tickets",
     "get_ticket",
     "search_tickets",

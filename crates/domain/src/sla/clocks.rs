@@ -122,6 +122,111 @@ fn merged(mut intervals: Vec<(i64, i64)>) -> Vec<(i64, i64)> {
     out
 }
 
+/// What every clock of one ticket is read against.
+struct Reading<'a> {
+    hours: &'a BusinessHours,
+    share: i64,
+    now: i64,
+    /// When the ticket was resolved, if it is.
+    resolved_at: Option<i64>,
+}
+
+/// One clock to read: its target and policy, cycle, start, budget, when
+/// it was met, and the pauses of its budget.
+struct Spec<'a> {
+    target: Target,
+    name: &'a str,
+    cycle: u32,
+    start: i64,
+    seconds: i64,
+    met: Option<i64>,
+    pauses: &'a [(i64, i64)],
+}
+
+impl Reading<'_> {
+    fn clock(&self, c: Spec<'_>) -> Clock {
+        let due = walk(self.hours, c.start, c.pauses, c.seconds);
+        let at_risk_at = walk(self.hours, c.start, c.pauses, c.seconds * self.share / 100);
+        let breached_by = |end: i64| due.is_some_and(|d| d < end);
+        let (state, ended) = match (c.met, self.resolved_at) {
+            (Some(m), _) => (
+                if breached_by(m) {
+                    State::Breached
+                } else {
+                    State::Met
+                },
+                Some(m),
+            ),
+            (None, Some(r)) if c.target != Target::Resolution => (
+                if breached_by(r) {
+                    State::Breached
+                } else {
+                    State::Stopped
+                },
+                Some(r),
+            ),
+            (None, _) => match due {
+                None => (State::Paused, None),
+                Some(d) if d <= self.now => (State::Breached, None),
+                Some(_) => (State::Running, None),
+            },
+        };
+        Clock {
+            target: c.target,
+            policy: c.name.to_string(),
+            cycle: c.cycle,
+            seconds: c.seconds,
+            due,
+            at_risk_at,
+            ended,
+            state,
+        }
+    }
+}
+
+/// The next-response cycle running now: the latest customer message that
+/// follows a reply (its number, when it came, the reply that met it).
+fn next_response_cycle(messages: &[(bool, i64)]) -> Option<(u32, i64, Option<i64>)> {
+    let mut cycle = 0u32;
+    let mut current: Option<(i64, Option<i64>)> = None;
+    let mut replied = false;
+    let mut previous_customer = true;
+    for &(customer, at) in messages {
+        if customer && replied && !previous_customer {
+            cycle += 1;
+            current = Some((at, None));
+        } else if !customer {
+            replied = true;
+            if let Some((_, met @ None)) = current.as_mut() {
+                *met = Some(at);
+            }
+        }
+        previous_customer = customer;
+    }
+    current.map(|(start, met)| (cycle, start, met))
+}
+
+/// The resolution clock's pauses: while resolved, and while waiting on the
+/// customer (a reply until their next message).
+fn resolution_pauses(facts: &Facts, messages: &[(bool, i64)]) -> Vec<(i64, i64)> {
+    let mut pauses: Vec<(i64, i64)> = facts.resolved_periods().collect();
+    let mut waiting_since: Option<i64> = None;
+    for &(customer, at) in messages {
+        match (customer, waiting_since) {
+            (false, None) => waiting_since = Some(at),
+            (true, Some(since)) => {
+                pauses.push((since, at));
+                waiting_since = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(since) = waiting_since {
+        pauses.push((since, i64::MAX));
+    }
+    merged(pauses)
+}
+
 /// Every clock the ticket has at `now`, in target order.
 pub fn clocks(settings: &SlaSettings, ticket: &Ticket, facts: &Facts, now: i64) -> Vec<Clock> {
     let policy = settings.policy_for(ticket);
@@ -137,55 +242,15 @@ pub fn clocks(settings: &SlaSettings, ticket: &Ticket, facts: &Facts, now: i64) 
         .iter()
         .map(|m| (m.from == "customer", parse(&m.at).unwrap_or(created)))
         .collect();
-    let resolved_at = (Status::of(ticket) == Some(Status::Resolved))
-        .then(|| facts.resolved_from.last().copied().unwrap_or(now));
-    let share = i64::from(settings.at_risk_percent);
-    let make = |target: Target,
-                name: &str,
-                cycle: u32,
-                start: i64,
-                seconds: i64,
-                met: Option<i64>,
-                pauses: &[(i64, i64)]| {
-        let due = walk(hours, start, pauses, seconds);
-        let at_risk_at = walk(hours, start, pauses, seconds * share / 100);
-        let (state, ended) = match (met, resolved_at) {
-            (Some(m), _) => (
-                if due.is_some_and(|d| d < m) {
-                    State::Breached
-                } else {
-                    State::Met
-                },
-                Some(m),
-            ),
-            (None, Some(r)) if target != Target::Resolution => (
-                if due.is_some_and(|d| d < r) {
-                    State::Breached
-                } else {
-                    State::Stopped
-                },
-                Some(r),
-            ),
-            (None, _) => match due {
-                None => (State::Paused, None),
-                Some(d) if d <= now => (State::Breached, None),
-                Some(_) => (State::Running, None),
-            },
-        };
-        Clock {
-            target,
-            policy: name.to_string(),
-            cycle,
-            seconds,
-            due,
-            at_risk_at,
-            ended,
-            state,
-        }
+    let reading = Reading {
+        hours,
+        share: i64::from(settings.at_risk_percent),
+        now,
+        resolved_at: (Status::of(ticket) == Some(Status::Resolved))
+            .then(|| facts.resolved_from.last().copied().unwrap_or(now)),
     };
     let mut out = Vec::new();
     // First response: its policy's target, else the ticket's own.
-    let first_reply = messages.iter().find(|(customer, _)| !customer).map(|m| m.1);
     let first = match (
         policy.and_then(|p| p.first_response.map(|s| (p.name.as_str(), s))),
         ticket.sla_minutes,
@@ -195,76 +260,42 @@ pub fn clocks(settings: &SlaSettings, ticket: &Ticket, facts: &Facts, now: i64) 
         (None, m) => Some(("ticket", i64::from(m) * 60)),
     };
     if let Some((name, seconds)) = first {
-        out.push(make(
-            Target::FirstResponse,
+        out.push(reading.clock(Spec {
+            target: Target::FirstResponse,
             name,
-            0,
-            created,
+            cycle: 0,
+            start: created,
             seconds,
-            first_reply,
-            &[],
-        ));
+            met: messages.iter().find(|(customer, _)| !customer).map(|m| m.1),
+            pauses: &[],
+        }));
     }
     let Some(policy) = policy else {
         return out;
     };
-    // Next response: the latest customer message that follows a reply.
-    if let Some(seconds) = policy.next_response {
-        let mut cycle = 0u32;
-        let mut current: Option<(i64, Option<i64>)> = None;
-        let mut replied = false;
-        let mut previous_customer = true;
-        for &(customer, at) in &messages {
-            if customer && replied && !previous_customer {
-                cycle += 1;
-                current = Some((at, None));
-            } else if !customer {
-                replied = true;
-                if let Some((_, met @ None)) = current.as_mut() {
-                    *met = Some(at);
-                }
-            }
-            previous_customer = customer;
-        }
-        if let Some((start, met)) = current {
-            out.push(make(
-                Target::NextResponse,
-                &policy.name,
-                cycle,
-                start,
-                seconds,
-                met,
-                &[],
-            ));
-        }
-    }
-    // Resolution: paused while waiting on the customer and while resolved.
-    if let Some(seconds) = policy.resolution {
-        let mut pauses: Vec<(i64, i64)> = facts.resolved_periods().collect();
-        let mut waiting_since: Option<i64> = None;
-        for &(customer, at) in &messages {
-            match (customer, waiting_since) {
-                (false, None) => waiting_since = Some(at),
-                (true, Some(since)) => {
-                    pauses.push((since, at));
-                    waiting_since = None;
-                }
-                _ => {}
-            }
-        }
-        if let Some(since) = waiting_since {
-            pauses.push((since, i64::MAX));
-        }
-        let pauses = merged(pauses);
-        out.push(make(
-            Target::Resolution,
-            &policy.name,
-            0,
-            created,
+    if let (Some(seconds), Some((cycle, start, met))) =
+        (policy.next_response, next_response_cycle(&messages))
+    {
+        out.push(reading.clock(Spec {
+            target: Target::NextResponse,
+            name: &policy.name,
+            cycle,
+            start,
             seconds,
-            resolved_at,
-            &pauses,
-        ));
+            met,
+            pauses: &[],
+        }));
+    }
+    if let Some(seconds) = policy.resolution {
+        out.push(reading.clock(Spec {
+            target: Target::Resolution,
+            name: &policy.name,
+            cycle: 0,
+            start: created,
+            seconds,
+            met: reading.resolved_at,
+            pauses: &resolution_pauses(facts, &messages),
+        }));
     }
     out
 }

@@ -51,15 +51,7 @@ impl BusinessHours {
                 "`businessHours` has an unknown key `{k}` (known: timeZone, days, open, close, holidays)"
             ));
         }
-        let text = |key: &str, default: &str| -> Result<String, String> {
-            match obj.get(key) {
-                None => Ok(default.to_string()),
-                Some(serde_json::Value::String(s)) => Ok(s.trim().to_string()),
-                Some(other) => Err(format!(
-                    "`businessHours.{key}` must be a string, got {other}"
-                )),
-            }
-        };
+        let text = |key: &str, default: &str| text_of(obj, key, default);
         let zone = text("timeZone", "UTC")?;
         let offset = parse_offset(&zone).ok_or_else(|| {
             format!(
@@ -81,50 +73,8 @@ impl BusinessHours {
                 "`businessHours.close` ({close_text}) must be after `open` ({open_text})"
             ));
         }
-        let strings = |key: &str| -> Result<Option<Vec<String>>, String> {
-            match obj.get(key) {
-                None => Ok(None),
-                Some(serde_json::Value::Array(items)) => items
-                    .iter()
-                    .map(|i| {
-                        i.as_str().map(|s| s.trim().to_lowercase()).ok_or_else(|| {
-                            format!("`businessHours.{key}` must be a list of strings, got {i}")
-                        })
-                    })
-                    .collect::<Result<Vec<_>, _>>()
-                    .map(Some),
-                Some(other) => Err(format!(
-                    "`businessHours.{key}` must be a list of strings, got {other}"
-                )),
-            }
-        };
-        let mut days = [false; 7];
-        let names = strings("days")?
-            .unwrap_or_else(|| DAY_NAMES[..5].iter().map(|d| d.to_string()).collect());
-        for name in &names {
-            let i = DAY_NAMES
-                .iter()
-                .position(|d| name.starts_with(d))
-                .ok_or_else(|| {
-                    format!(
-                        "`businessHours.days` has {name:?}; days are {}",
-                        DAY_NAMES.join(", ")
-                    )
-                })?;
-            days[i] = true;
-        }
-        if !days.contains(&true) {
-            return Err("`businessHours.days` must name at least one day".into());
-        }
-        let mut holidays = BTreeSet::new();
-        for day in strings("holidays")?.unwrap_or_default() {
-            let n = crate::clock::parse_rfc3339(&format!("{day}T00:00:00Z"))
-                .filter(|_| day.len() == 10)
-                .ok_or_else(|| {
-                    format!("`businessHours.holidays` has {day:?}; write a date as 2026-12-25")
-                })?;
-            holidays.insert(n.div_euclid(DAY));
-        }
+        let days = days_of(strings_of(obj, "days")?)?;
+        let holidays = holidays_of(strings_of(obj, "holidays")?.unwrap_or_default())?;
         Ok(Self {
             offset,
             days,
@@ -198,6 +148,74 @@ impl BusinessHours {
     fn is_always(&self) -> bool {
         self.open == 0 && self.close == DAY && self.days == [true; 7] && self.holidays.is_empty()
     }
+}
+
+type Object = serde_json::Map<String, serde_json::Value>;
+
+/// `businessHours.<key>` as a string, `default` when absent.
+fn text_of(obj: &Object, key: &str, default: &str) -> Result<String, String> {
+    match obj.get(key) {
+        None => Ok(default.to_string()),
+        Some(serde_json::Value::String(s)) => Ok(s.trim().to_string()),
+        Some(other) => Err(format!(
+            "`businessHours.{key}` must be a string, got {other}"
+        )),
+    }
+}
+
+/// `businessHours.<key>` as a list of lower-case strings, if given.
+fn strings_of(obj: &Object, key: &str) -> Result<Option<Vec<String>>, String> {
+    match obj.get(key) {
+        None => Ok(None),
+        Some(serde_json::Value::Array(items)) => items
+            .iter()
+            .map(|i| {
+                i.as_str().map(|s| s.trim().to_lowercase()).ok_or_else(|| {
+                    format!("`businessHours.{key}` must be a list of strings, got {i}")
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some),
+        Some(other) => Err(format!(
+            "`businessHours.{key}` must be a list of strings, got {other}"
+        )),
+    }
+}
+
+/// `businessHours.days` (default Monday to Friday) as working-day flags.
+fn days_of(names: Option<Vec<String>>) -> Result<[bool; 7], String> {
+    let mut days = [false; 7];
+    let names = names.unwrap_or_else(|| DAY_NAMES[..5].iter().map(|d| d.to_string()).collect());
+    for name in &names {
+        let i = DAY_NAMES
+            .iter()
+            .position(|d| name.starts_with(d))
+            .ok_or_else(|| {
+                format!(
+                    "`businessHours.days` has {name:?}; days are {}",
+                    DAY_NAMES.join(", ")
+                )
+            })?;
+        days[i] = true;
+    }
+    if !days.contains(&true) {
+        return Err("`businessHours.days` must name at least one day".into());
+    }
+    Ok(days)
+}
+
+/// `businessHours.holidays` as day numbers since 1970-01-01.
+fn holidays_of(days: Vec<String>) -> Result<BTreeSet<i64>, String> {
+    let mut holidays = BTreeSet::new();
+    for day in days {
+        let n = crate::clock::parse_rfc3339(&format!("{day}T00:00:00Z"))
+            .filter(|_| day.len() == 10)
+            .ok_or_else(|| {
+                format!("`businessHours.holidays` has {day:?}; write a date as 2026-12-25")
+            })?;
+        holidays.insert(n.div_euclid(DAY));
+    }
+    Ok(holidays)
 }
 
 /// `UTC`, `Z`, `+08:00`, `-0530`, `+8`: seconds east of UTC.

@@ -182,43 +182,48 @@ fn parse_policy(v: &Value, i: usize) -> Result<Policy, String> {
         );
     }
     if let Some(m) = obj.get("match") {
-        let m = object(m, "`match`")?;
-        known(m, &["priority", "category", "queue", "channel"], "`match` ")?;
-        let list = |key: &str| -> Result<Vec<String>, String> {
-            match m.get(key) {
-                None => Ok(Vec::new()),
-                Some(Value::String(s)) => Ok(vec![s.trim().to_string()]),
-                Some(Value::Array(items)) => items
-                    .iter()
-                    .map(|i| {
-                        i.as_str().map(|s| s.trim().to_string()).ok_or_else(|| {
-                            format!("`match.{key}` must be a string or a list of strings, got {i}")
-                        })
-                    })
-                    .collect(),
-                Some(other) => Err(format!(
-                    "`match.{key}` must be a string or a list of strings, got {other}"
-                )),
-            }
-        };
-        p.priority = list("priority")?;
-        p.category = list("category")?;
-        p.queue = list("queue")?;
-        p.channel = list("channel")?;
-        if let Some(bad) = p.priority.iter().find(|v| Priority::parse(v).is_none()) {
-            return Err(format!(
-                "`match.priority` has {bad:?}; priorities are {}",
-                Priority::NAMES.join(", ")
-            ));
-        }
-        if let Some(bad) = p.channel.iter().find(|v| Channel::parse(v).is_none()) {
-            return Err(format!(
-                "`match.channel` has {bad:?}; channels are {}",
-                Channel::NAMES.join(", ")
-            ));
-        }
+        matching(&mut p, object(m, "`match`")?)?;
     }
     Ok(p)
+}
+
+/// A policy's `match`: the lists it matches on, checked.
+fn matching(p: &mut Policy, m: &serde_json::Map<String, Value>) -> Result<(), String> {
+    known(m, &["priority", "category", "queue", "channel"], "`match` ")?;
+    let list = |key: &str| -> Result<Vec<String>, String> {
+        match m.get(key) {
+            None => Ok(Vec::new()),
+            Some(Value::String(s)) => Ok(vec![s.trim().to_string()]),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|i| {
+                    i.as_str().map(|s| s.trim().to_string()).ok_or_else(|| {
+                        format!("`match.{key}` must be a string or a list of strings, got {i}")
+                    })
+                })
+                .collect(),
+            Some(other) => Err(format!(
+                "`match.{key}` must be a string or a list of strings, got {other}"
+            )),
+        }
+    };
+    p.priority = list("priority")?;
+    p.category = list("category")?;
+    p.queue = list("queue")?;
+    p.channel = list("channel")?;
+    if let Some(bad) = p.priority.iter().find(|v| Priority::parse(v).is_none()) {
+        return Err(format!(
+            "`match.priority` has {bad:?}; priorities are {}",
+            Priority::NAMES.join(", ")
+        ));
+    }
+    if let Some(bad) = p.channel.iter().find(|v| Channel::parse(v).is_none()) {
+        return Err(format!(
+            "`match.channel` has {bad:?}; channels are {}",
+            Channel::NAMES.join(", ")
+        ));
+    }
+    Ok(())
 }
 
 /// A target's length: `"90s"`, `"30m"`, `"4h"`, `"2d"` (a day is 24 hours

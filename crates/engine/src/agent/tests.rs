@@ -103,6 +103,7 @@ async fn env() -> Env {
             cancel: rx,
             origin: None,
             agents: None,
+            reports: None,
         },
         cancel,
         tools: ToolRegistry::standard(),

@@ -530,6 +530,7 @@ impl DirectCalls {
                         cancel,
                         origin: Some(origin),
                         agents: None,
+                        reports: sessions.reports(),
                     };
                     sessions.tools.call(&tool, &args, &ctx).await
                 })

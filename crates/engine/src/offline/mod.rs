@@ -69,6 +69,8 @@ impl ModelProvider for OfflineModel {
 /// What the conversation since the last user message holds.
 pub(super) struct State<'a> {
     user: &'a str,
+    /// The skill invoked as a command (`/name args`), if one was.
+    skill: &'a str,
     results: Vec<(&'a str, &'a str, bool)>, // (tool, content, is_error)
     step: usize,
     /// What the desk's history says now (`None`: the rules decide).
@@ -81,14 +83,17 @@ impl<'a> State<'a> {
             .iter()
             .rposition(|m| matches!(m, Message::User { .. }))
             .unwrap_or(0);
-        let user = match messages.get(start) {
+        let (user, skill) = match messages.get(start) {
             // A skill invoked as a command: its steps are this model's own;
             // what the person asked follows the block.
             Some(Message::User { text }) => match text.split_once("\n</skill>\n\n") {
-                Some((block, asked)) if block.starts_with("<skill name=") => asked,
-                _ => text.as_str(),
+                Some((block, asked)) if block.starts_with("<skill name=\"") => {
+                    let name = block["<skill name=\"".len()..].split('"').next();
+                    (asked, name.unwrap_or(""))
+                }
+                _ => (text.as_str(), ""),
             },
-            _ => "",
+            _ => ("", ""),
         };
         let results = messages[start..]
             .iter()
@@ -108,6 +113,7 @@ impl<'a> State<'a> {
             .count();
         Self {
             user,
+            skill,
             results,
             step,
             learned: None,
@@ -252,6 +258,9 @@ fn id_candidates(text: &str) -> Vec<String> {
 /// Find the ticket the message means (asking the desk), then triage it;
 /// a message naming no ticket is a question.
 fn resolve_step(req: &ModelRequest, s: &State<'_>) -> Step {
+    if s.skill == "daily-report" {
+        return report_step(s);
+    }
     let tried = s.all("get_ticket");
     let candidates = id_candidates(s.user);
     if let Some(found) = tried.iter().position(|(_, failed)| !failed) {
@@ -291,6 +300,27 @@ fn resolve_step(req: &ModelRequest, s: &State<'_>) -> Step {
 }
 
 pub(super) type Step = (Option<String>, Option<ToolCall>);
+
+/// `/daily-report [day]`: `render_report` for the day asked (or
+/// yesterday), then its Markdown as the answer — or, when a figure could
+/// not be read, that no report was made (never figures of its own).
+fn report_step(s: &State<'_>) -> Step {
+    match s.first("render_report") {
+        None => {
+            let day = s
+                .user
+                .split_whitespace()
+                .find(|w| w.len() == 10 && w.chars().all(|c| c.is_ascii_digit() || c == '-'));
+            let args = day.map_or_else(|| json!({}), |d| json!({ "day": d }));
+            (None, Some(tool("render_report", args)))
+        }
+        Some((why, true)) => (
+            Some(format!("{MARK} 无法生成日报（no report was made）：{why}")),
+            None,
+        ),
+        Some((report, false)) => (Some(format!("{MARK}\n\n{report}")), None),
+    }
+}
 
 fn question_step(s: &State<'_>) -> Step {
     let Some((hits_text, _)) = s.first("search_knowledge") else {

@@ -148,17 +148,22 @@ pub(super) fn first_line(text: &str, max: usize) -> String {
 
 /// A listed skill whose name or description mentions one of `words`.
 pub(super) fn skill_named(system: &str, words: &[&str]) -> Option<String> {
-    system
+    let skills: Vec<(&str, String)> = system
         .lines()
         .filter_map(|l| l.strip_prefix(lines::SKILL_ITEM))
-        .find_map(|l| {
+        .filter_map(|l| {
             let (name, description) = l.split_once(": ")?;
-            let hay = format!("{name} {description}").to_lowercase();
-            words
-                .iter()
-                .any(|w| hay.contains(w))
-                .then(|| name.trim().to_string())
+            Some((name.trim(), description.to_lowercase()))
         })
+        .collect();
+    let has = |hay: &str| words.iter().any(|w| hay.contains(w));
+    // A skill named for it first (the daily report's description mentions
+    // escalations too), then one whose description says it.
+    skills
+        .iter()
+        .find(|(name, _)| has(&name.to_lowercase()))
+        .or_else(|| skills.iter().find(|(_, description)| has(description)))
+        .map(|(name, _)| name.to_string())
 }
 
 /// `Queues: a, b` from the system prompt.
@@ -410,4 +415,24 @@ pub(super) fn queue(queues: &[String], article: &Article, category: &str) -> Opt
         return Some(owner.clone());
     }
     queues.first().cloned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::skill_named;
+
+    #[test]
+    fn a_skill_named_for_it_wins_over_one_that_mentions_it() {
+        let system = "Skills:\n- daily-report: 每日报告：SLA、升级、审批\n- escalation-rules: 工单升级判断规则\n";
+        assert_eq!(
+            skill_named(system, &["escalation", "升级"]).as_deref(),
+            Some("escalation-rules")
+        );
+        let only_described = "- rules: 工单升级判断规则\n";
+        assert_eq!(
+            skill_named(only_described, &["escalation", "升级"]).as_deref(),
+            Some("rules")
+        );
+        assert_eq!(skill_named("- triage-sop: 分流\n", &["升级"]), None);
+    }
 }

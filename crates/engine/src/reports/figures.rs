@@ -361,22 +361,7 @@ impl<'a> Tally<'a> {
         self.volume.by_queue = rows(queue);
         self.volume.by_channel = rows(channel);
         self.automation.share = share(self.automation.unchanged, self.automation.resolved);
-        let mut waits = Vec::new();
-        let mut approval_figures = Approvals::default();
-        let in_period = |ms: i64| ms > 0 && self.period.holds(ms.div_euclid(1000));
-        for a in approvals {
-            if in_period(a.requested_at_ms) {
-                approval_figures.requested += 1;
-            }
-            if in_period(a.decided_at_ms) {
-                approval_figures.decided += 1;
-                if a.state == ApprovalState::Denied as i32 {
-                    approval_figures.denied += 1;
-                }
-                waits.push((a.decided_at_ms - a.requested_at_ms).div_euclid(1000));
-            }
-        }
-        approval_figures.median_wait_seconds = percentile(&mut waits, 50);
+        let approval_figures = approval_figures(self.period, approvals);
         self.breached
             .sort_by(|a, b| (&a.due_at, &a.ticket).cmp(&(&b.due_at, &b.ticket)));
         self.due_soon
@@ -430,6 +415,27 @@ impl<'a> Tally<'a> {
             automation: self.automation,
         }
     }
+}
+
+/// Approvals requested and decided in `period`, and the median wait.
+fn approval_figures(period: Period, approvals: &[ApprovalInfo]) -> Approvals {
+    let mut waits = Vec::new();
+    let mut figures = Approvals::default();
+    let in_period = |ms: i64| ms > 0 && period.holds(ms.div_euclid(1000));
+    for a in approvals {
+        if in_period(a.requested_at_ms) {
+            figures.requested += 1;
+        }
+        if in_period(a.decided_at_ms) {
+            figures.decided += 1;
+            if a.state == ApprovalState::Denied as i32 {
+                figures.denied += 1;
+            }
+            waits.push((a.decided_at_ms - a.requested_at_ms).div_euclid(1000));
+        }
+    }
+    figures.median_wait_seconds = percentile(&mut waits, 50);
+    figures
 }
 
 fn share(part: u64, whole: u64) -> Option<f64> {

@@ -9,6 +9,7 @@
 //! across restarts and daemons (`schedule.rs`).
 
 pub mod figures;
+mod png;
 mod render;
 mod schedule;
 
@@ -16,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tinycode_shared::proto::event::Payload;
-use tinycode_shared::proto::{Event, ReportGenerated, ReportInfo};
+use tinycode_shared::proto::{Event, ReportChart, ReportContent, ReportGenerated, ReportInfo};
 
 use crate::approvals::{ApprovalError, Approvals};
 use crate::domain::desk::{Desk, DomainError};
@@ -24,6 +25,77 @@ use crate::projection::{ProjectionError, ProjectorHandle};
 use crate::store::{EventStore, ExpectedVersion, StoreError};
 pub use figures::{Figures, Period};
 pub use schedule::run_daily;
+
+/// A report's files: the figures, the Markdown, each chart as SVG and PNG
+/// (drawn off the async threads: the first loads the system's fonts).
+async fn files(
+    title: String,
+    figures: Figures,
+) -> Result<Vec<(&'static str, Vec<u8>)>, ReportError> {
+    tokio::task::spawn_blocking(move || {
+        let fonts = png::Fonts::system();
+        let volume = render::volume_chart(&figures);
+        let backlog = render::backlog_chart(&figures);
+        let mut md = render::markdown(&title, &figures);
+        if fonts.lacks(&volume) || fonts.lacks(&backlog) {
+            md.push_str(png::FALLBACK_NOTE);
+        }
+        let chart = |name: &'static str, svg: &str| {
+            png::png(svg, fonts).map_err(|problem| ReportError::Chart { name, problem })
+        };
+        Ok(vec![
+            (
+                "report.json",
+                serde_json::to_string_pretty(&figures)
+                    .unwrap_or_default()
+                    .into_bytes(),
+            ),
+            ("report.md", md.into_bytes()),
+            ("volume.png", chart("volume", &volume)?),
+            ("backlog.png", chart("backlog", &backlog)?),
+            ("volume.svg", volume.into_bytes()),
+            ("backlog.svg", backlog.into_bytes()),
+        ])
+    })
+    .await
+    .map_err(|e| ReportError::Chart {
+        name: "charts",
+        problem: e.to_string(),
+    })?
+}
+
+/// The report's heading.
+fn title(ask: &Ask, figures: &Figures) -> String {
+    match (ask.day.is_empty(), ask.queue.is_empty()) {
+        (false, true) => format!("Daily triage report — {}", ask.day),
+        (false, false) => format!("Daily triage report — {}, queue {}", ask.day, ask.queue),
+        (true, _) => format!("Triage report — {} to {}", figures.from, figures.to),
+    }
+}
+
+/// `render_report`: the Markdown and figures of a report, nothing stored.
+impl crate::tools::report::ReportSource for Reports {
+    fn render<'a>(
+        &'a self,
+        query: &'a crate::tools::report::ReportQuery,
+    ) -> futures::future::BoxFuture<'a, Result<(String, serde_json::Value), String>> {
+        Box::pin(async move {
+            let ask = Ask::of(
+                &query.day,
+                &query.from,
+                &query.to,
+                &query.queue,
+                self.offset(),
+                crate::clock::now_unix(),
+            )
+            .map_err(|e| e.to_string())?;
+            let figures = self.figures(&ask).await.map_err(|e| e.to_string())?;
+            let markdown = render::markdown(&title(&ask, &figures), &figures);
+            let json = serde_json::to_value(&figures).map_err(|e| e.to_string())?;
+            Ok((markdown, json))
+        })
+    }
+}
 
 /// The stream of `ReportGenerated`.
 pub const STREAM: &str = "reports";
@@ -45,6 +117,8 @@ pub enum ReportError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot draw the {name} chart: {problem}")]
+    Chart { name: &'static str, problem: String },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -251,20 +325,8 @@ impl Reports {
             ask.day.replace('-', "")
         };
         let id = format!("R-{day}-{}", now_ms % 100_000_000);
-        let title = match (ask.day.is_empty(), ask.queue.is_empty()) {
-            (false, true) => format!("Daily triage report — {}", ask.day),
-            (false, false) => format!("Daily triage report — {}, queue {}", ask.day, ask.queue),
-            (true, _) => format!("Triage report — {} to {}", figures.from, figures.to),
-        };
-        let files = [
-            (
-                "report.json",
-                serde_json::to_string_pretty(&figures).unwrap_or_default(),
-            ),
-            ("report.md", render::markdown(&title, &figures)),
-            ("volume.svg", render::volume_chart(&figures)),
-            ("backlog.svg", render::backlog_chart(&figures)),
-        ];
+        let title = title(ask, &figures);
+        let files = files(title, figures.clone()).await?;
         let dir = self.write_files(&id, &files)?;
         let (met, breached) = figures
             .sla
@@ -294,7 +356,7 @@ impl Reports {
 
     /// Write the files into a temp folder, fsync them, rename it into
     /// place; returns the folder.
-    fn write_files(&self, id: &str, files: &[(&str, String)]) -> Result<PathBuf, ReportError> {
+    fn write_files(&self, id: &str, files: &[(&str, Vec<u8>)]) -> Result<PathBuf, ReportError> {
         let root = self.root();
         let io = |action, path: &Path| {
             let path = path.to_path_buf();
@@ -310,7 +372,7 @@ impl Reports {
         std::fs::create_dir(&tmp).map_err(io("create", &tmp))?;
         for (name, body) in files {
             let path = tmp.join(name);
-            crate::files::replace(&path, body.as_bytes(), 0o600).map_err(io("write", &path))?;
+            crate::files::replace(&path, body, 0o600).map_err(io("write", &path))?;
         }
         let dir = root.join(id);
         std::fs::rename(&tmp, &dir).map_err(io("rename", &dir))?;
@@ -362,8 +424,9 @@ impl Reports {
         Ok(out)
     }
 
-    /// One report: what was stored, its Markdown and its figures.
-    pub async fn get(&self, id: &str) -> Result<(ReportInfo, String, String), ReportError> {
+    /// One report: what was stored, its Markdown, its figures and its SVG
+    /// charts.
+    pub async fn get(&self, id: &str) -> Result<ReportContent, ReportError> {
         let id = crate::domain::ids::sanitize_id(id).map_err(|e| ReportError::Invalid {
             field: "report_id",
             problem: e.to_string(),
@@ -383,7 +446,21 @@ impl Reports {
                 source,
             })
         };
-        Ok((info.clone(), read("report.md")?, read("report.json")?))
+        let charts = ["volume", "backlog"]
+            .into_iter()
+            .map(|name| {
+                Ok(ReportChart {
+                    name: name.into(),
+                    svg: read(&format!("{name}.svg"))?,
+                })
+            })
+            .collect::<Result<_, ReportError>>()?;
+        Ok(ReportContent {
+            markdown: read("report.md")?,
+            figures_json: read("report.json")?,
+            charts,
+            info: Some(info),
+        })
     }
 }
 

@@ -46,6 +46,21 @@ pub fn markdown(title: &str, f: &Figures) -> String {
             format!(", queue {}", cell(&f.queue))
         }
     );
+    volume_md(&mut md, f);
+    backlog_md(&mut md, f);
+    sla_md(&mut md, f);
+    activity_md(&mut md, f);
+    drift_md(&mut md, f);
+    let _ = writeln!(
+        md,
+        "\n![Volume by category](volume.svg)\n\n![Backlog by age](backlog.svg)\n\n\
+         The same charts as PNG: `volume.png`, `backlog.png`."
+    );
+    md
+}
+
+/// Volume: totals and a table per category, queue and channel.
+fn volume_md(md: &mut String, f: &Figures) {
     let v = &f.volume;
     let _ = writeln!(md, "## Volume\n");
     let _ = writeln!(
@@ -62,8 +77,12 @@ pub fn markdown(title: &str, f: &Figures) -> String {
         ("Queue", &v.by_queue),
         ("Channel", &v.by_channel),
     ] {
-        rows_table(&mut md, what, rows);
+        rows_table(md, what, rows);
     }
+}
+
+/// The backlog by age, and response and resolution times.
+fn backlog_md(md: &mut String, f: &Figures) {
     let b = &f.backlog;
     let _ = writeln!(md, "## Backlog at the end of the period\n");
     let _ = writeln!(
@@ -84,8 +103,12 @@ pub fn markdown(title: &str, f: &Figures) -> String {
         ("first response", &f.first_response),
         ("resolution", &f.resolution),
     ] {
-        durations_row(&mut md, what, d);
+        durations_row(md, what, d);
     }
+}
+
+/// SLA met per policy and target; breached and due-soon tickets.
+fn sla_md(md: &mut String, f: &Figures) {
     let _ = writeln!(md, "\n## SLA\n");
     if f.sla.targets.is_empty() {
         let _ = writeln!(md, "No clock was met or breached in the period.\n");
@@ -117,6 +140,10 @@ pub fn markdown(title: &str, f: &Figures) -> String {
         }
         let _ = writeln!(md);
     }
+}
+
+/// Escalations, approvals and automation.
+fn activity_md(md: &mut String, f: &Figures) {
     let _ = writeln!(md, "## Escalations\n");
     if f.escalations.is_empty() {
         let _ = writeln!(md, "None.\n");
@@ -145,6 +172,10 @@ pub fn markdown(title: &str, f: &Figures) -> String {
         au.resolved,
         percent(au.share)
     );
+}
+
+/// A person's changes of the agent's decisions; the latest evaluation.
+fn drift_md(md: &mut String, f: &Figures) {
     let _ = writeln!(md, "## Drift\n");
     if f.drift.changes.is_empty() {
         let _ = writeln!(
@@ -174,11 +205,6 @@ pub fn markdown(title: &str, f: &Figures) -> String {
             fields.join(", ")
         );
     }
-    let _ = writeln!(
-        md,
-        "\n![Volume by category](volume.svg)\n\n![Backlog by age](backlog.svg)"
-    );
-    md
 }
 
 fn rows_table(md: &mut String, what: &str, rows: &[Row]) {

@@ -197,6 +197,9 @@ pub struct Sessions {
     counter: AtomicU64,
     /// Workers told to stop (their turn may not have started yet).
     closing: Mutex<std::collections::HashSet<String>>,
+    /// The desk's reports, for `render_report` (made after the sessions:
+    /// the daemon hands them over with [`Sessions::serve_reports`]).
+    reports: std::sync::OnceLock<Arc<dyn crate::tools::report::ReportSource>>,
     /// Woken when a worker's end is recorded (`wait_agent`).
     agent_news: tokio::sync::Notify,
 }
@@ -303,6 +306,7 @@ impl Sessions {
             counter: AtomicU64::new(0),
             closing: Mutex::new(std::collections::HashSet::new()),
             agent_news: tokio::sync::Notify::new(),
+            reports: std::sync::OnceLock::new(),
         });
         sessions.caught_up().await?;
         // Approval events a crash kept from reaching the session's copy.
@@ -312,6 +316,16 @@ impl Sessions {
         tokio::spawn(Arc::clone(&sessions).watch_orphans());
         tokio::spawn(Arc::clone(&sessions).follow_remote(head + 1));
         Ok(sessions)
+    }
+
+    /// Let `render_report` read the desk's reports (once).
+    pub fn serve_reports(&self, reports: Arc<dyn crate::tools::report::ReportSource>) {
+        let _ = self.reports.set(reports);
+    }
+
+    /// The tools' view of the desk's reports, once served.
+    pub(crate) fn reports(&self) -> Option<Arc<dyn crate::tools::report::ReportSource>> {
+        self.reports.get().cloned()
     }
 
     /// The sessions model's projector (status, rebuild).

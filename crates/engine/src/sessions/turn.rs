@@ -232,6 +232,7 @@ impl<'a> Prepared<'a> {
                     turn: self.turn,
                 }) as Arc<dyn crate::tools::agents::SubAgents>
             }),
+            reports: sessions.reports(),
         }
     }
 

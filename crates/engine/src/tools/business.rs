@@ -1,5 +1,5 @@
 //! The ten business tools of the TinyCode design, with its parameter names,
-//! plus `load_skill`. Every write goes through the desk (the event log).
+//! plus `load_skill` and `render_report` (`report.rs`). Every write goes through the desk (the event log).
 
 use std::sync::Arc;
 
@@ -149,6 +149,7 @@ pub fn business_tools() -> Vec<Arc<dyn Tool>> {
     ]
     .into_iter()
     .map(|t| Arc::new(t) as Arc<dyn Tool>)
+    .chain([super::report::render_report()])
     .collect()
 }
 

@@ -9,6 +9,7 @@
 pub mod agents;
 pub mod ask;
 mod business;
+pub mod report;
 pub mod schema;
 
 use std::collections::BTreeMap;
@@ -85,6 +86,9 @@ pub struct ToolContext {
     /// The running session's workers (`None`: no sub-agents here — a
     /// worker's own turn, a direct call).
     pub agents: Option<Arc<dyn agents::SubAgents>>,
+    /// The desk's reports (`None`: `render_report` says they are not
+    /// available here).
+    pub reports: Option<Arc<dyn report::ReportSource>>,
 }
 
 impl ToolContext {

@@ -58,11 +58,6 @@ impl ReportsRpc for ReportsService {
         request: Request<GetReportRequest>,
     ) -> Result<Response<ReportContent>, Status> {
         let id = validate::id("report_id", &request.into_inner().report_id)?;
-        let (info, markdown, figures_json) = self.reports.get(&id).await.or_status()?;
-        Ok(Response::new(ReportContent {
-            info: Some(info),
-            markdown,
-            figures_json,
-        }))
+        self.reports.get(&id).await.map(Response::new).or_status()
     }
 }
