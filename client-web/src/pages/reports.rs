@@ -164,7 +164,7 @@ fn sla(s: &Value) -> Markup {
             }
         }
         @for (what, key) in [("Breached", "breached"), ("Due in the next 4 hours", "dueNext4h")] {
-            h3 { (what) }
+            h3 { (what) " (" (n(&s[format!("{key}Count")])) ")" }
             ul.tickets data-list=(key) {
                 @for t in s[key].as_array().into_iter().flatten() {
                     li { a href={ "/tickets/" (n(&t["ticket"])) } { (n(&t["ticket"])) }

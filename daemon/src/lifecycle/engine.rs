@@ -207,6 +207,7 @@ fn serve_reports(
         layout.state_dir.clone(),
     );
     sessions.serve_reports(Arc::clone(&reports) as _);
+    reports.warm_up();
     if let Some(minute) = config.daily_report {
         tokio::spawn(crate::reports::run_daily(Arc::clone(&reports), minute));
     }

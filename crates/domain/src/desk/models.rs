@@ -84,17 +84,26 @@ pub struct TicketsModel {
 }
 
 impl TicketsModel {
-    /// The next alert of ticket `id`, from what `read` says of it.
+    /// The next alert of ticket `id`, from what `read` says of it (the
+    /// ticket itself when the caller has it decoded already).
     fn next_alert(
         &self,
         read: impl Fn(&[u8]) -> Result<Option<Vec<u8>>, ProjectionError>,
         id: &str,
+        decoded: Option<&Ticket>,
     ) -> Result<Option<(i64, AlertKind)>, ProjectionError> {
-        let (Some(ticket), Some(facts)) = (read(&ticket_key(id))?, read(&facts_key(id))?) else {
+        let Some(facts) = read(&facts_key(id))? else {
             return Ok(None);
         };
-        let ticket = decode_ticket(&ticket)?;
-        Ok(sla::next_alert(&self.sla, &ticket, &decode_facts(&facts)?))
+        let facts = decode_facts(&facts)?;
+        let ticket = match decoded {
+            Some(t) => std::borrow::Cow::Borrowed(t),
+            None => match read(&ticket_key(id))? {
+                Some(bytes) => std::borrow::Cow::Owned(decode_ticket(&bytes)?),
+                None => return Ok(None),
+            },
+        };
+        Ok(sla::next_alert(&self.sla, &ticket, &facts))
     }
 
     /// Make the stored schedule again with these settings (they changed
@@ -108,7 +117,7 @@ impl TicketsModel {
         for row in tree.scan_prefix(FACTS_PREFIX) {
             let (key, _) = row?;
             let id = String::from_utf8_lossy(&key[FACTS_PREFIX.len()..]).to_string();
-            if let Some(next) = self.next_alert(read, &id)? {
+            if let Some(next) = self.next_alert(read, &id, None)? {
                 batch.insert(due_key(&id), encode_next(next));
             }
         }
@@ -227,8 +236,11 @@ impl Projection for TicketsModel {
             })
             .map(|id| String::from_utf8_lossy(id).to_string())
             .collect();
+        let decoded: std::collections::HashMap<&str, &Ticket> =
+            changed.iter().map(|t| (t.id.as_str(), t)).collect();
         for id in touched {
-            let next = self.next_alert(|key| writes.get(key), &id)?;
+            let ticket = decoded.get(id.as_str()).copied();
+            let next = self.next_alert(|key| writes.get(key), &id, ticket)?;
             let stored = writes.get(&due_key(&id))?.and_then(|v| decode_next(&v));
             match next {
                 Some(next) if stored != Some(next) => writes.put(due_key(&id), encode_next(next)),

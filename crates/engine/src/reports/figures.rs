@@ -100,11 +100,19 @@ pub struct Durations {
 pub struct Sla {
     /// Per policy and target: clocks met and breached in the period.
     pub targets: Vec<SlaTarget>,
+    /// Clocks breached in the period: how many, and the first
+    /// [`LIST_MAX`] by due time.
+    pub breached_count: u64,
     pub breached: Vec<SlaTicket>,
     /// Running clocks due in the 4 hours after the period (or now, for a
-    /// period that has not ended).
+    /// period that has not ended): how many, and the first [`LIST_MAX`].
+    pub due_next_4h_count: u64,
     pub due_next_4h: Vec<SlaTicket>,
 }
+
+/// The most tickets a report names in one list (a desk that breached
+/// 100,000 clocks in a day gets their count and the first ones).
+pub const LIST_MAX: usize = 100;
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -385,8 +393,10 @@ impl<'a> Tally<'a> {
                         met_share: share(met, met + breached),
                     })
                     .collect(),
-                breached: self.breached,
-                due_next_4h: self.due_soon,
+                breached_count: self.breached.len() as u64,
+                breached: first(self.breached),
+                due_next_4h_count: self.due_soon.len() as u64,
+                due_next_4h: first(self.due_soon),
             },
             escalations: self
                 .escalations
@@ -436,6 +446,11 @@ fn approval_figures(period: Period, approvals: &[ApprovalInfo]) -> Approvals {
     }
     figures.median_wait_seconds = percentile(&mut waits, 50);
     figures
+}
+
+fn first(mut list: Vec<SlaTicket>) -> Vec<SlaTicket> {
+    list.truncate(LIST_MAX);
+    list
 }
 
 fn share(part: u64, whole: u64) -> Option<f64> {

@@ -245,6 +245,19 @@ impl Reports {
         })
     }
 
+    /// Load the system's fonts for the PNG charts in the background, so
+    /// the first report does not wait for them.
+    pub fn warm_up(&self) {
+        drop(tokio::task::spawn_blocking(|| {
+            let started = std::time::Instant::now();
+            png::Fonts::system();
+            tracing::debug!(
+                ms = started.elapsed().as_millis(),
+                "fonts loaded for the report charts"
+            );
+        }));
+    }
+
     /// The desk's time zone, seconds east of UTC.
     pub fn offset(&self) -> i64 {
         self.desk.sla_settings().hours.offset()
@@ -315,7 +328,9 @@ impl Reports {
     /// Compute and write a report's files; what `ReportGenerated` says of
     /// it, and its folder.
     async fn make(&self, ask: &Ask) -> Result<(ReportInfo, PathBuf), ReportError> {
+        let started = std::time::Instant::now();
         let figures = self.figures(ask).await?;
+        let tallied = started.elapsed();
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64);
@@ -327,6 +342,11 @@ impl Reports {
         let id = format!("R-{day}-{}", now_ms % 100_000_000);
         let title = title(ask, &figures);
         let files = files(title, figures.clone()).await?;
+        tracing::info!(
+            figures_ms = tallied.as_millis(),
+            files_ms = (started.elapsed() - tallied).as_millis(),
+            "report made"
+        );
         let dir = self.write_files(&id, &files)?;
         let (met, breached) = figures
             .sla

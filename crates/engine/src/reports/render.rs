@@ -130,11 +130,24 @@ fn sla_md(md: &mut String, f: &Figures) {
         }
         let _ = writeln!(md);
     }
-    for (what, list) in [
-        ("Breached in the period", &f.sla.breached),
-        ("Due in the next 4 hours", &f.sla.due_next_4h),
+    for (what, count, list) in [
+        (
+            "Breached in the period",
+            f.sla.breached_count,
+            &f.sla.breached,
+        ),
+        (
+            "Due in the next 4 hours",
+            f.sla.due_next_4h_count,
+            &f.sla.due_next_4h,
+        ),
     ] {
-        let _ = writeln!(md, "{what}: {}", if list.is_empty() { "none" } else { "" });
+        let shown = match count {
+            0 => "none".to_string(),
+            n if n as usize > list.len() => format!("{n} (the first {} by due time)", list.len()),
+            n => n.to_string(),
+        };
+        let _ = writeln!(md, "{what}: {shown}");
         for t in list {
             let _ = writeln!(md, "- {} {} (due {})", cell(&t.ticket), t.target, t.due_at);
         }

@@ -226,7 +226,9 @@ fn a_days_figures_equal_the_ones_worked_out_by_hand() {
                 {"policy": "standard", "target": "first_response", "met": 1, "breached": 1, "metShare": 0.5},
                 {"policy": "standard", "target": "resolution", "met": 1, "breached": 0, "metShare": 1.0}
             ],
+            "breachedCount": 1,
             "breached": [{"ticket": "D", "target": "first_response", "dueAt": "2026-12-03T15:00:00.000Z"}],
+            "dueNext4hCount": 1,
             "dueNext4h": [{"ticket": "B", "target": "first_response", "dueAt": "2026-12-04T00:30:00.000Z"}]
         },
         "escalations": [{"name": "L2", "count": 1}],
@@ -302,4 +304,33 @@ fn a_range_counts_every_day_in_it_and_a_queue_only_its_tickets() {
     // C's first response breached on the 2nd (due 14:00), inside the range.
     assert_eq!(f.sla.breached.len(), 1);
     assert_eq!(f.sla.breached[0].ticket, "C");
+}
+
+#[test]
+fn a_day_with_more_breaches_than_a_report_lists_counts_them_all_and_names_the_first() {
+    let settings = settings();
+    let period = Period {
+        from: t("2026-12-03T00:00:00Z"),
+        to: t("2026-12-04T00:00:00Z"),
+    };
+    let mut tally = Tally::new(period, t("2026-12-05T00:00:00Z"), "", &settings);
+    // 150 email tickets from 09:00, a minute apart: the standard policy's
+    // 4 business hours run out the same day for each.
+    for i in 0..150 {
+        let at = tinycode_shared::render::rfc3339(t("2026-12-03T01:00:00Z") + i * 60, 0);
+        let (ticket, facts) = fold(vec![(
+            at.as_str(),
+            created(&format!("T-{i:03}"), &at, "email", "物流", "物流组"),
+        )]);
+        tally.add(&ticket, &facts);
+    }
+    let f = tally.finish(&[], None);
+    assert_eq!(f.sla.breached_count, 150);
+    assert_eq!(f.sla.breached.len(), super::LIST_MAX);
+    assert_eq!(f.sla.breached[0].ticket, "T-000", "the earliest due first");
+    let md = super::super::render::markdown("t", &f);
+    assert!(
+        md.contains("Breached in the period: 150 (the first 100 by due time)"),
+        "{md}"
+    );
 }
