@@ -216,11 +216,15 @@ fn harden(mut response: Response) -> Response {
     let set = |h: &mut HeaderMap, k: header::HeaderName, v: &'static str| {
         h.insert(k, HeaderValue::from_static(v));
     };
-    set(
-        h,
-        header::CONTENT_SECURITY_POLICY,
-        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-    );
+    // A response with its own policy keeps it (a chart's: no script at
+    // all); every other gets the page's.
+    if !h.contains_key(header::CONTENT_SECURITY_POLICY) {
+        set(
+            h,
+            header::CONTENT_SECURITY_POLICY,
+            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        );
+    }
     set(h, header::X_CONTENT_TYPE_OPTIONS, "nosniff");
     // `same-origin`, not `no-referrer`: under `no-referrer` a browser sends
     // `Origin: null` with a form post, and the origin check refuses it.

@@ -108,8 +108,19 @@ fn a_report_is_made_stored_listed_and_shown() {
 
     // A second report of the same day is another artifact, not a change.
     let again = desk.json(&["report", "--day", "2026-09-18"]);
-    assert_ne!(again["report"]["reportId"], id);
+    let second = again["report"]["reportId"].as_str().unwrap();
+    assert_ne!(second, id);
     assert_eq!(desk.json(&["report", "list"]).as_array().unwrap().len(), 2);
+    // Its folder gone (or made by another daemon on the log): said so.
+    std::fs::remove_dir_all(desk.state_dir().join(format!("reports/{second}"))).unwrap();
+    let gone = desk.run(&["report", "show", second]);
+    assert_ne!(gone.code, 0);
+    assert!(
+        gone.stderr
+            .contains("is on the log but its files are not in this daemon's state directory"),
+        "{}",
+        gone.stderr
+    );
 }
 
 #[test]

@@ -179,6 +179,11 @@ def reports_page(page):
     expect(charts).to_have_count(2)
     for i in range(2):
         wait("a chart drawn", lambda: charts.nth(i).evaluate("i => i.complete && i.naturalWidth > 0"))
+    # A chart is an image with a policy of its own: no script at all.
+    chart = page.request.get(BASE + charts.nth(0).get_attribute("src"))
+    assert chart.headers["content-type"] == "image/svg+xml", chart.headers
+    policy = chart.headers["content-security-policy"]
+    assert policy.startswith("default-src 'none'") and "script-src" not in policy, policy
     made = page.url.rsplit("/", 1)[1]
     assert made in [r["reportId"] for r in cli_json("report", "list")]
     page.screenshot(path=os.path.join(SHOTS, "report.png"), full_page=True)

@@ -171,7 +171,10 @@ impl IntoStatus for crate::reports::ReportError {
         match self {
             ReportError::Invalid { .. } => Status::invalid_argument(message),
             ReportError::NotFound(_) => Status::not_found(message),
-            ReportError::Io { .. } | ReportError::Chart { .. } => Status::internal(message),
+            ReportError::Elsewhere(_) => Status::failed_precondition(message),
+            ReportError::Io { .. } | ReportError::Chart { .. } | ReportError::Stopped(_) => {
+                Status::internal(message)
+            }
             ReportError::Store(e) => e.into_status(),
             ReportError::Domain(e) => e.into_status(),
             ReportError::Approvals(e) => e.into_status(),

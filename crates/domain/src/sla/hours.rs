@@ -233,7 +233,7 @@ fn parse_offset(text: &str) -> Option<i64> {
     let rest = &t[1..];
     let (h, m) = match rest.split_once(':') {
         Some((h, m)) => (h, m),
-        None if rest.len() == 4 => rest.split_at(2),
+        None if rest.len() == 4 && rest.is_ascii() => rest.split_at(2),
         None => (rest, "0"),
     };
     let (h, m): (i64, i64) = (h.parse().ok()?, m.parse().ok()?);
@@ -324,6 +324,7 @@ mod tests {
     fn bad_calendars_name_their_key() {
         let bad = [
             (json!({"timeZone": "Europe/Berlin"}), "timeZone"),
+            (json!({"timeZone": "+€0"}), "timeZone"),
             (json!({"open": "9am"}), "open"),
             (json!({"open": "18:00", "close": "09:00"}), "close"),
             (json!({"days": ["funday"]}), "days"),

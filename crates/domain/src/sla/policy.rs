@@ -235,7 +235,10 @@ pub fn parse_duration(v: &Value) -> Result<i64, String> {
         )
     };
     let seconds = match v {
-        Value::Number(n) => n.as_u64().map(|m| m as i64 * 60).ok_or_else(bad)?,
+        Value::Number(n) => n
+            .as_u64()
+            .and_then(|m| i64::try_from(m).ok()?.checked_mul(60))
+            .ok_or_else(bad)?,
         Value::String(s) => {
             // One or more number+unit parts: "90s", "30m", "8h30m", "1d 4h".
             let mut rest = s.trim();

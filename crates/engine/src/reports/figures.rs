@@ -191,8 +191,8 @@ pub struct Tally<'a> {
     first_response: Vec<i64>,
     resolution: Vec<i64>,
     sla: BTreeMap<(String, String), (u64, u64)>,
-    breached: Vec<SlaTicket>,
-    due_soon: Vec<SlaTicket>,
+    breached: Listed,
+    due_soon: Listed,
     escalations: BTreeMap<u32, u64>,
     automation: Automation,
     drift: BTreeMap<(String, String), u64>,
@@ -212,8 +212,8 @@ impl<'a> Tally<'a> {
             first_response: Vec::new(),
             resolution: Vec::new(),
             sla: BTreeMap::new(),
-            breached: Vec::new(),
-            due_soon: Vec::new(),
+            breached: Listed::default(),
+            due_soon: Listed::default(),
             escalations: BTreeMap::new(),
             automation: Automation::default(),
             drift: BTreeMap::new(),
@@ -330,14 +330,14 @@ impl<'a> Tally<'a> {
                 }
                 State::Breached if self.period.holds(due) => {
                     self.sla.entry(key).or_default().1 += 1;
-                    self.breached.push(SlaTicket {
+                    self.breached.add(SlaTicket {
                         ticket: t.id.clone(),
                         target: c.target.as_str().into(),
                         due_at: rfc(due),
                     });
                 }
                 State::Running if due >= self.at && due < self.at + 4 * HOUR => {
-                    self.due_soon.push(SlaTicket {
+                    self.due_soon.add(SlaTicket {
                         ticket: t.id.clone(),
                         target: c.target.as_str().into(),
                         due_at: rfc(due),
@@ -370,10 +370,6 @@ impl<'a> Tally<'a> {
         self.volume.by_channel = rows(channel);
         self.automation.share = share(self.automation.unchanged, self.automation.resolved);
         let approval_figures = approval_figures(self.period, approvals);
-        self.breached
-            .sort_by(|a, b| (&a.due_at, &a.ticket).cmp(&(&b.due_at, &b.ticket)));
-        self.due_soon
-            .sort_by(|a, b| (&a.due_at, &a.ticket).cmp(&(&b.due_at, &b.ticket)));
         let (eval_id, eval_accuracy) = eval.unwrap_or_default();
         Figures {
             from: rfc(self.period.from),
@@ -393,10 +389,10 @@ impl<'a> Tally<'a> {
                         met_share: share(met, met + breached),
                     })
                     .collect(),
-                breached_count: self.breached.len() as u64,
-                breached: first(self.breached),
-                due_next_4h_count: self.due_soon.len() as u64,
-                due_next_4h: first(self.due_soon),
+                breached_count: self.breached.count,
+                breached: self.breached.first(),
+                due_next_4h_count: self.due_soon.count,
+                due_next_4h: self.due_soon.first(),
             },
             escalations: self
                 .escalations
@@ -448,9 +444,33 @@ fn approval_figures(period: Period, approvals: &[ApprovalInfo]) -> Approvals {
     figures
 }
 
-fn first(mut list: Vec<SlaTicket>) -> Vec<SlaTicket> {
-    list.truncate(LIST_MAX);
-    list
+/// Tickets of one list: all counted, the first [`LIST_MAX`] by due time
+/// kept (never more than twice that in memory).
+#[derive(Default)]
+struct Listed {
+    count: u64,
+    kept: Vec<SlaTicket>,
+}
+
+impl Listed {
+    fn add(&mut self, t: SlaTicket) {
+        self.count += 1;
+        self.kept.push(t);
+        if self.kept.len() >= 2 * LIST_MAX {
+            self.trim();
+        }
+    }
+
+    fn trim(&mut self) {
+        self.kept
+            .sort_by(|a, b| (&a.due_at, &a.ticket).cmp(&(&b.due_at, &b.ticket)));
+        self.kept.truncate(LIST_MAX);
+    }
+
+    fn first(mut self) -> Vec<SlaTicket> {
+        self.trim();
+        self.kept
+    }
 }
 
 fn share(part: u64, whole: u64) -> Option<f64> {

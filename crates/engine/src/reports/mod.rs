@@ -80,6 +80,8 @@ impl crate::tools::report::ReportSource for Reports {
         query: &'a crate::tools::report::ReportQuery,
     ) -> futures::future::BoxFuture<'a, Result<(String, serde_json::Value), String>> {
         Box::pin(async move {
+            // One report is worked out at a time (each reads every ticket).
+            let _one = self.making.lock().await;
             let ask = Ask::of(
                 &query.day,
                 &query.from,
@@ -95,6 +97,33 @@ impl crate::tools::report::ReportSource for Reports {
             Ok((markdown, json))
         })
     }
+}
+
+/// Write the files into a temp folder under `root`, fsync them, rename
+/// it into place; returns the folder.
+fn write_files(root: &Path, id: &str, files: &[(&str, Vec<u8>)]) -> Result<PathBuf, ReportError> {
+    let io = |action, path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ReportError::Io {
+            action,
+            path,
+            source,
+        }
+    };
+    std::fs::create_dir_all(root).map_err(io("create", root))?;
+    let tmp = root.join(format!(".tmp-{id}"));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir(&tmp).map_err(io("create", &tmp))?;
+    for (name, body) in files {
+        let path = tmp.join(name);
+        crate::files::replace(&path, body, 0o600).map_err(io("write", &path))?;
+    }
+    let dir = root.join(id);
+    std::fs::rename(&tmp, &dir).map_err(io("rename", &dir))?;
+    if let Ok(d) = std::fs::File::open(root) {
+        let _ = d.sync_all();
+    }
+    Ok(dir)
 }
 
 /// The stream of `ReportGenerated`.
@@ -117,6 +146,12 @@ pub enum ReportError {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "report {0} is on the log but its files are not in this daemon's state directory: another daemon sharing the log made it (open it there), or its folder was removed"
+    )]
+    Elsewhere(String),
+    #[error("the report's work stopped: {0}")]
+    Stopped(String),
     #[error("cannot draw the {name} chart: {problem}")]
     Chart { name: &'static str, problem: String },
     #[error(transparent)]
@@ -258,6 +293,11 @@ impl Reports {
         }));
     }
 
+    /// Becomes true when the store closes (the daily schedule stops).
+    pub fn closing(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.store.closing()
+    }
+
     /// The desk's time zone, seconds east of UTC.
     pub fn offset(&self) -> i64 {
         self.desk.sla_settings().hours.offset()
@@ -274,10 +314,7 @@ impl Reports {
         self.desk.tickets_at(head).await?;
         self.approvals.projector().wait_for(head).await?;
         self.evals.wait_for(head).await?;
-        let settings = self.desk.sla_settings();
         let now = crate::clock::now_unix();
-        let mut tally = figures::Tally::new(ask.period, now, &ask.queue, settings);
-        self.desk.each_ticket_with_facts(|t, f| tally.add(t, f))?;
         let approvals = self.approvals.list(true, "")?;
         let eval = crate::eval::newest_reports(self.evals.tree(), 1)?
             .into_iter()
@@ -290,7 +327,15 @@ impl Reports {
                     .collect();
                 (r.eval_id, fields)
             });
-        Ok(tally.finish(&approvals, eval))
+        // Every ticket is read and tallied: off the async threads.
+        let (desk, period, queue) = (Arc::clone(&self.desk), ask.period, ask.queue.clone());
+        tokio::task::spawn_blocking(move || {
+            let mut tally = figures::Tally::new(period, now, &queue, desk.sla_settings());
+            desk.each_ticket_with_facts(|t, f| tally.add(t, f))?;
+            Ok(tally.finish(&approvals, eval))
+        })
+        .await
+        .map_err(|e| ReportError::Stopped(e.to_string()))?
     }
 
     /// Make, store and announce a report. A scheduled one is stored at
@@ -302,10 +347,13 @@ impl Reports {
         loop {
             attempts += 1;
             let expected = if ask.scheduled {
-                if let Some(done) = self.scheduled_for(&ask.day).await? {
+                // One read gives both: a report another daemon appends
+                // after it moves the version, and the append conflicts.
+                let (done, version) = self.scheduled_for(&ask.day).await?;
+                if let Some(done) = done {
                     return Ok(done);
                 }
-                ExpectedVersion::Exact(self.stream_version().await?)
+                ExpectedVersion::Exact(version)
             } else {
                 ExpectedVersion::Any
             };
@@ -347,7 +395,14 @@ impl Reports {
             files_ms = (started.elapsed() - tallied).as_millis(),
             "report made"
         );
-        let dir = self.write_files(&id, &files)?;
+        let names: Vec<String> = files
+            .iter()
+            .map(|(name, _)| format!("reports/{id}/{name}"))
+            .collect();
+        let (root, folder) = (self.root(), id.clone());
+        let dir = tokio::task::spawn_blocking(move || write_files(&root, &folder, &files))
+            .await
+            .map_err(|e| ReportError::Stopped(e.to_string()))??;
         let (met, breached) = figures
             .sla
             .targets
@@ -360,10 +415,7 @@ impl Reports {
             queue: ask.queue.clone(),
             generated_at: crate::clock::now_rfc3339(),
             directory: format!("reports/{id}"),
-            files: files
-                .iter()
-                .map(|(name, _)| format!("reports/{id}/{name}"))
-                .collect(),
+            files: names,
             summary: format!(
                 "{} new, {} reopened; {} open at the end; SLA {met} met, {breached} breached",
                 figures.volume.new, figures.volume.reopened, figures.backlog.open
@@ -372,38 +424,6 @@ impl Reports {
             day: ask.day.clone(),
         };
         Ok((info, dir))
-    }
-
-    /// Write the files into a temp folder, fsync them, rename it into
-    /// place; returns the folder.
-    fn write_files(&self, id: &str, files: &[(&str, Vec<u8>)]) -> Result<PathBuf, ReportError> {
-        let root = self.root();
-        let io = |action, path: &Path| {
-            let path = path.to_path_buf();
-            move |source| ReportError::Io {
-                action,
-                path,
-                source,
-            }
-        };
-        std::fs::create_dir_all(&root).map_err(io("create", &root))?;
-        let tmp = root.join(format!(".tmp-{id}"));
-        let _ = std::fs::remove_dir_all(&tmp);
-        std::fs::create_dir(&tmp).map_err(io("create", &tmp))?;
-        for (name, body) in files {
-            let path = tmp.join(name);
-            crate::files::replace(&path, body, 0o600).map_err(io("write", &path))?;
-        }
-        let dir = root.join(id);
-        std::fs::rename(&tmp, &dir).map_err(io("rename", &dir))?;
-        if let Ok(d) = std::fs::File::open(&root) {
-            let _ = d.sync_all();
-        }
-        Ok(dir)
-    }
-
-    async fn stream_version(&self) -> Result<u64, ReportError> {
-        Ok(self.events().await?.last().map_or(0, |e| e.stream_version))
     }
 
     async fn events(&self) -> Result<Vec<Event>, ReportError> {
@@ -419,13 +439,20 @@ impl Reports {
         }
     }
 
-    /// The scheduled report of `day`, if one was made.
-    async fn scheduled_for(&self, day: &str) -> Result<Option<ReportInfo>, ReportError> {
-        Ok(self
-            .list(usize::MAX)
-            .await?
-            .into_iter()
-            .find(|r| r.scheduled && r.day == day))
+    /// The scheduled report of `day`, if one was made, and the stream's
+    /// version, from one read.
+    pub async fn scheduled_for(&self, day: &str) -> Result<(Option<ReportInfo>, u64), ReportError> {
+        let events = self.events().await?;
+        let version = events.last().map_or(0, |e| e.stream_version);
+        let done = events.into_iter().find_map(|e| match e.payload {
+            Some(Payload::ReportGenerated(ReportGenerated { report: Some(r) }))
+                if r.scheduled && r.day == day =>
+            {
+                Some(r)
+            }
+            _ => None,
+        });
+        Ok((done, version))
     }
 
     /// Reports made, newest first.
@@ -457,7 +484,12 @@ impl Reports {
             .into_iter()
             .find(|r| r.report_id == id)
             .ok_or_else(|| ReportError::NotFound(id.clone()))?;
-        let dir = self.state_dir.join(&info.directory);
+        // Its own folder, whatever the stored event says (never a path
+        // read from the log).
+        let dir = self.root().join(&id);
+        if !dir.is_dir() {
+            return Err(ReportError::Elsewhere(id));
+        }
         let read = |name: &str| {
             let path = dir.join(name);
             std::fs::read_to_string(&path).map_err(|source| ReportError::Io {

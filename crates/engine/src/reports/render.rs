@@ -10,9 +10,22 @@ use std::fmt::Write as _;
 use super::figures::{Durations, Figures, Row};
 
 /// A name in a Markdown table: no markup (a ticket file may name any
-/// category), no column break.
+/// category: every Markdown and HTML character is backslash-escaped), no
+/// line or column break.
 fn cell(text: &str) -> String {
-    xml(text).replace('|', "\\|").replace(['\n', '\r'], " ")
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' | '\r' => out.push(' '),
+            '\\' | '`' | '*' | '_' | '[' | ']' | '(' | ')' | '<' | '>' | '|' | '#' | '!' | '&'
+            | '~' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 fn span(seconds: Option<i64>) -> String {
@@ -392,5 +405,10 @@ mod tests {
         assert!(svg.contains("Volume by category") && svg.contains("3 tickets"));
         let md = markdown("Daily report", &f);
         assert!(md.contains("| 退款 | 3 | 0 | 0 | +3 |"), "{md}");
+        assert!(
+            md.contains("| \\<script\\>x\\</script\\> |") && !md.contains("<script>"),
+            "{md}"
+        );
+        assert_eq!(cell("R&D [x](u) a|b\nc"), "R\\&D \\[x\\]\\(u\\) a\\|b c");
     }
 }
