@@ -1,6 +1,6 @@
 //! Labelled sets: CSV (RFC 4180: quoted fields, doubled quotes, newlines
-//! inside quotes) with a header row, or JSON lines; each row a map from
-//! column name to text.
+//! inside quotes, a BOM, CRLF) with a header row, or JSON lines; each row a
+//! map from column name to text.
 
 use std::collections::BTreeMap;
 
@@ -15,60 +15,37 @@ pub enum DatasetError {
     Empty,
 }
 
-/// The records of a CSV text, quotes undone.
-fn records(text: &str) -> Result<Vec<(usize, Vec<String>)>, DatasetError> {
-    let mut out = Vec::new();
-    let (mut field, mut record) = (String::new(), Vec::new());
-    let (mut quoted, mut line, mut start) = (false, 1usize, 1usize);
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        match (quoted, c) {
-            (true, '"') if chars.peek() == Some(&'"') => {
-                chars.next();
-                field.push('"');
-            }
-            (true, '"') => quoted = false,
-            (true, c) => {
-                if c == '\n' {
-                    line += 1;
-                }
-                field.push(c);
-            }
-            (false, '"') if field.is_empty() => quoted = true,
-            (false, ',') => record.push(std::mem::take(&mut field)),
-            (false, '\r') => {}
-            (false, '\n') => {
-                record.push(std::mem::take(&mut field));
-                if record.iter().any(|f| !f.is_empty()) {
-                    out.push((start, std::mem::take(&mut record)));
-                }
-                record.clear();
-                line += 1;
-                start = line;
-            }
-            (false, c) => field.push(c),
-        }
-    }
-    if quoted {
-        return Err(DatasetError::Bad {
-            line: start,
-            problem: "a quoted field is never closed".into(),
-        });
-    }
-    if !field.is_empty() || !record.is_empty() {
-        record.push(field);
-        out.push((start, record));
-    }
-    Ok(out)
-}
-
-/// Rows of a CSV text with a header.
+/// Rows of a CSV text with a header: RFC 4180 as spreadsheets and
+/// helpdesk exports write it (the `csv` crate) — quoted fields holding
+/// commas, doubled quotes and line breaks (a text may start with one), a
+/// byte-order mark, CRLF or LF line ends; blank lines are skipped. A row
+/// is named by the line it starts on.
 pub fn csv(text: &str) -> Result<Vec<Row>, DatasetError> {
-    let mut records = records(text.trim_start_matches('\u{feff}'))?.into_iter();
-    let (_, header) = records.next().ok_or(DatasetError::Empty)?;
-    let header: Vec<String> = header.iter().map(|h| h.trim().to_string()).collect();
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut reader = ::csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_reader(text.as_bytes());
+    let bad = |e: ::csv::Error| DatasetError::Bad {
+        line: e.position().map_or(0, |p| p.line() as usize),
+        problem: e.to_string(),
+    };
+    let mut records = reader.records();
+    let header: Vec<String> = match records.next() {
+        Some(first) => first
+            .map_err(bad)?
+            .iter()
+            .map(|h| h.trim().to_string())
+            .collect(),
+        None => return Err(DatasetError::Empty),
+    };
     let mut rows = Vec::new();
-    for (line, record) in records {
+    for record in records {
+        let record = record.map_err(bad)?;
+        let line = record.position().map_or(0, |p| p.line() as usize);
+        if record.iter().all(str::is_empty) {
+            continue;
+        }
         if record.len() != header.len() {
             return Err(DatasetError::Bad {
                 line,
@@ -80,7 +57,13 @@ pub fn csv(text: &str) -> Result<Vec<Row>, DatasetError> {
                 ),
             });
         }
-        rows.push(header.iter().cloned().zip(record).collect());
+        rows.push(
+            header
+                .iter()
+                .cloned()
+                .zip(record.iter().map(str::to_string))
+                .collect(),
+        );
     }
     if rows.is_empty() {
         return Err(DatasetError::Empty);
@@ -164,6 +147,20 @@ mod tests {
             Err(DatasetError::Bad { line: 2, .. })
         ));
         assert_eq!(csv("text,intent\n"), Err(DatasetError::Empty));
+    }
+
+    #[test]
+    fn spreadsheet_csv_a_bom_crlf_and_a_text_starting_with_a_line_break() {
+        let text = "\u{feff}text,intent\r\n\"\r\nHello, I was charged twice\",billing\r\n\r\n\"\nwhere is \"\"it\"\"?\",shipping\r\n";
+        let rows = csv(text).unwrap();
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert_eq!(rows[0]["text"], "\r\nHello, I was charged twice");
+        assert_eq!(rows[0]["intent"], "billing");
+        assert_eq!(rows[1]["text"], "\nwhere is \"it\"?");
+        assert_eq!(rows[1]["intent"], "shipping");
+        // A row after a multi-line one is named by its own first line.
+        let e = csv("text,intent\n\"a\nb\",x\nlonely\n").unwrap_err();
+        assert!(matches!(e, DatasetError::Bad { line: 4, .. }), "{e:?}");
     }
 
     #[test]
