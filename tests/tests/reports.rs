@@ -181,6 +181,52 @@ fn the_scheduled_report_is_made_once_across_restarts() {
 }
 
 #[test]
+fn two_daemons_on_one_postgres_log_make_the_scheduled_report_once() {
+    let schema = tinycode_tests::pg::Schema::new("daily");
+    let desks: Vec<Desk> = (0..2)
+        .map(|_| {
+            let desk = morning_after().with_env("TINYCODE_STORE_URL", &schema.url());
+            desk.edit_config(|c| c["reports"] = serde_json::json!({"daily": "08:00"}));
+            desk
+        })
+        .collect();
+    // Both start at once, both past 08:00: each checks for yesterday's
+    // report and tries to make it; the append at the stream's version
+    // lets one through.
+    std::thread::scope(|s| {
+        for d in &desks {
+            s.spawn(|| d.ok(&["daemon", "start"]));
+        }
+    });
+    let reports = |d: &Desk| d.events(&["--stream", "reports"]).len();
+    for d in &desks {
+        assert!(
+            wait_until(Duration::from_secs(30), || reports(d) >= 1),
+            "{}",
+            d.log()
+        );
+    }
+    // A restart of each, one after the other, makes none either.
+    for d in &desks {
+        d.stop();
+        d.ok(&["daemon", "start"]);
+        d.ok(&["ticket", "list"]);
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    for d in &desks {
+        assert_eq!(reports(d), 1, "{}", d.log());
+        let listed = d.json(&["report", "list"]);
+        let days: Vec<&str> = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["day"].as_str().unwrap())
+            .collect();
+        assert_eq!(days, ["2026-09-18"], "{listed}");
+    }
+}
+
+#[test]
 fn a_scheduled_time_still_ahead_makes_nothing_yet() {
     let desk = morning_after();
     desk.edit_config(|c| c["reports"] = serde_json::json!({"daily": "23:30"}));
@@ -249,4 +295,79 @@ fn the_daily_report_skill_renders_through_the_read_only_tool_and_stores_nothing(
         refused.stdout
     );
     assert!(!refused.stdout.contains("new,"), "{}", refused.stdout);
+}
+
+/// A day `days` from today (UTC), `YYYY-MM-DD`.
+fn day_from_today(days: i64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let out = std::process::Command::new("date")
+        .args(["-u", "-d", &format!("@{}", now + days * 86_400), "+%F"])
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+#[test]
+fn the_report_counts_the_triage_models_tokens_and_cost_per_ticket() {
+    use tinycode_tests::mock_llm::MockLlm;
+    // Each request: route the ticket, then a final text; the mock reports
+    // 100 input and 10 output tokens per request.
+    let mock = MockLlm::respond(tinycode_tests::shared_desk::route_reply);
+    let desk = Desk::fixture()
+        .with_env("OPENAI_BASE_URL", &mock.base_url)
+        .with_env("OPENAI_API_KEY", "sk-test")
+        .with_env("TINYCODE_MODEL", "openai/gpt-test");
+    desk.edit_config(|c| {
+        c["reports"] =
+            serde_json::json!({"prices": {"openai/gpt-test": {"input": 2.0, "output": 8.0}}});
+    });
+    desk.ok(&["triage", "T-1001", "T-1002", "--approve", "auto"]);
+    let requests = mock.requests().len() as u64;
+    assert!(
+        requests >= 4,
+        "two requests per ticket at least: {requests}"
+    );
+    let made = desk.json(&[
+        "report",
+        "--from",
+        &day_from_today(-1),
+        "--to",
+        &day_from_today(1),
+    ]);
+    let model = &made["figures"]["model"];
+    assert_eq!(model["tickets"], 2, "{model}");
+    assert_eq!(model["inputTokens"], 100 * requests, "{model}");
+    assert_eq!(model["outputTokens"], 10 * requests, "{model}");
+    let rows = model["byModel"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{model}");
+    assert_eq!(rows[0]["model"], "openai/gpt-test");
+    // (100 × 2 + 10 × 8) per request, per million tokens, per ticket.
+    let expected = (requests * 280) as f64 / 1e6 / 2.0;
+    let per_ticket = model["costPerTicket"].as_f64().unwrap();
+    assert!((per_ticket - expected).abs() < 1e-12, "{model}");
+    let md = desk.ok(&[
+        "report",
+        "show",
+        made["report"]["reportId"].as_str().unwrap(),
+    ]);
+    assert!(md.contains("## Model use"), "{md}");
+    assert!(md.contains("| openai/gpt-test | 2 |"), "{md}");
+    // An unknown model in the prices is fine; a bad price names its key.
+    let bad = Desk::fixture();
+    bad.edit_config(|c| {
+        c["reports"] =
+            serde_json::json!({"prices": {"openai/gpt-test": {"input": -1, "output": 8}}});
+    });
+    let refused = bad.run(&["daemon", "start"]);
+    assert_ne!(refused.code, 0);
+    assert!(
+        refused
+            .stderr
+            .contains("reports.prices.openai/gpt-test.input"),
+        "{}",
+        refused.stderr
+    );
 }

@@ -129,8 +129,8 @@ fn restart_keys(old: &Config, new: &Config) -> Vec<String> {
     );
     changed(
         "reports",
-        old.daily_report != new.daily_report,
-        "the daily report's schedule starts with the daemon",
+        old.daily_report != new.daily_report || old.prices != new.prices,
+        "the daily report's schedule and the models' prices are read at start",
     );
     keys
 }

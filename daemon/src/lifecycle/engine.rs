@@ -205,6 +205,7 @@ fn serve_reports(
         Arc::clone(sessions.approvals()),
         evals.projector().clone(),
         layout.state_dir.clone(),
+        config.prices.clone(),
     );
     sessions.serve_reports(Arc::clone(&reports) as _);
     reports.warm_up();

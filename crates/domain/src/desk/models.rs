@@ -6,6 +6,9 @@
 //!   ticket's SLA facts (also folded from `sla-<id>`, its alerts) and
 //!   `w/<id>` → the moment of its next SLA alert (the schedule the SLA
 //!   watch follows, made with the settings whose fingerprint is `k/sla`);
+//!   `x/<session>` → the ticket a triage session works on (from
+//!   `TriageStarted`), so the session's steps add their model use to the
+//!   ticket's facts;
 //! - knowledge (tree `proj-kb`): `c/<id>` → the article file's content,
 //!   `v/<id>` → the `kb-<id>` version; articles are few, and their search
 //!   index is in memory, kept in step after each committed batch.
@@ -25,6 +28,7 @@ use crate::sla::{self, AlertKind, Before, Facts, Schedule, SlaSettings};
 const TICKET_PREFIX: &[u8] = b"t/";
 const FACTS_PREFIX: &[u8] = b"a/";
 const DUE_PREFIX: &[u8] = b"w/";
+const TRIAGE_SESSION_PREFIX: &[u8] = b"x/";
 const SLA_FINGERPRINT_KEY: &[u8] = b"k/sla";
 const CONTENT_PREFIX: &[u8] = b"c/";
 const VERSION_PREFIX: &[u8] = b"v/";
@@ -43,6 +47,12 @@ fn version_key(id: &str) -> Vec<u8> {
 
 pub(super) fn facts_key(id: &str) -> Vec<u8> {
     [FACTS_PREFIX, id.as_bytes()].concat()
+}
+
+/// A triage session → its ticket (from `TriageStarted`): the session's
+/// model use counts on the ticket.
+fn triage_session_key(session: &str) -> Vec<u8> {
+    [TRIAGE_SESSION_PREFIX, session.as_bytes()].concat()
 }
 
 fn due_key(id: &str) -> Vec<u8> {
@@ -130,13 +140,34 @@ impl TicketsModel {
     }
 }
 
+/// A step of a triage session: its model use on the ticket.
+fn triage_step(writes: &mut Writes<'_>, event: &Event) -> Result<(), ProjectionError> {
+    let Some(session) = event.stream_id.strip_prefix("session-") else {
+        return Ok(());
+    };
+    let Some(ticket) = writes.get(&triage_session_key(session))? else {
+        return Ok(());
+    };
+    let key = facts_key(&String::from_utf8_lossy(&ticket));
+    let mut facts = match writes.get(&key)? {
+        Some(bytes) => decode_facts(&bytes)?,
+        None => Facts::default(),
+    };
+    let before = facts.usage_at.len();
+    facts.used(event);
+    if facts.usage_at.len() != before {
+        writes.put(key, facts.encode_to_vec());
+    }
+    Ok(())
+}
+
 impl Projection for TicketsModel {
     fn name(&self) -> &'static str {
         "tickets"
     }
 
     fn version(&self) -> u32 {
-        4
+        5
     }
 
     /// The SLA schedule: made again when the settings changed, then loaded.
@@ -163,6 +194,17 @@ impl Projection for TicketsModel {
     }
 
     fn apply(&self, writes: &mut Writes<'_>, event: &Event) -> Result<(), ProjectionError> {
+        match event.payload.as_ref() {
+            Some(Payload::TriageStarted(t)) if !t.session_id.is_empty() => {
+                let key = triage_session_key(&t.session_id);
+                if writes.get(&key)?.is_none() {
+                    writes.put(key, t.ticket_id.clone().into_bytes());
+                }
+                return Ok(());
+            }
+            Some(Payload::AssistantMessageAdded(_)) => return triage_step(writes, event),
+            _ => {}
+        }
         if let Some(id) = event.stream_id.strip_prefix("sla-") {
             let key = facts_key(id);
             let mut facts = match writes.get(&key)? {

@@ -682,3 +682,63 @@ pub fn settings_of(ws: &Path) -> DeskSettings {
         ..DeskSettings::default()
     }
 }
+
+#[tokio::test]
+async fn a_triage_sessions_model_use_counts_on_its_ticket() {
+    use tinycode_shared::proto::{AssistantMessageAdded, ModelUsage, TriageStarted};
+    let (tmp, ws) = fixture_copy();
+    let (desk, _, store) = open(&ws, &tmp.path().join("db")).await;
+    sla_quiet(&desk).await;
+    let step = |input: u64| {
+        Payload::AssistantMessageAdded(AssistantMessageAdded {
+            model: "openai/gpt-test".into(),
+            usage: Some(ModelUsage {
+                input_tokens: input,
+                output_tokens: 7,
+                ..ModelUsage::default()
+            }),
+            ..AssistantMessageAdded::default()
+        })
+    };
+    // A session not linked to a ticket counts nowhere; T-1002's triage
+    // session counts on T-1002.
+    let append = |stream: &str, payloads: Vec<Payload>| {
+        let (store, stream) = (store.clone(), stream.to_string());
+        async move {
+            store
+                .append(&stream, crate::store::ExpectedVersion::Any, payloads)
+                .await
+                .unwrap()
+        }
+    };
+    append("session-other", vec![step(1000)]).await;
+    append(
+        "triage-T-1002",
+        vec![Payload::TriageStarted(TriageStarted {
+            ticket_id: "T-1002".into(),
+            session_id: "s1".into(),
+            attempt: 1,
+            ..TriageStarted::default()
+        })],
+    )
+    .await;
+    append("session-s1", vec![step(100), step(200)]).await;
+    desk.tickets_at(store.last_sequence()).await.unwrap();
+    let mut joined = Vec::new();
+    let n = desk
+        .each_ticket_with_facts(|t, f| joined.push((t.id.clone(), f.clone())))
+        .unwrap();
+    assert_eq!(n, joined.len());
+    assert!(n >= 3, "{n}");
+    for (id, facts) in &joined {
+        let used: Vec<(&str, u64, u64)> = facts.usage().map(|(_, m, i, o)| (m, i, o)).collect();
+        if id == "T-1002" {
+            assert_eq!(
+                used,
+                [("openai/gpt-test", 100, 7), ("openai/gpt-test", 200, 7)]
+            );
+        } else {
+            assert!(used.is_empty(), "{id}: {used:?}");
+        }
+    }
+}

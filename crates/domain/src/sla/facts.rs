@@ -55,6 +55,17 @@ pub struct Facts {
     pub breached_target: Vec<String>,
     #[prost(int64, repeated, tag = "13")]
     pub breached_at: Vec<i64>,
+    /// The agent's model use on the ticket — each step of its triage
+    /// sessions that reported usage: when, which model, input and output
+    /// tokens.
+    #[prost(int64, repeated, tag = "14")]
+    pub usage_at: Vec<i64>,
+    #[prost(string, repeated, tag = "15")]
+    pub usage_model: Vec<String>,
+    #[prost(uint64, repeated, tag = "16")]
+    pub usage_input: Vec<u64>,
+    #[prost(uint64, repeated, tag = "17")]
+    pub usage_output: Vec<u64>,
 }
 
 /// What the fold needs of the ticket before an event.
@@ -154,6 +165,31 @@ impl Facts {
                 self.person_changed_category.push(before.category.clone());
             }
         }
+    }
+
+    /// A step of one of the ticket's triage sessions: its model use.
+    pub fn used(&mut self, event: &Event) {
+        let Some(Payload::AssistantMessageAdded(a)) = event.payload.as_ref() else {
+            return;
+        };
+        let usage = a.usage.unwrap_or_default();
+        if usage.input_tokens + usage.output_tokens == 0 {
+            return;
+        }
+        self.usage_at
+            .push(event.recorded_at.as_ref().map_or(0, |t| t.seconds));
+        self.usage_model.push(a.model.clone());
+        self.usage_input.push(usage.input_tokens);
+        self.usage_output.push(usage.output_tokens);
+    }
+
+    /// The model use recorded: when, model, input and output tokens.
+    pub fn usage(&self) -> impl Iterator<Item = (i64, &str, u64, u64)> + '_ {
+        self.usage_at
+            .iter()
+            .zip(&self.usage_model)
+            .zip(self.usage_input.iter().zip(&self.usage_output))
+            .map(|((&at, model), (&input, &output))| (at, model.as_str(), input, output))
     }
 
     fn record(&mut self, key: String, event: &Event) {

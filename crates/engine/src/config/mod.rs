@@ -50,6 +50,19 @@ const KEYS: [&str; 21] = [
     "reports",
 ];
 
+/// What a model's tokens cost: per million input and output tokens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Price {
+    pub input: f64,
+    pub output: f64,
+}
+
+/// Both prices are finite (checked when read): equality is total.
+impl Eq for Price {}
+
+/// `reports.prices`, by model (`provider/model`).
+pub type Prices = std::collections::BTreeMap<String, Price>;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     /// Workspace-relative directory of `<id>.md` articles.
@@ -96,6 +109,9 @@ pub struct Config {
     /// `reports.daily` (`"08:00"`): the minute of the desk's day the
     /// previous day's report is made; `None`: no daily report.
     pub daily_report: Option<u32>,
+    /// `reports.prices`: what each model's tokens cost (the report's cost
+    /// per ticket).
+    pub prices: Prices,
     /// Keys the file has that tinycode does not know: ignored, as TinyCode
     /// ignores them, and reported (the daemon's log, `tinycode doctor`).
     pub warnings: Vec<String>,
@@ -195,6 +211,7 @@ impl Default for Config {
             allow: Vec::new(),
             sla: Default::default(),
             daily_report: None,
+            prices: Prices::new(),
             warnings: Vec::new(),
         }
     }
@@ -264,10 +281,11 @@ impl Config {
         file.timeouts(&mut config)?;
         file.workers(&mut config)?;
         if let Some(v) = obj.get("reports") {
-            config.daily_report = sections::reports(v).map_err(|problem| ConfigError::Section {
-                path: path.to_path_buf(),
-                problem,
-            })?;
+            (config.daily_report, config.prices) =
+                sections::reports(v).map_err(|problem| ConfigError::Section {
+                    path: path.to_path_buf(),
+                    problem,
+                })?;
         }
         if let Some(v) = obj.get("sla") {
             config.sla = crate::domain::sla::SlaSettings::from_json(v).map_err(|problem| {

@@ -244,27 +244,74 @@ pub(super) fn permissions(v: &Value) -> Result<Vec<String>, String> {
         .collect()
 }
 
-/// `"reports": {"daily": "08:00"}`: the minute of the desk's day the daily
-/// report is made. Each problem names its key (`reports.daily`).
-pub fn reports(v: &Value) -> Result<Option<u32>, String> {
+/// `"reports": {"daily": "08:00", "prices": {"openai/gpt-4o": {"input":
+/// 2.5, "output": 10}}}`: the minute of the desk's day the daily report is
+/// made, and what each model costs per million input and output tokens.
+/// Each problem names its key (`reports.daily`, `reports.prices.…`).
+pub fn reports(v: &Value) -> Result<(Option<u32>, super::Prices), String> {
     let obj = v
         .as_object()
         .ok_or_else(|| format!("`reports` must be an object, got {v}"))?;
-    if let Some(k) = obj.keys().find(|k| k.as_str() != "daily") {
-        return Err(format!("`reports` has an unknown key `{k}` (known: daily)"));
+    if let Some(k) = obj
+        .keys()
+        .find(|k| !["daily", "prices"].contains(&k.as_str()))
+    {
+        return Err(format!(
+            "`reports` has an unknown key `{k}` (known: daily, prices)"
+        ));
     }
+    let prices = match obj.get("prices") {
+        None | Some(Value::Null) => super::Prices::new(),
+        Some(v) => prices(v)?,
+    };
     let bad =
         |got: String| format!("`reports.daily` must be a time of day such as \"08:00\", got {got}");
-    match obj.get("daily") {
-        None | Some(Value::Null) => Ok(None),
+    let daily = match obj.get("daily") {
+        None | Some(Value::Null) => None,
         Some(Value::String(s)) => s
             .trim()
             .split_once(':')
             .and_then(|(h, m)| {
                 let (h, m): (u32, u32) = (h.parse().ok()?, m.parse().ok()?);
-                (h < 24 && m < 60).then_some(Some(h * 60 + m))
+                (h < 24 && m < 60).then_some(h * 60 + m)
             })
-            .ok_or_else(|| bad(format!("{s:?}"))),
-        Some(other) => Err(bad(other.to_string())),
-    }
+            .map(Some)
+            .ok_or_else(|| bad(format!("{s:?}")))?,
+        Some(other) => return Err(bad(other.to_string())),
+    };
+    Ok((daily, prices))
+}
+
+/// `reports.prices`: per model (`provider/model`), the price of a million
+/// input and output tokens, in the desk's currency.
+fn prices(v: &Value) -> Result<super::Prices, String> {
+    let obj = v.as_object().ok_or_else(|| {
+        format!("`reports.prices` must be an object of models, such as {{\"openai/gpt-4o\": {{\"input\": 2.5, \"output\": 10}}}}, got {v}")
+    })?;
+    obj.iter()
+        .map(|(model, p)| {
+            let key = format!("reports.prices.{model}");
+            let fields = p
+                .as_object()
+                .ok_or_else(|| format!("`{key}` must be {{\"input\": …, \"output\": …}}, got {p}"))?;
+            if let Some(k) = fields.keys().find(|k| !["input", "output"].contains(&k.as_str())) {
+                return Err(format!("`{key}` has an unknown key `{k}` (known: input, output)"));
+            }
+            let price = |name: &str| {
+                let got = fields.get(name).cloned().unwrap_or(Value::Null);
+                got.as_f64()
+                    .filter(|x| x.is_finite() && *x >= 0.0)
+                    .ok_or_else(|| {
+                        format!("`{key}.{name}` must be a price per million tokens (a number ≥ 0), got {got}")
+                    })
+            };
+            Ok((
+                model.clone(),
+                super::Price {
+                    input: price("input")?,
+                    output: price("output")?,
+                },
+            ))
+        })
+        .collect()
 }

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use tinycode_shared::proto::{ApprovalInfo, ApprovalState, Ticket};
 
+use crate::config::Prices;
 use crate::domain::sla::{self, Facts, SlaSettings, State, facts};
 
 const HOUR: i64 = 3600;
@@ -20,7 +21,7 @@ pub struct Period {
 }
 
 impl Period {
-    fn holds(&self, t: i64) -> bool {
+    pub(super) fn holds(&self, t: i64) -> bool {
         self.from <= t && t < self.to
     }
 
@@ -50,6 +51,7 @@ pub struct Figures {
     pub approvals: Approvals,
     pub automation: Automation,
     pub drift: Drift,
+    pub model: ModelUse,
 }
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -196,6 +198,7 @@ pub struct Tally<'a> {
     escalations: BTreeMap<u32, u64>,
     automation: Automation,
     drift: BTreeMap<(String, String), u64>,
+    model: model::Tally,
 }
 
 impl<'a> Tally<'a> {
@@ -217,6 +220,7 @@ impl<'a> Tally<'a> {
             escalations: BTreeMap::new(),
             automation: Automation::default(),
             drift: BTreeMap::new(),
+            model: model::Tally::default(),
         }
     }
 
@@ -258,6 +262,7 @@ impl<'a> Tally<'a> {
             }
         }
         self.clocks_of(t, f);
+        self.model.add(self.period, f);
         for (&level, &at) in f.escalated_level.iter().zip(&f.escalated_at) {
             if self.period.holds(at) {
                 *self.escalations.entry(level).or_default() += 1;
@@ -353,7 +358,9 @@ impl<'a> Tally<'a> {
         mut self,
         approvals: &[ApprovalInfo],
         eval: Option<(String, Vec<(String, f64)>)>,
+        prices: &Prices,
     ) -> Figures {
+        let model = std::mem::take(&mut self.model).finish(prices);
         let rfc = |s: i64| tinycode_shared::render::rfc3339(s, 0);
         let [category, queue, channel] = std::mem::take(&mut self.by);
         let rows = |m: BTreeMap<String, Row>| {
@@ -419,6 +426,7 @@ impl<'a> Tally<'a> {
             volume: self.volume,
             backlog: self.backlog,
             automation: self.automation,
+            model,
         }
     }
 }
@@ -494,6 +502,9 @@ fn durations(values: &mut [i64]) -> Durations {
         p90_seconds: percentile(values, 90),
     }
 }
+
+mod model;
+pub use model::{ModelRow, ModelUse};
 
 #[cfg(test)]
 mod tests;

@@ -180,6 +180,8 @@ pub struct Reports {
     approvals: Arc<Approvals>,
     evals: ProjectorHandle,
     state_dir: PathBuf,
+    /// `reports.prices`: the cost of the agent's model use.
+    prices: Arc<crate::config::Prices>,
     /// One report is made at a time.
     making: tokio::sync::Mutex<()>,
 }
@@ -269,6 +271,7 @@ impl Reports {
         approvals: Arc<Approvals>,
         evals: ProjectorHandle,
         state_dir: PathBuf,
+        prices: crate::config::Prices,
     ) -> Arc<Self> {
         Arc::new(Self {
             store,
@@ -276,6 +279,7 @@ impl Reports {
             approvals,
             evals,
             state_dir,
+            prices: Arc::new(prices),
             making: tokio::sync::Mutex::new(()),
         })
     }
@@ -329,10 +333,11 @@ impl Reports {
             });
         // Every ticket is read and tallied: off the async threads.
         let (desk, period, queue) = (Arc::clone(&self.desk), ask.period, ask.queue.clone());
+        let prices = Arc::clone(&self.prices);
         tokio::task::spawn_blocking(move || {
             let mut tally = figures::Tally::new(period, now, &queue, desk.sla_settings());
             desk.each_ticket_with_facts(|t, f| tally.add(t, f))?;
-            Ok(tally.finish(&approvals, eval))
+            Ok(tally.finish(&approvals, eval, &prices))
         })
         .await
         .map_err(|e| ReportError::Stopped(e.to_string()))?

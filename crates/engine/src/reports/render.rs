@@ -64,6 +64,7 @@ pub fn markdown(title: &str, f: &Figures) -> String {
     sla_md(&mut md, f);
     activity_md(&mut md, f);
     drift_md(&mut md, f);
+    model_md(&mut md, f);
     let _ = writeln!(
         md,
         "\n![Volume by category](volume.svg)\n\n![Backlog by age](backlog.svg)\n\n\
@@ -231,6 +232,51 @@ fn drift_md(md: &mut String, f: &Figures) {
             fields.join(", ")
         );
     }
+}
+
+/// The agent's model use: tokens and cost per ticket, by model.
+fn model_md(md: &mut String, f: &Figures) {
+    let m = &f.model;
+    let _ = writeln!(md, "\n## Model use\n");
+    if m.tickets == 0 {
+        let _ = writeln!(
+            md,
+            "No model usage reported for the period's triage (a provider that reports none, or no triage).\n"
+        );
+        return;
+    }
+    let money = |c: Option<f64>| c.map_or_else(|| "no price".into(), |c| format!("{c:.4}"));
+    let _ = writeln!(
+        md,
+        "{} tickets, {} input and {} output tokens: {:.0} tokens per ticket, cost per ticket {}.\n",
+        m.tickets,
+        m.input_tokens,
+        m.output_tokens,
+        m.tokens_per_ticket.unwrap_or(0.0),
+        money(m.cost_per_ticket),
+    );
+    let _ = writeln!(
+        md,
+        "| model | tickets | input tokens | output tokens | cost |\n| --- | ---: | ---: | ---: | ---: |"
+    );
+    for r in &m.by_model {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} |",
+            cell(&r.model),
+            r.tickets,
+            r.input_tokens,
+            r.output_tokens,
+            money(r.cost)
+        );
+    }
+    if m.cost.is_none() {
+        let _ = writeln!(
+            md,
+            "\nA model without a price in `reports.prices` leaves the cost unknown."
+        );
+    }
+    let _ = writeln!(md);
 }
 
 fn rows_table(md: &mut String, what: &str, rows: &[Row]) {

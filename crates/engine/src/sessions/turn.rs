@@ -275,6 +275,7 @@ impl<'a> Prepared<'a> {
         let prior = self.so_far.len();
         let mut recorder = Recorder {
             tx,
+            model: &self.state.model,
             turn: self.turn,
             step: 0,
             stored: 0,
@@ -426,6 +427,8 @@ fn turn_config(
 /// Turns the loop's events into writes, counting what it stored.
 struct Recorder<'a> {
     tx: &'a mpsc::UnboundedSender<Write>,
+    /// The session's model, stored with each step it makes.
+    model: &'a str,
     turn: u64,
     step: u32,
     /// Messages handed to the writer (the rest are stored after the loop).
@@ -447,6 +450,7 @@ impl Recorder<'_> {
                 if let Some(mut p) = payload(self.turn, self.step, &m) {
                     if let Payload::AssistantMessageAdded(a) = &mut p {
                         a.usage = Some(model_usage(&usage));
+                        a.model = self.model.to_string();
                     }
                     send(Write::Store(Box::new(p)));
                 }
@@ -523,6 +527,7 @@ fn payload(turn: u64, step: u32, message: &Message) -> Option<Payload> {
             step,
             turn,
             usage: None,
+            model: String::new(),
         })),
         Message::ToolResult {
             call_id,

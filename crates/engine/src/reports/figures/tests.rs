@@ -5,9 +5,9 @@
 use serde_json::json;
 use tinycode_shared::proto::event::Payload;
 use tinycode_shared::proto::{
-    AgentReplyAdded, ApprovalInfo, ApprovalState, ClientRef, CustomerMessageAdded, Event, Ticket,
-    TicketClassified, TicketCreated, TicketEscalated, TicketMessage, TicketStatusChanged,
-    ToolOrigin,
+    AgentReplyAdded, ApprovalInfo, ApprovalState, AssistantMessageAdded, ClientRef,
+    CustomerMessageAdded, Event, ModelUsage, Ticket, TicketClassified, TicketCreated,
+    TicketEscalated, TicketMessage, TicketStatusChanged, ToolOrigin,
 };
 
 use super::*;
@@ -94,6 +94,58 @@ fn approval(requested: &str, decided: &str, state: ApprovalState) -> ApprovalInf
         state: state as i32,
         ..ApprovalInfo::default()
     }
+}
+
+/// A step of a triage session that reported `input` and `output` tokens.
+fn step(at: &str, model: &str, input: u64, output: u64) -> Event {
+    Event {
+        stream_id: "session-S".into(),
+        recorded_at: Some(prost_types::Timestamp {
+            seconds: t(at),
+            nanos: 0,
+        }),
+        payload: Some(Payload::AssistantMessageAdded(AssistantMessageAdded {
+            model: model.into(),
+            usage: Some(ModelUsage {
+                input_tokens: input,
+                output_tokens: output,
+                ..ModelUsage::default()
+            }),
+            ..Default::default()
+        })),
+        ..Event::default()
+    }
+}
+
+/// `desk()` with the model use of its triage sessions: A two steps of a
+/// priced model, B one of the offline model, C one of a model with no
+/// price; E's (the day before) is not counted; a step with no usage
+/// reported adds nothing.
+fn desk_with_model_use() -> Vec<(Ticket, Facts)> {
+    let mut desk = desk();
+    let steps = [
+        (0, step("2026-12-03T09:04:00Z", "openai/gpt-4o", 1000, 50)),
+        (0, step("2026-12-03T09:05:00Z", "openai/gpt-4o", 1200, 30)),
+        (0, step("2026-12-03T09:06:00Z", "openai/gpt-4o", 0, 0)),
+        (1, step("2026-12-03T16:01:00Z", "offline", 300, 20)),
+        (2, step("2026-12-03T08:00:00Z", "anthropic/claude", 100, 10)),
+        (4, step("2026-12-02T09:30:00Z", "openai/gpt-4o", 500, 5)),
+    ];
+    for (i, e) in steps {
+        desk[i].1.used(&e);
+    }
+    desk
+}
+
+fn prices() -> crate::config::Prices {
+    [(
+        "openai/gpt-4o".to_string(),
+        crate::config::Price {
+            input: 2.5,
+            output: 10.0,
+        },
+    )]
+    .into()
 }
 
 fn settings() -> SlaSettings {
@@ -183,7 +235,7 @@ fn a_days_figures_equal_the_ones_worked_out_by_hand() {
         to: t("2026-12-04T00:00:00Z"),
     };
     let mut tally = Tally::new(period, t("2026-12-05T00:00:00Z"), "", &settings);
-    for (ticket, facts) in desk() {
+    for (ticket, facts) in desk_with_model_use() {
         tally.add(&ticket, &facts);
     }
     let approvals = [
@@ -206,6 +258,7 @@ fn a_days_figures_equal_the_ones_worked_out_by_hand() {
     let figures = tally.finish(
         &approvals,
         Some(("E-1".into(), vec![("category".into(), 0.9)])),
+        &prices(),
     );
     let row = |name: &str, new: u64, reopened: u64, previous_new: u64| json!({"name": name, "new": new, "reopened": reopened, "previousNew": previous_new, "previousReopened": 0});
     let golden = json!({
@@ -238,6 +291,17 @@ fn a_days_figures_equal_the_ones_worked_out_by_hand() {
             "changes": [{"field": "priority", "category": "物流", "count": 1}],
             "evalId": "E-1",
             "evalAccuracy": [["category", 0.9]]
+        },
+        // A, B and C; E's step was the day before. The model with no price
+        // leaves the total unknown; gpt-4o: (2,200 × 2.5 + 80 × 10) / 10⁶.
+        "model": {
+            "tickets": 3, "inputTokens": 2600, "outputTokens": 110,
+            "tokensPerTicket": 2710.0 / 3.0, "cost": null, "costPerTicket": null,
+            "byModel": [
+                {"model": "anthropic/claude", "tickets": 1, "inputTokens": 100, "outputTokens": 10, "cost": null},
+                {"model": "offline", "tickets": 1, "inputTokens": 300, "outputTokens": 20, "cost": 0.0},
+                {"model": "openai/gpt-4o", "tickets": 1, "inputTokens": 2200, "outputTokens": 80, "cost": 0.0063}
+            ]
         }
     });
     assert_eq!(serde_json::to_value(&figures).unwrap(), golden);
@@ -257,7 +321,7 @@ fn business_hours_and_holidays_change_the_first_response_figures() {
         for (ticket, facts) in desk() {
             tally.add(&ticket, &facts);
         }
-        tally.finish(&[], None).first_response
+        tally.finish(&[], None, &prices()).first_response
     };
     let normal = run(&settings());
     assert_eq!(
@@ -296,7 +360,7 @@ fn a_range_counts_every_day_in_it_and_a_queue_only_its_tickets() {
     for (ticket, facts) in desk() {
         tally.add(&ticket, &facts);
     }
-    let f = tally.finish(&[], None);
+    let f = tally.finish(&[], None, &prices());
     // 售后组: A, C and E, all new in the two days; A and E resolved.
     assert_eq!((f.volume.new, f.volume.reopened), (3, 0));
     assert_eq!(f.resolution.count, 2);
@@ -324,7 +388,7 @@ fn a_day_with_more_breaches_than_a_report_lists_counts_them_all_and_names_the_fi
         )]);
         tally.add(&ticket, &facts);
     }
-    let f = tally.finish(&[], None);
+    let f = tally.finish(&[], None, &prices());
     assert_eq!(f.sla.breached_count, 150);
     assert_eq!(f.sla.breached.len(), super::LIST_MAX);
     assert_eq!(f.sla.breached[0].ticket, "T-000", "the earliest due first");
@@ -333,4 +397,39 @@ fn a_day_with_more_breaches_than_a_report_lists_counts_them_all_and_names_the_fi
         md.contains("Breached in the period: 150 (the first 100 by due time)"),
         "{md}"
     );
+}
+
+#[test]
+fn every_model_priced_gives_the_cost_per_ticket_and_none_used_gives_none() {
+    let settings = settings();
+    let period = Period {
+        from: t("2026-12-03T00:00:00Z"),
+        to: t("2026-12-04T00:00:00Z"),
+    };
+    let mut prices = prices();
+    prices.insert(
+        "anthropic/claude".into(),
+        crate::config::Price {
+            input: 3.0,
+            output: 15.0,
+        },
+    );
+    let run = |desk: Vec<(Ticket, Facts)>| {
+        let mut tally = Tally::new(period, t("2026-12-05T00:00:00Z"), "", &settings);
+        for (ticket, facts) in desk {
+            tally.add(&ticket, &facts);
+        }
+        tally.finish(&[], None, &prices).model
+    };
+    let m = run(desk_with_model_use());
+    // 0.0063 (gpt-4o) + (100 × 3 + 10 × 15) / 10⁶ + 0 (offline).
+    let cost = m.cost.unwrap();
+    assert!((cost - 0.00675).abs() < 1e-12, "{cost}");
+    assert!((m.cost_per_ticket.unwrap() - 0.00225).abs() < 1e-12);
+    let none = run(desk());
+    assert_eq!(
+        (none.tickets, none.cost, none.tokens_per_ticket),
+        (0, None, None)
+    );
+    assert!(none.by_model.is_empty());
 }
