@@ -5,8 +5,9 @@
 //!    having applied it (p50, p99).
 //! 2. A large log written straight through the store: 100,000 tickets
 //!    (created, classified, routed: 3 events each) and 20,000 triage
-//!    sessions (two turns, 35 events each): 1,000,000 events with the
-//!    daemon's own. Then the real daemon: its first start (every read model
+//!    sessions (two turns, 35 events each, their steps reporting model
+//!    usage) with their triage records (3 events each): 1,020,000 events
+//!    with the daemon's own. Then the real daemon: its first start (every read model
 //!    built from the log), a clean stop, and a second start (resumed from
 //!    the checkpoints): time from spawn to the first answered
 //!    `Tickets.List`, daemon RSS, `Tickets.Get` p99 over 2,000 reads, and
@@ -29,10 +30,10 @@ use tinycode_shared::proto::event::Payload;
 use tinycode_shared::proto::reports_client::ReportsClient;
 use tinycode_shared::proto::tickets_client::TicketsClient;
 use tinycode_shared::proto::{
-    AssistantMessageAdded, GenerateReportRequest, GetTicketRequest, ListTicketsRequest,
+    AssistantMessageAdded, GenerateReportRequest, GetTicketRequest, ListTicketsRequest, ModelUsage,
     SessionCreated, Ticket, TicketClassified, TicketCreated, TicketMessage, TicketNote,
-    TicketNoteAdded, TicketRouted, ToolCallFinished, ToolCallRef, TurnCompleted, TurnStarted,
-    UserMessageAdded,
+    TicketNoteAdded, TicketRouted, ToolCallFinished, ToolCallRef, TriageFinished, TriageQueued,
+    TriageStarted, TurnCompleted, TurnStarted, UserMessageAdded,
 };
 use tinycode_tests::Desk;
 use tinycode_tests::targets::{Targets, settle_disk};
@@ -152,6 +153,12 @@ fn session_events(n: usize) -> Vec<Payload> {
                 tool_calls: if step < 6 { vec![call.clone()] } else { vec![] },
                 step,
                 turn,
+                usage: Some(ModelUsage {
+                    input_tokens: 1_500,
+                    output_tokens: 60,
+                    ..ModelUsage::default()
+                }),
+                model: "openai/gpt-4o-mini".into(),
                 ..AssistantMessageAdded::default()
             }));
             if step < 6 {
@@ -215,11 +222,47 @@ async fn write_log(desk: &Desk, tickets: usize, sessions: usize) -> u64 {
         .map(|n| {
             let store = store.clone();
             async move {
+                let (ticket, session) = (format!("T-{}", 10_000 + n), format!("s{n:012x}"));
                 store
                     .append(
-                        &format!("session-s{n:012x}"),
+                        &format!("triage-{ticket}"),
+                        ExpectedVersion::NoStream,
+                        vec![
+                            Payload::TriageQueued(TriageQueued {
+                                ticket_id: ticket.clone(),
+                                source: "file".into(),
+                                ..TriageQueued::default()
+                            }),
+                            Payload::TriageStarted(TriageStarted {
+                                ticket_id: ticket.clone(),
+                                session_id: session.clone(),
+                                attempt: 1,
+                                ..TriageStarted::default()
+                            }),
+                        ],
+                    )
+                    .await
+                    .unwrap();
+                store
+                    .append(
+                        &format!("session-{session}"),
                         ExpectedVersion::NoStream,
                         session_events(n),
+                    )
+                    .await
+                    .unwrap();
+                store
+                    .append(
+                        &format!("triage-{ticket}"),
+                        ExpectedVersion::Exact(2),
+                        vec![Payload::TriageFinished(TriageFinished {
+                            ticket_id: ticket,
+                            session_id: session,
+                            result: "done".into(),
+                            outcome: "completed".into(),
+                            attempts: 1,
+                            ..TriageFinished::default()
+                        })],
                     )
                     .await
                     .unwrap();

@@ -150,15 +150,40 @@ mod tests {
     }
 
     #[test]
-    fn spreadsheet_csv_a_bom_crlf_and_a_text_starting_with_a_line_break() {
-        let text = "\u{feff}text,intent\r\n\"\r\nHello, I was charged twice\",billing\r\n\r\n\"\nwhere is \"\"it\"\"?\",shipping\r\n";
-        let rows = csv(text).unwrap();
+    fn a_text_that_starts_with_a_line_break() {
+        let rows = csv("text,intent\n\"\nwhere is my parcel\",shipping\n").unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0]["text"], "\nwhere is my parcel");
+        assert_eq!(rows[0]["intent"], "shipping");
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_not_part_of_the_first_column() {
+        let rows = csv("\u{feff}text,intent\nhello,greet\n").unwrap();
+        assert_eq!(rows[0]["text"], "hello");
+        assert!(rows[0].contains_key("text"), "{:?}", rows[0]);
+    }
+
+    #[test]
+    fn crlf_line_ends_outside_and_inside_quotes() {
+        let rows =
+            csv("text,intent\r\n\"charged\r\ntwice\",billing\r\n\r\nplain,other\r\n").unwrap();
         assert_eq!(rows.len(), 2, "{rows:?}");
-        assert_eq!(rows[0]["text"], "\r\nHello, I was charged twice");
+        // Inside quotes the text is kept as written; outside, CRLF ends a row.
+        assert_eq!(rows[0]["text"], "charged\r\ntwice");
         assert_eq!(rows[0]["intent"], "billing");
-        assert_eq!(rows[1]["text"], "\nwhere is \"it\"?");
-        assert_eq!(rows[1]["intent"], "shipping");
-        // A row after a multi-line one is named by its own first line.
+        assert_eq!(rows[1]["intent"], "other");
+    }
+
+    #[test]
+    fn commas_and_doubled_quotes_inside_quotes() {
+        let rows = csv("text,intent\n\"a, \"\"b\"\", c\",x\n").unwrap();
+        assert_eq!(rows[0]["text"], "a, \"b\", c");
+        assert_eq!(rows[0]["intent"], "x");
+    }
+
+    #[test]
+    fn a_row_after_a_multi_line_one_is_named_by_its_own_first_line() {
         let e = csv("text,intent\n\"a\nb\",x\nlonely\n").unwrap_err();
         assert!(matches!(e, DatasetError::Bad { line: 4, .. }), "{e:?}");
     }
