@@ -119,6 +119,33 @@ async fn fetch_status(
         .into_inner())
 }
 
+/// The status of the daemon just started. A connection cut while it is
+/// read (seen once in CI's kill -9 loop as "operation was canceled", the
+/// daemon up and well) is tried again, a few times, on a new connection.
+async fn status_after_start(ctx: &Ctx) -> anyhow::Result<DaemonStatus> {
+    let mut tries = 0;
+    loop {
+        let channel = client::connect(&ctx.layout.socket, &ctx.client).await?;
+        match DaemonClient::new(channel)
+            .get_status(GetStatusRequest {})
+            .await
+        {
+            Ok(status) => return Ok(status.into_inner()),
+            Err(e)
+                if tries < 5
+                    && matches!(
+                        e.code(),
+                        tonic::Code::Cancelled | tonic::Code::Unavailable | tonic::Code::Unknown
+                    ) =>
+            {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 /// The status of the daemon answering now, if one does.
 async fn running_status(ctx: &Ctx) -> Option<DaemonStatus> {
     let channel = client::connect(&ctx.layout.socket, &ctx.client)
@@ -147,8 +174,7 @@ async fn start(ctx: &Ctx) -> anyhow::Result<ExitCode> {
         None => {
             wait_for_previous(ctx).await;
             client::start_daemon(&ctx.layout).await?;
-            let channel = client::connect(&ctx.layout.socket, &ctx.client).await?;
-            (false, fetch_status(channel).await?)
+            (false, status_after_start(ctx).await?)
         }
     };
     if ctx.json {
