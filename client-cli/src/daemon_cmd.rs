@@ -112,7 +112,7 @@ async fn restart(ctx: &Ctx, timeout: u64) -> anyhow::Result<ExitCode> {
 
 async fn fetch_status(
     channel: tinycode_shared::client::DaemonChannel,
-) -> anyhow::Result<DaemonStatus> {
+) -> Result<DaemonStatus, tonic::Status> {
     Ok(DaemonClient::new(channel)
         .get_status(GetStatusRequest {})
         .await?
@@ -126,11 +126,8 @@ async fn status_after_start(ctx: &Ctx) -> anyhow::Result<DaemonStatus> {
     let mut tries = 0;
     loop {
         let channel = client::connect(&ctx.layout.socket, &ctx.client).await?;
-        match DaemonClient::new(channel)
-            .get_status(GetStatusRequest {})
-            .await
-        {
-            Ok(status) => return Ok(status.into_inner()),
+        match fetch_status(channel).await {
+            Ok(status) => return Ok(status),
             Err(e)
                 if tries < 5
                     && matches!(

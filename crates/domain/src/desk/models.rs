@@ -23,7 +23,7 @@ use super::lock;
 use crate::knowledge::parse_article;
 use crate::projection::{Projection, ProjectionError, Writes, decode_u64};
 use crate::search::{Document, Kind, SearchIndex};
-use crate::sla::{self, AlertKind, Before, Facts, Schedule, SlaSettings};
+use crate::sla::{self, AlertKind, Before, Facts, Schedule, SlaSettings, StepUse};
 
 const TICKET_PREFIX: &[u8] = b"t/";
 const FACTS_PREFIX: &[u8] = b"a/";
@@ -59,8 +59,13 @@ fn due_key(id: &str) -> Vec<u8> {
     [DUE_PREFIX, id.as_bytes()].concat()
 }
 
-pub(super) fn decode_facts(bytes: &[u8]) -> Result<Facts, ProjectionError> {
+fn decode_facts(bytes: &[u8]) -> Result<Facts, ProjectionError> {
     Facts::decode(bytes).map_err(|e| ProjectionError::Corrupt(format!("a ticket's facts: {e}")))
+}
+
+/// The stored facts, or none yet.
+pub(super) fn facts_or_default(bytes: Option<impl AsRef<[u8]>>) -> Result<Facts, ProjectionError> {
+    bytes.map_or_else(|| Ok(Facts::default()), |b| decode_facts(b.as_ref()))
 }
 
 /// A schedule entry: the moment (8 bytes, big-endian) and the kind.
@@ -140,8 +145,12 @@ impl TicketsModel {
     }
 }
 
-/// A step of a triage session: its model use on the ticket.
+/// A step of a triage session: its model use on the ticket (a step that
+/// reported no usage is not looked up).
 fn triage_step(writes: &mut Writes<'_>, event: &Event) -> Result<(), ProjectionError> {
+    let Some(step) = StepUse::of(event) else {
+        return Ok(());
+    };
     let Some(session) = event.stream_id.strip_prefix("session-") else {
         return Ok(());
     };
@@ -149,15 +158,9 @@ fn triage_step(writes: &mut Writes<'_>, event: &Event) -> Result<(), ProjectionE
         return Ok(());
     };
     let key = facts_key(&String::from_utf8_lossy(&ticket));
-    let mut facts = match writes.get(&key)? {
-        Some(bytes) => decode_facts(&bytes)?,
-        None => Facts::default(),
-    };
-    let before = facts.usage_at.len();
-    facts.used(event);
-    if facts.usage_at.len() != before {
-        writes.put(key, facts.encode_to_vec());
-    }
+    let mut facts = facts_or_default(writes.get(&key)?)?;
+    facts.used(step);
+    writes.put(key, facts.encode_to_vec());
     Ok(())
 }
 
@@ -207,10 +210,7 @@ impl Projection for TicketsModel {
         }
         if let Some(id) = event.stream_id.strip_prefix("sla-") {
             let key = facts_key(id);
-            let mut facts = match writes.get(&key)? {
-                Some(bytes) => decode_facts(&bytes)?,
-                None => Facts::default(),
-            };
+            let mut facts = facts_or_default(writes.get(&key)?)?;
             if event.stream_version > facts.alerts_version {
                 let ticket = match writes.get(&ticket_key(id))? {
                     Some(bytes) => decode_ticket(&bytes)?,
@@ -236,10 +236,7 @@ impl Projection for TicketsModel {
         crate::ticket::apply(&mut ticket, event);
         if ticket.version == event.stream_version {
             let key_facts = facts_key(id);
-            let mut facts = match writes.get(&key_facts)? {
-                Some(bytes) => decode_facts(&bytes)?,
-                None => Facts::default(),
-            };
+            let mut facts = facts_or_default(writes.get(&key_facts)?)?;
             let unchanged = facts.clone();
             facts.apply(event, &before, &ticket);
             if facts != unchanged {

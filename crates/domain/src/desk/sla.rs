@@ -11,7 +11,7 @@ use std::time::Duration;
 use tinycode_shared::proto::event::Payload;
 use tinycode_shared::proto::{SlaAlert, Ticket};
 
-use super::models::{decode_facts, facts_key};
+use super::models::{facts_key, facts_or_default};
 use super::{Desk, DomainError, TicketFilter};
 use crate::sla::{self, AlertKind, Clock, Facts};
 use crate::store::{ExpectedVersion, StoreError};
@@ -26,11 +26,12 @@ const IDLE: Duration = Duration::from_secs(60);
 impl Desk {
     /// The ticket's SLA facts as the read model has them.
     fn sla_facts(&self, id: &str) -> Result<Facts, DomainError> {
-        match self.tickets.tree().get(facts_key(id)) {
-            Ok(Some(bytes)) => Ok(decode_facts(&bytes)?),
-            Ok(None) => Ok(Facts::default()),
-            Err(e) => Err(crate::projection::ProjectionError::from(e).into()),
-        }
+        let stored = self
+            .tickets
+            .tree()
+            .get(facts_key(id))
+            .map_err(crate::projection::ProjectionError::from)?;
+        Ok(facts_or_default(stored)?)
     }
 
     /// The SLA settings the desk was opened with.

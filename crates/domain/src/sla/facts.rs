@@ -168,19 +168,11 @@ impl Facts {
     }
 
     /// A step of one of the ticket's triage sessions: its model use.
-    pub fn used(&mut self, event: &Event) {
-        let Some(Payload::AssistantMessageAdded(a)) = event.payload.as_ref() else {
-            return;
-        };
-        let usage = a.usage.unwrap_or_default();
-        if usage.input_tokens + usage.output_tokens == 0 {
-            return;
-        }
-        self.usage_at
-            .push(event.recorded_at.as_ref().map_or(0, |t| t.seconds));
-        self.usage_model.push(a.model.clone());
-        self.usage_input.push(usage.input_tokens);
-        self.usage_output.push(usage.output_tokens);
+    pub fn used(&mut self, step: StepUse<'_>) {
+        self.usage_at.push(step.at);
+        self.usage_model.push(step.model.to_string());
+        self.usage_input.push(step.input);
+        self.usage_output.push(step.output);
     }
 
     /// The model use recorded: when, model, input and output tokens.
@@ -222,6 +214,32 @@ impl Facts {
     /// When it was reopened (each end of a resolved period).
     pub fn reopened(&self) -> impl Iterator<Item = i64> + '_ {
         self.resolved_to.iter().copied().filter(|&t| t != 0)
+    }
+}
+
+/// One step's model use: when, which model, input and output tokens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepUse<'a> {
+    pub at: i64,
+    pub model: &'a str,
+    pub input: u64,
+    pub output: u64,
+}
+
+impl<'a> StepUse<'a> {
+    /// The model use of an assistant step that reported tokens; `None`
+    /// for any other event (nothing to count, nothing to look up).
+    pub fn of(event: &'a Event) -> Option<Self> {
+        let Some(Payload::AssistantMessageAdded(a)) = event.payload.as_ref() else {
+            return None;
+        };
+        let usage = a.usage.unwrap_or_default();
+        (usage.input_tokens + usage.output_tokens > 0).then(|| Self {
+            at: event.recorded_at.as_ref().map_or(0, |t| t.seconds),
+            model: &a.model,
+            input: usage.input_tokens,
+            output: usage.output_tokens,
+        })
     }
 }
 

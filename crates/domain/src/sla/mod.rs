@@ -25,7 +25,7 @@ mod policy;
 mod schedule;
 
 pub use clocks::{Clock, State, clocks, next_alert, pending_alerts};
-pub use facts::{Before, Facts};
+pub use facts::{Before, Facts, StepUse};
 pub use hours::BusinessHours;
 pub use policy::{Policy, SlaSettings, parse_duration};
 pub use schedule::Schedule;

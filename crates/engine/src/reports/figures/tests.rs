@@ -132,7 +132,9 @@ fn desk_with_model_use() -> Vec<(Ticket, Facts)> {
         (4, step("2026-12-02T09:30:00Z", "openai/gpt-4o", 500, 5)),
     ];
     for (i, e) in steps {
-        desk[i].1.used(&e);
+        if let Some(s) = crate::domain::sla::StepUse::of(&e) {
+            desk[i].1.used(s);
+        }
     }
     desk
 }
