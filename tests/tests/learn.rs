@@ -144,3 +144,82 @@ fn decisions_made_while_the_daemon_runs_retrain_it() {
     assert_eq!(desk.ticket_file(&before)["queue"], "售后组");
     desk.stop();
 }
+
+#[test]
+fn a_restart_reads_the_learned_model_back_and_trains_only_when_the_history_moved() {
+    let desk = Desk::fixture();
+    refunds_to_tech_support(&desk);
+    desk.ok(&["ticket", "list"]); // starts the daemon: it trains
+    let trained = |log: &str| log.matches("learned from the desk's history").count();
+    assert!(
+        wait_until(Duration::from_secs(30), || desk
+            .log()
+            .contains("learned from the desk's history examples=12")),
+        "{}",
+        desk.log()
+    );
+    let kept = desk.state_dir().join("offline-model.bin");
+    assert!(kept.exists(), "the trained model is kept");
+    desk.stop();
+
+    // The same history: read back, not trained again, and it decides.
+    desk.ok(&["ticket", "list"]);
+    assert!(
+        wait_until(Duration::from_secs(30), || desk
+            .log()
+            .contains("the offline model was read back examples=12")),
+        "{}",
+        desk.log()
+    );
+    let id = new_refund_ticket(&desk);
+    let ticket = triage(&desk, &id);
+    assert_eq!(ticket["queue"], "技术支持", "{ticket:#}");
+    assert_eq!(trained(&desk.log()), 1, "{}", desk.log());
+    desk.stop();
+
+    // A damaged kept model is named, not used, and trained again (the
+    // agent's own triage above taught nothing: the history did not move).
+    let mut bytes = std::fs::read(&kept).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    std::fs::write(&kept, &bytes).unwrap();
+    desk.ok(&["ticket", "list"]);
+    assert!(
+        wait_until(Duration::from_secs(30), || trained(&desk.log()) == 2),
+        "{}",
+        desk.log()
+    );
+    let log = desk.log();
+    assert!(
+        log.contains("offline-model.bin is damaged (its checksum does not match)"),
+        "{log}"
+    );
+    desk.stop();
+
+    // A person's decision while it was down moves the history: the kept
+    // model is used at once and trained again.
+    history(
+        &desk,
+        "H-099",
+        "退款：订单 9999",
+        "我要退款。",
+        "退款",
+        "技术支持",
+    );
+    desk.ok(&["ticket", "list"]);
+    assert!(
+        wait_until(Duration::from_secs(30), || desk
+            .log()
+            .contains("learned from the desk's history examples=13")),
+        "{}",
+        desk.log()
+    );
+    let log = desk.log();
+    assert_eq!(trained(&log), 3, "{log}");
+    assert_eq!(
+        log.matches("the offline model was read back").count(),
+        2,
+        "{log}"
+    );
+    desk.stop();
+}

@@ -76,7 +76,7 @@ pub fn counts(text: &str) -> Vec<(u32, f32)> {
 }
 
 /// Inverse document frequencies learned from a training set.
-pub struct Idf(Vec<f32>);
+pub struct Idf(pub(crate) Vec<f32>);
 
 impl Idf {
     /// Smoothed idf, `ln((1 + n) / (1 + df)) + 1`, from documents' counts.

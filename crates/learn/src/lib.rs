@@ -12,6 +12,7 @@ pub mod dataset;
 pub mod features;
 mod linear;
 pub mod model;
+pub mod saved;
 pub mod tickets;
 
 pub(crate) use tinycode_base::fnv;
@@ -28,11 +29,11 @@ const EPOCHS: usize = 8;
 
 /// A trained classifier for one field.
 pub struct Classifier {
-    labels: Vec<String>,
+    pub(crate) labels: Vec<String>,
     /// Training examples per label (same order as `labels`).
-    support: Vec<usize>,
-    idf: Idf,
-    model: Linear,
+    pub(crate) support: Vec<usize>,
+    pub(crate) idf: Idf,
+    pub(crate) model: Linear,
 }
 
 /// One prediction.
@@ -49,7 +50,7 @@ impl Classifier {
     /// Train on `(text, label)` pairs; `None` with fewer than two labels.
     pub fn train<'a>(examples: impl IntoIterator<Item = (&'a str, &'a str)>) -> Option<Self> {
         let mut index: BTreeMap<&str, usize> = BTreeMap::new();
-        let mut rows = Vec::new();
+        let mut labelled = Vec::new();
         for (text, label) in examples {
             let label = label.trim();
             if label.is_empty() {
@@ -57,11 +58,16 @@ impl Classifier {
             }
             let next = index.len();
             let class = *index.entry(label).or_insert(next);
-            rows.push((features::counts(text), class));
+            labelled.push((text, class));
         }
+        // One label teaches nothing: known before any text is read.
         if index.len() < 2 {
             return None;
         }
+        let rows: Vec<_> = labelled
+            .into_iter()
+            .map(|(text, class)| (features::counts(text), class))
+            .collect();
         let mut labels = vec![String::new(); index.len()];
         for (label, class) in &index {
             labels[*class] = (*label).to_string();

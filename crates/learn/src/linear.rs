@@ -11,11 +11,11 @@ use super::features::{DIMS, Sparse};
 const C: f32 = 0.5;
 
 pub struct Linear {
-    classes: usize,
+    pub(crate) classes: usize,
     /// Feature-major, `weights[feature * classes + class]`: one feature's
     /// weights for every class sit together, so scoring all classes reads
     /// each feature's row once.
-    weights: Vec<f32>,
+    pub(crate) weights: Vec<f32>,
 }
 
 /// Every class's score for `x`, into `out`.

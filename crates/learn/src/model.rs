@@ -6,7 +6,11 @@
 //! model never learns from its own (or another model's) output, and the
 //! same tickets get the same decisions whatever else the desk triaged.
 //!
-//! `t/<id>` → [`HistoryRow`] (JSON).
+//! `t/<id>` → [`HistoryRow`] (JSON); `g` → the history's **generation**:
+//! the sequence of the last event that changed what a training reads (a
+//! labelled row, or a row becoming or ceasing to be labelled), big-endian.
+//! A model trained at a generation is the model of every later moment
+//! with the same generation (`saved.rs` keeps it across starts).
 
 use std::collections::BTreeMap;
 
@@ -17,6 +21,7 @@ use tinycode_shared::proto::{Event, Ticket};
 use crate::projection::{Projection, ProjectionError, Writes};
 
 const ROW: &[u8] = b"t/";
+const GENERATION: &[u8] = b"g";
 
 /// One ticket as the learner sees it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -66,6 +71,15 @@ fn key(id: &str) -> Vec<u8> {
     [ROW, id.as_bytes()].concat()
 }
 
+/// The history's generation (0: nothing labelled changed since the
+/// projection began keeping it).
+pub fn generation(tree: &sled::Tree) -> Result<u64, ProjectionError> {
+    Ok(tree
+        .get(GENERATION)?
+        .and_then(|v| <[u8; 8]>::try_from(v.as_ref()).ok())
+        .map_or(0, u64::from_be_bytes))
+}
+
 /// Every ticket with at least one decision a person made.
 pub fn labelled(
     tree: &sled::Tree,
@@ -104,11 +118,12 @@ impl Projection for HistoryModel {
             crate::domain::ticket::origin_of(event).is_none_or(|o| o.session_id.is_empty());
         let k = key(id);
         let stored = writes.get(&k)?;
-        let mut row: HistoryRow = match &stored {
+        let before: HistoryRow = match &stored {
             Some(bytes) => serde_json::from_slice(bytes)
                 .map_err(|e| ProjectionError::Corrupt(format!("a history row: {e}")))?,
             None => HistoryRow::default(),
         };
+        let mut row = before.clone();
         match payload {
             Payload::TicketImported(e) => {
                 if let Some(t) = e.ticket.as_ref() {
@@ -140,6 +155,10 @@ impl Projection for HistoryModel {
                 row.set("escalateLevel", e.level.to_string(), by_person);
             }
             _ => return Ok(()),
+        }
+        let teaches = !(before.labels.is_empty() && row.labels.is_empty());
+        if teaches && row != before {
+            writes.put(GENERATION.to_vec(), event.sequence.to_be_bytes().to_vec());
         }
         let bytes =
             serde_json::to_vec(&row).map_err(|e| ProjectionError::Storage(e.to_string()))?;

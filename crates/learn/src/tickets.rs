@@ -1,18 +1,22 @@
 //! The desk's own history as training data for the offline model: every
 //! ticket with a category, queue or priority decided on it is an example
-//! (its subject and customer messages → that field). Trained at start from
-//! the tickets projection and again whenever the projection has moved (at
-//! most every [`RETRAIN_EVERY`]), off the async threads. A field whose
-//! predicted class has fewer than [`MIN_SUPPORT`] examples, or that has
-//! fewer than [`MIN_EXAMPLES`] in all, is left to the TINY.md rules.
+//! (its subject and customer messages → that field). Trained from the
+//! history projection whenever its generation moves (at most every
+//! [`RETRAIN_EVERY`]), off the async threads, and kept on disk
+//! (`saved.rs`): a start whose history has not changed since reads the
+//! model back instead of training again; one whose history moved uses the
+//! kept model until the new one is trained. A field whose predicted class
+//! has fewer than [`MIN_SUPPORT`] examples, or that has fewer than
+//! [`MIN_EXAMPLES`] in all, is left to the TINY.md rules.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use super::Classifier;
 pub use super::model::ticket_text;
-use super::model::{HistoryModel, HistoryRow, labelled};
+use super::model::{HistoryModel, HistoryRow, generation, labelled};
 use crate::projection::{ProjectionError, Projector, ProjectorHandle};
 use crate::store::EventStore;
 
@@ -74,6 +78,26 @@ impl Learned {
         }
     }
 
+    /// The three fields' models, in the kept file's order.
+    fn fields(&self) -> [Option<&Classifier>; 3] {
+        [
+            self.category.as_ref(),
+            self.queue.as_ref(),
+            self.priority.as_ref(),
+        ]
+    }
+
+    /// A model read back from disk.
+    fn from_kept(kept: super::saved::Kept) -> Self {
+        let [category, queue, priority] = kept.fields;
+        Self {
+            category,
+            queue,
+            priority,
+            examples: kept.examples,
+        }
+    }
+
     /// The history's answer for `field`, unless it is too thin.
     pub fn suggest(&self, field: Field, text: &str) -> Option<Suggestion> {
         let model = match field {
@@ -94,17 +118,22 @@ pub struct TicketLearner {
     learned: RwLock<Arc<Learned>>,
     /// The history read model it trains from.
     projector: ProjectorHandle,
+    /// Where the trained model is kept (`None`: not kept).
+    kept: Option<PathBuf>,
 }
 
 impl TicketLearner {
-    /// Follow the log into the history model and train in the background
-    /// (whoever needs it — the offline model — is handed this learner): once the model has caught up
-    /// (the daemon does not wait; until then the rules decide), then again
-    /// as decisions arrive.
-    pub fn start(store: &EventStore) -> Result<Arc<Self>, ProjectionError> {
+    /// Follow the log into the history model and learn in the background
+    /// (whoever needs it — the offline model — is handed this learner):
+    /// once the model has caught up (the daemon does not wait; until then
+    /// the rules decide), the model kept at `kept` is read back, and
+    /// trained again only when the history moved past it; then again as
+    /// decisions arrive.
+    pub fn start(store: &EventStore, kept: Option<PathBuf>) -> Result<Arc<Self>, ProjectionError> {
         let learner = Arc::new(Self {
             learned: RwLock::new(Arc::new(Learned::default())),
             projector: Projector::spawn(store, Arc::new(HistoryModel))?,
+            kept,
         });
         let weak = Arc::downgrade(&learner);
         let head = store.last_sequence();
@@ -114,18 +143,21 @@ impl TicketLearner {
                 tracing::error!(error = %e, "the history model stopped; the offline model uses its rules only");
                 return;
             }
-            let mut seen = first.projector.applied();
-            let mut took = first.retrain().await;
+            let mut seen = first.generation();
+            let mut took = Duration::ZERO;
+            if first.read_back().await != Some(seen) {
+                took = first.retrain(seen).await;
+            }
             drop(first);
             loop {
                 tokio::time::sleep(RETRAIN_EVERY.max(took * 10)).await;
                 let Some(learner) = weak.upgrade() else {
                     return;
                 };
-                let now = learner.projector.applied();
+                let now = learner.generation();
                 if now != seen {
                     seen = now;
-                    took = learner.retrain().await;
+                    took = learner.retrain(now).await;
                 }
             }
         });
@@ -137,9 +169,49 @@ impl TicketLearner {
         &self.projector
     }
 
-    /// Train again; returns how long it took.
-    async fn retrain(&self) -> Duration {
+    /// The history's generation now (0 when it cannot be read: trained
+    /// again).
+    fn generation(&self) -> u64 {
+        generation(self.projector.tree()).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "the history's generation cannot be read");
+            0
+        })
+    }
+
+    /// Use the kept model, if there is one; returns its generation.
+    async fn read_back(&self) -> Option<u64> {
+        let path = self.kept.clone()?;
+        let started = std::time::Instant::now();
+        match tokio::task::spawn_blocking(move || super::saved::load(&path)).await {
+            Ok(Ok(Some(kept))) => {
+                let generation = kept.generation;
+                let learned = Learned::from_kept(kept);
+                tracing::info!(
+                    examples = learned.examples,
+                    generation,
+                    ms = started.elapsed().as_millis() as u64,
+                    "the offline model was read back"
+                );
+                *self.learned.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(learned);
+                Some(generation)
+            }
+            Ok(Ok(None)) => None,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "the kept offline model was not used");
+                None
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "reading the kept offline model failed");
+                None
+            }
+        }
+    }
+
+    /// Train again on the history as of `generation` (read before its
+    /// rows), and keep the result; returns how long it took.
+    async fn retrain(&self, generation: u64) -> Duration {
         let tree = self.projector.tree().clone();
+        let kept = self.kept.clone();
         let started = std::time::Instant::now();
         let trained = tokio::task::spawn_blocking(move || {
             // A row that cannot be read stops this training (a store that
@@ -149,10 +221,15 @@ impl TicketLearner {
             let learned = Learned::train(
                 labelled(&tree).map_while(|row| row.map_err(|e| failed = Some(e.to_string())).ok()),
             );
-            match failed {
-                None => Ok(learned),
-                Some(e) => Err(e),
+            if let Some(e) = failed {
+                return Err(e);
             }
+            if let Some(path) = kept
+                && let Err(e) = super::saved::save(&path, learned.fields(), learned.examples, generation)
+            {
+                tracing::warn!(error = %e, path = %path.display(), "the offline model could not be kept; the next start trains it again");
+            }
+            Ok(learned)
         })
         .await;
         match trained {
@@ -163,6 +240,7 @@ impl TicketLearner {
             Ok(Ok(learned)) => {
                 tracing::info!(
                     examples = learned.examples,
+                    generation,
                     ms = started.elapsed().as_millis() as u64,
                     "the offline model learned from the desk's history"
                 );

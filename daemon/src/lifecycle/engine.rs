@@ -47,10 +47,15 @@ pub(super) struct Engine {
     pub(super) store: EventStore,
 }
 
+/// The trained offline model, kept in the state directory.
+const OFFLINE_MODEL_FILE: &str = "offline-model.bin";
+
 /// What every part of the engine is opened with.
 struct Opening<'a> {
     store: &'a EventStore,
     workspace: &'a Path,
+    /// The daemon's state directory (the offline model is kept there).
+    state_dir: &'a Path,
     config: &'a Config,
     cluster: &'a Arc<crate::cluster::Cluster>,
     progress: &'a Arc<crate::progress::Progress>,
@@ -71,6 +76,7 @@ impl Engine {
         let opening = Opening {
             store,
             workspace,
+            state_dir: &layout.state_dir,
             config,
             cluster,
             progress,
@@ -147,7 +153,8 @@ impl Opening<'_> {
         self.progress
             .stage("opening the approvals, sessions and triage");
         // The offline model learns from the desk's history, in the background.
-        let learner = crate::learn::tickets::TicketLearner::start(self.store)?;
+        let kept = self.state_dir.join(OFFLINE_MODEL_FILE);
+        let learner = crate::learn::tickets::TicketLearner::start(self.store, Some(kept))?;
         tracing::info!(
             tickets = report.tickets,
             imported = report.imported,
