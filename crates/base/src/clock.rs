@@ -38,6 +38,42 @@ fn fixed() -> Option<i64> {
 /// Seconds since the Unix epoch of an RFC 3339 timestamp such as
 /// `2026-09-18T09:12:00+08:00` or `2026-11-29T23:16:50.844Z`.
 pub fn parse_rfc3339(text: &str) -> Option<i64> {
+    canonical(text.as_bytes()).or_else(|| general(text))
+}
+
+/// `YYYY-MM-DDTHH:MM:SS` then `Z` or `±HH:MM` — what tinycode writes and
+/// most systems send — read at fixed places (the SLA clocks and the
+/// report parse every ticket's times); anything else is [`general`]'s.
+fn canonical(b: &[u8]) -> Option<i64> {
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let num = |from: usize, len: usize| {
+        b[from..from + len].iter().try_fold(0i64, |acc, &c| {
+            c.is_ascii_digit().then(|| acc * 10 + i64::from(c - b'0'))
+        })
+    };
+    let offset = match &b[19..] {
+        b"Z" => 0,
+        [sign @ (b'+' | b'-'), _, _, b':', _, _] => {
+            let seconds = num(20, 2)? * 3600 + num(23, 2)? * 60;
+            if *sign == b'-' { -seconds } else { seconds }
+        }
+        _ => return None,
+    };
+    let (y, m, d) = (num(0, 4)?, num(5, 2)?, num(8, 2)?);
+    let (hh, mm, ss) = (num(11, 2)?, num(14, 2)?, num(17, 2)?);
+    Some(days_from_civil(y, m, d) * 86_400 + hh * 3600 + mm * 60 + ss - offset)
+}
+
+/// Any RFC 3339 form: `t` or a space for `T`, fractions, lower-case `z`.
+fn general(text: &str) -> Option<i64> {
     let t = text.trim();
     let num = |s: &str| s.parse::<i64>().ok();
     let (date, rest) = t.split_once(['T', 't', ' '])?;
@@ -60,14 +96,17 @@ pub fn parse_rfc3339(text: &str) -> Option<i64> {
             sign * (num(oh)? * 3600 + num(om)? * 60)
         }
     };
-    // Days from civil (proleptic Gregorian).
+    Some(days_from_civil(y, m, day) * 86_400 + hh * 3600 + mm * 60 + ss - offset)
+}
+
+/// Days from 1970-01-01 of a proleptic Gregorian date.
+fn days_from_civil(y: i64, m: i64, day: i64) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
     let era = y.div_euclid(400);
     let yoe = y - era * 400;
     let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(days * 86_400 + hh * 3600 + mm * 60 + ss - offset)
+    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]
@@ -90,5 +129,40 @@ mod time_tests {
             Some(951_872_400)
         );
         assert_eq!(parse_rfc3339("not a date"), None);
+    }
+
+    #[test]
+    fn the_fixed_place_reading_agrees_with_the_general_one() {
+        let cases = [
+            "1970-01-01T00:00:00Z",
+            "2026-09-18T09:12:00+08:00",
+            "2026-09-18T09:12:00-05:30",
+            "2000-02-29T23:59:59+14:00",
+            "1999-12-31T00:00:00-12:00",
+            "2026-01-01T00:00:00+00:00",
+            "0001-01-01T00:00:00Z",
+            "2026-09-18T09:12:00.123Z",
+            "2026-09-18t09:12:00z",
+            "2026-09-18 09:12:00+08:00",
+            "2026-09-18T09:12:00",
+            "2026-09-18T09:12:00+0800",
+            "2026-09-18T09:12:00+08:00 ",
+            " 2026-09-18T09:12:00Z",
+            "2026-9-18T09:12:00Z",
+            "2026-09-18T09:1a:00Z",
+            "2026-09-18T09:12:00+0a:00",
+            "2026-09-18T09:12:00Zjunk",
+            "２０２６-09-18T09:12:00Z",
+            "",
+        ];
+        let mut fixed = 0;
+        for text in cases {
+            if let Some(at) = super::canonical(text.as_bytes()) {
+                fixed += 1;
+                assert_eq!(Some(at), super::general(text), "{text}");
+            }
+            assert_eq!(parse_rfc3339(text), super::general(text), "{text}");
+        }
+        assert_eq!(fixed, 7, "the canonical forms are read at fixed places");
     }
 }

@@ -13,6 +13,7 @@ mod models;
 mod open;
 mod person;
 mod sla;
+mod ticket_head;
 mod ticket_index;
 mod tickets;
 mod watch;

@@ -88,6 +88,13 @@ pub(super) fn decode_ticket(bytes: &[u8]) -> Result<Ticket, ProjectionError> {
     Ticket::decode(bytes).map_err(|e| ProjectionError::Corrupt(format!("a stored ticket: {e}")))
 }
 
+/// A stored ticket without its texts (`ticket_head.rs`).
+pub(super) fn decode_ticket_head(bytes: &[u8]) -> Result<Ticket, ProjectionError> {
+    super::ticket_head::TicketHead::decode(bytes)
+        .map(Ticket::from)
+        .map_err(|e| ProjectionError::Corrupt(format!("a stored ticket: {e}")))
+}
+
 /// Tickets folded from `ticket-<id>` streams, with their SLA facts (also
 /// from `sla-<id>`) and the moment each owes its next SLA alert.
 pub struct TicketsModel {

@@ -40,13 +40,14 @@ impl Desk {
     }
 
     /// Every stored ticket with its facts, one at a time (a report's
-    /// tally); returns how many.
+    /// tally); the tickets come without their texts (subject, customer,
+    /// messages' texts, notes). Returns how many.
     pub fn each_ticket_with_facts(
         &self,
         mut f: impl FnMut(&Ticket, &Facts),
     ) -> Result<usize, DomainError> {
         let mut n = 0;
-        for ticket in self.all_tickets() {
+        for ticket in self.all_ticket_heads() {
             let ticket = ticket?;
             if ticket.version == 0 {
                 continue;

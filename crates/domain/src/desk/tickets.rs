@@ -157,6 +157,17 @@ impl Desk {
         })
     }
 
+    /// Every stored ticket without its texts (subject, customer, messages'
+    /// texts, notes): what figures read.
+    pub(super) fn all_ticket_heads(
+        &self,
+    ) -> impl Iterator<Item = Result<Ticket, DomainError>> + '_ {
+        self.tickets.tree().scan_prefix(b"t/").map(|row| {
+            let (_, value) = row.map_err(crate::projection::ProjectionError::from)?;
+            Ok(super::models::decode_ticket_head(&value)?)
+        })
+    }
+
     /// Ids of the open tickets, in id order (an index: no ticket is read).
     pub fn open_ticket_ids(&self) -> Result<Vec<String>, DomainError> {
         Ok(super::ticket_index::open_ids(self.tickets.tree())?)

@@ -192,7 +192,7 @@ pub struct Tally<'a> {
     backlog: Backlog,
     first_response: Vec<i64>,
     resolution: Vec<i64>,
-    sla: BTreeMap<(String, String), (u64, u64)>,
+    sla: BTreeMap<(String, &'static str), (u64, u64)>,
     breached: Listed,
     due_soon: Listed,
     escalations: BTreeMap<u32, u64>,
@@ -302,32 +302,32 @@ impl<'a> Tally<'a> {
         self.volume.previous_new += prev_new;
         self.volume.reopened += re;
         self.volume.previous_reopened += prev_re;
-        let none = |s: &str| {
-            if s.is_empty() {
-                "(none)".to_string()
+        for (i, name) in [&t.category, &t.queue, &t.channel].into_iter().enumerate() {
+            let name = if name.is_empty() {
+                "(none)"
             } else {
-                s.to_string()
+                name.as_str()
+            };
+            // Looked up by the name first: a row is allocated once per name.
+            if !self.by[i].contains_key(name) {
+                let row = Row {
+                    name: name.to_string(),
+                    ..Row::default()
+                };
+                self.by[i].insert(name.to_string(), row);
             }
-        };
-        for (i, name) in [none(&t.category), none(&t.queue), none(&t.channel)]
-            .into_iter()
-            .enumerate()
-        {
-            let row = self.by[i].entry(name.clone()).or_insert_with(|| Row {
-                name,
-                ..Row::default()
-            });
-            row.new += new;
-            row.previous_new += prev_new;
-            row.reopened += re;
-            row.previous_reopened += prev_re;
+            if let Some(row) = self.by[i].get_mut(name) {
+                row.new += new;
+                row.previous_new += prev_new;
+                row.reopened += re;
+                row.previous_reopened += prev_re;
+            }
         }
     }
 
     fn clocks_of(&mut self, t: &Ticket, f: &Facts) {
-        let rfc = |s: i64| tinycode_shared::render::rfc3339(s, 0);
         for c in sla::clocks(self.settings, t, f, self.at) {
-            let key = (c.policy.clone(), c.target.as_str().to_string());
+            let key = (c.policy, c.target.as_str());
             let due = c.due.unwrap_or(i64::MAX);
             match c.state {
                 State::Met if c.ended.is_some_and(|e| self.period.holds(e)) => {
@@ -335,18 +335,10 @@ impl<'a> Tally<'a> {
                 }
                 State::Breached if self.period.holds(due) => {
                     self.sla.entry(key).or_default().1 += 1;
-                    self.breached.add(SlaTicket {
-                        ticket: t.id.clone(),
-                        target: c.target.as_str().into(),
-                        due_at: rfc(due),
-                    });
+                    self.breached.add(due, &t.id, c.target.as_str());
                 }
                 State::Running if due >= self.at && due < self.at + 4 * HOUR => {
-                    self.due_soon.add(SlaTicket {
-                        ticket: t.id.clone(),
-                        target: c.target.as_str().into(),
-                        due_at: rfc(due),
-                    });
+                    self.due_soon.add(due, &t.id, c.target.as_str());
                 }
                 _ => {}
             }
@@ -390,7 +382,7 @@ impl<'a> Tally<'a> {
                     .into_iter()
                     .map(|((policy, target), (met, breached))| SlaTarget {
                         policy,
-                        target,
+                        target: target.to_string(),
                         met,
                         breached,
                         met_share: share(met, met + breached),
@@ -457,27 +449,47 @@ fn approval_figures(period: Period, approvals: &[ApprovalInfo]) -> Approvals {
 #[derive(Default)]
 struct Listed {
     count: u64,
-    kept: Vec<SlaTicket>,
+    /// Due time, ticket, target: formatted only for the kept ones.
+    kept: Vec<(i64, String, &'static str)>,
+    /// Once [`LIST_MAX`] are kept, the last of them: nothing after it in
+    /// (due, ticket) order can be listed, and is only counted.
+    last: Option<(i64, String)>,
 }
 
 impl Listed {
-    fn add(&mut self, t: SlaTicket) {
+    fn add(&mut self, due: i64, ticket: &str, target: &'static str) {
         self.count += 1;
-        self.kept.push(t);
+        if let Some((d, t)) = &self.last
+            && (due, ticket) >= (*d, t.as_str())
+        {
+            return;
+        }
+        self.kept.push((due, ticket.to_string(), target));
         if self.kept.len() >= 2 * LIST_MAX {
             self.trim();
         }
     }
 
+    /// The first [`LIST_MAX`] by due time, then ticket (a stable sort:
+    /// equal ones stay in the order they came).
     fn trim(&mut self) {
-        self.kept
-            .sort_by(|a, b| (&a.due_at, &a.ticket).cmp(&(&b.due_at, &b.ticket)));
+        self.kept.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
         self.kept.truncate(LIST_MAX);
+        if self.kept.len() == LIST_MAX {
+            self.last = self.kept.last().map(|(d, t, _)| (*d, t.clone()));
+        }
     }
 
     fn first(mut self) -> Vec<SlaTicket> {
         self.trim();
         self.kept
+            .into_iter()
+            .map(|(due, ticket, target)| SlaTicket {
+                ticket,
+                target: target.into(),
+                due_at: tinycode_shared::render::rfc3339(due, 0),
+            })
+            .collect()
     }
 }
 
