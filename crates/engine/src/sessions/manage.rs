@@ -97,6 +97,7 @@ impl Sessions {
         let deleted = tinycode_shared::proto::SessionDeleted { by: Some(by) };
         self.record(&id, vec![Payload::SessionDeleted(deleted)])
             .await?;
+        self.recall.forget(&id);
         // Its artifacts (full tool results) go with it; the events stay.
         if let Some(root) = &self.defaults().artifact_root {
             let dir = root.join(&id);

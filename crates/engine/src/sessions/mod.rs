@@ -16,6 +16,7 @@ mod live;
 mod manage;
 pub mod model;
 mod orphans;
+mod recall;
 mod send;
 pub mod state;
 mod turn;
@@ -202,6 +203,8 @@ pub struct Sessions {
     reports: std::sync::OnceLock<Arc<dyn crate::tools::report::ReportSource>>,
     /// Woken when a worker's end is recorded (`wait_agent`).
     agent_news: tokio::sync::Notify,
+    /// Each recent session's history, kept between its turns.
+    recall: recall::Recall,
 }
 
 impl Sessions {
@@ -306,6 +309,7 @@ impl Sessions {
             counter: AtomicU64::new(0),
             closing: Mutex::new(std::collections::HashSet::new()),
             agent_news: tokio::sync::Notify::new(),
+            recall: recall::Recall::default(),
             reports: std::sync::OnceLock::new(),
         });
         sessions.caught_up().await?;
@@ -374,18 +378,29 @@ impl Sessions {
         Ok(model::read(self.projector.tree(), id)?)
     }
 
-    /// The session's history after its compaction boundary, read from its
-    /// stream.
+    /// The session's history after its compaction boundary: what the
+    /// recall kept of its stream, and the events stored since.
     pub(crate) async fn history(&self, state: &SessionState) -> Result<History, SessionError> {
+        let from = state.history_from.max(1);
+        let (mut turns, next) = self.recall.take(&state.id, from);
         let events = self
             .store
-            .read_stream(
-                &session_stream(&state.id),
-                state.history_from.max(1),
-                usize::MAX,
-            )
+            .read_stream(&session_stream(&state.id), next, usize::MAX)
             .await?;
-        Ok(History::of(state, &events))
+        let next = events.last().map_or(next, |e| e.stream_version + 1);
+        let cut = state.compacted_before;
+        if !events.is_empty() || turns.first_key_value().is_some_and(|(t, _)| *t < cut) {
+            let held = Arc::make_mut(&mut turns);
+            if held.first_key_value().is_some_and(|(t, _)| *t < cut) {
+                *held = held.split_off(&cut);
+            }
+            History::fold(held, cut, &events);
+        }
+        self.recall.keep(&state.id, from, next, turns.clone());
+        Ok(History {
+            summary: state.summary.clone(),
+            turns,
+        })
     }
 
     async fn record(

@@ -11,6 +11,7 @@
 //! use it.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -205,19 +206,35 @@ pub struct TurnMessages {
 }
 
 /// A session's history after its compaction boundary, read from its stream.
+/// The turns are shared with the session's recall (`recall.rs`), which
+/// extends them in place when no turn still holds them.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct History {
     pub summary: Option<String>,
-    pub turns: BTreeMap<u64, TurnMessages>,
+    pub turns: Arc<BTreeMap<u64, TurnMessages>>,
 }
 
 impl History {
     /// Fold `events` (the stream from `state.history_from` on), keeping the
     /// turns the summary did not replace.
     pub fn of(state: &SessionState, events: &[Event]) -> Self {
-        let mut turns: BTreeMap<u64, TurnMessages> = BTreeMap::new();
+        let mut turns = BTreeMap::new();
+        Self::fold(&mut turns, state.compacted_before, events);
+        Self {
+            summary: state.summary.clone(),
+            turns: Arc::new(turns),
+        }
+    }
+
+    /// Add `events` (the next ones of the stream) to `turns`, leaving out
+    /// the turns before `compacted_before`.
+    pub(crate) fn fold(
+        turns: &mut BTreeMap<u64, TurnMessages>,
+        compacted_before: u64,
+        events: &[Event],
+    ) {
         for (turn, entry) in events.iter().filter_map(|e| entry(e.payload.as_ref()?)) {
-            if turn < state.compacted_before {
+            if turn < compacted_before {
                 continue;
             }
             let record = turns.entry(turn).or_default();
@@ -229,10 +246,6 @@ impl History {
                 }
                 Entry::Message(m) => record.messages.push(m),
             }
-        }
-        Self {
-            summary: state.summary.clone(),
-            turns,
         }
     }
 

@@ -335,6 +335,19 @@ async fn sessions_can_be_renamed_forked_and_deleted() {
     );
 }
 
+/// The history the recall gives is the one a full read of the stream
+/// folds (`recall.rs`).
+async fn assert_recalled(sessions: &Sessions, id: &str) {
+    let state = sessions.get(id).unwrap();
+    let recalled = sessions.history(&state).await.unwrap();
+    let stream = session_stream(id);
+    let from = state.history_from.max(1);
+    let all = sessions.store.read_stream(&stream, from, usize::MAX).await;
+    let full = History::of(&state, &all.unwrap());
+    assert!(!full.turns.is_empty());
+    assert_eq!(recalled, full, "recalled from {} on", state.history_from);
+}
+
 /// Defaults that compact above 300 tokens, keeping 2 messages.
 fn compacting_early() -> TurnDefaults {
     let mut d = defaults();
@@ -359,6 +372,7 @@ async fn compaction_summarises_old_turns_at_a_user_boundary_and_survives_restart
     ] {
         sessions.send(&s.id, text, me()).await.unwrap();
         until_done(&sessions, &s.id, n).await;
+        assert_recalled(&sessions, &s.id).await;
     }
     let total = sessions.get(&s.id).unwrap().message_count();
     let events = sessions.stored(&s.id, 1, u64::MAX).await.unwrap();
@@ -396,6 +410,7 @@ async fn compaction_summarises_old_turns_at_a_user_boundary_and_survives_restart
 
     // Manual compaction keeps the newest turn and summarises the summary too.
     let c = sessions.compact(&s.id, me()).await.unwrap();
+    assert_recalled(&sessions, &s.id).await;
     assert!(c.compacted);
     assert_eq!(c.first_kept_turn, 3);
     assert_eq!(
