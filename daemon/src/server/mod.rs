@@ -123,7 +123,7 @@ pub async fn serve(
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha);
     add_services(&mut routes, shared);
-    serve_routes(routes.routes(), listener, Box::pin(stop)).await?;
+    serve_routes(routes.routes(), listener, Box::pin(stop), |r| r).await?;
     Ok(())
 }
 
@@ -131,10 +131,17 @@ pub async fn serve(
 /// daemon's uid only. The one place tonic's transport server (and the
 /// hyper stack under it) is instantiated: the start-up status server uses
 /// it too, so the daemon compiles that stack once, not twice.
+/// A last change to every answer (the start-up server's: what it does not
+/// serve is UNAVAILABLE, not UNIMPLEMENTED).
+pub(crate) type Answer = fn(
+    tonic::codegen::http::Response<tonic::body::Body>,
+) -> tonic::codegen::http::Response<tonic::body::Body>;
+
 pub(crate) async fn serve_routes(
     routes: tonic::service::Routes,
     listener: Arc<tokio::net::UnixListener>,
     stop: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+    answer: Answer,
 ) -> Result<(), tonic::transport::Error> {
     let incoming = futures::stream::unfold(listener, |l| async move {
         let accepted = l.accept().await.map(|(stream, _)| stream);
@@ -143,9 +150,9 @@ pub(crate) async fn serve_routes(
     let own_uid = rustix::process::geteuid().as_raw();
     Server::builder()
         .layer(InterceptorLayer::new(peer::require_same_uid(own_uid)))
-        .layer(tower::util::MapResponseLayer::new(
-            status::undecodable_request_is_invalid_argument,
-        ))
+        .layer(tower::util::MapResponseLayer::new(move |r| {
+            answer(status::undecodable_request_is_invalid_argument(r))
+        }))
         .add_routes(routes)
         .serve_with_incoming_shutdown(incoming, stop)
         .await

@@ -49,6 +49,21 @@ fn starting(progress: &Progress) -> Status {
     ))
 }
 
+/// What the start-up server says once the start is over and it is
+/// stepping aside: never an empty stage, which a client takes for the full
+/// server answering and sends its calls on the same connection.
+pub const HANDING_OVER: &str = "handing over to the full server";
+
+impl StartingService {
+    fn progress_now(&self) -> StartupProgress {
+        let mut progress = startup_progress(&self.progress);
+        if progress.stage.is_empty() {
+            progress.stage = HANDING_OVER.to_string();
+        }
+        progress
+    }
+}
+
 #[tonic::async_trait]
 impl Daemon for StartingService {
     async fn get_status(
@@ -69,7 +84,7 @@ impl Daemon for StartingService {
             state_dir: layout.state_dir.display().to_string(),
             socket_path: layout.socket.display().to_string(),
             log_path: layout.log_path().display().to_string(),
-            startup: Some(startup_progress(&self.progress)),
+            startup: Some(self.progress_now()),
             ..DaemonStatus::default()
         }))
     }
@@ -104,8 +119,38 @@ pub async fn serve_while_starting(
     done: impl std::future::Future<Output = ()> + Send + 'static,
 ) {
     let routes = tonic::service::Routes::new(DaemonServer::new(service));
-    let served = super::serve_routes(routes, listener, Box::pin(done)).await;
+    let served = super::serve_routes(
+        routes,
+        listener,
+        Box::pin(done),
+        super::status::unserved_while_starting,
+    )
+    .await;
     if let Err(e) = served {
         tracing::warn!(error = %e, "the start-up status server stopped");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[tokio::test]
+    async fn a_finished_start_says_it_hands_over_never_an_empty_stage() {
+        let tmp = tempfile::tempdir().unwrap();
+        let layout = Layout::resolve(None, tmp.path(), Some(tmp.path()), tmp.path()).unwrap();
+        let service = StartingService {
+            layout: Arc::new(layout),
+            progress: Arc::new(Progress::default()),
+            started: Instant::now(),
+        };
+        service.progress.stage("opening the log");
+        let stage = |s: DaemonStatus| s.startup.unwrap().stage;
+        let status = service.get_status(Request::new(GetStatusRequest {}));
+        assert_eq!(stage(status.await.unwrap().into_inner()), "opening the log");
+        service.progress.finish();
+        let status = service.get_status(Request::new(GetStatusRequest {}));
+        assert_eq!(stage(status.await.unwrap().into_inner()), HANDING_OVER);
     }
 }

@@ -36,6 +36,29 @@ pub fn undecodable_request_is_invalid_argument(
     response
 }
 
+/// While the daemon starts only `Daemon` is served; a call to another
+/// service (tonic answers `UNIMPLEMENTED` with no message) is told to ask
+/// again instead of being taken for an old daemon.
+pub fn unserved_while_starting(
+    mut response: tonic::codegen::http::Response<tonic::body::Body>,
+) -> tonic::codegen::http::Response<tonic::body::Body> {
+    let headers = response.headers_mut();
+    if headers
+        .get("grpc-status")
+        .is_some_and(|v| v.as_bytes() == b"12")
+    {
+        use tonic::codegen::http::HeaderValue;
+        headers.insert("grpc-status", HeaderValue::from_static("14"));
+        headers.insert(
+            "grpc-message",
+            HeaderValue::from_static(
+                "tinycoded%20is%20starting%3B%20ask%20again%20in%20a%20moment%20%28%60tinycode%20daemon%20status%60%20shows%20how%20far%29",
+            ),
+        );
+    }
+    response
+}
+
 /// A library error as the gRPC status it means. Every mapping is in this
 /// module. (`From<…Error> for Status` cannot be written here: both types
 /// are other crates', which Rust's orphan rule forbids.)
@@ -261,5 +284,26 @@ mod tests {
             StoreError::Io("x".into()).into_status().code(),
             Code::Internal
         );
+    }
+}
+
+#[cfg(test)]
+mod starting_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_service_not_served_while_starting_is_unavailable_with_a_reason() {
+        let unserved = Status::unimplemented("").into_http::<tonic::body::Body>();
+        let answer = unserved_while_starting(unserved);
+        let status = Status::from_header_map(answer.headers()).unwrap();
+        assert_eq!(status.code(), tonic::Code::Unavailable);
+        assert_eq!(
+            status.message(),
+            "tinycoded is starting; ask again in a moment (`tinycode daemon status` shows how far)"
+        );
+        let other = Status::not_found("no such ticket").into_http::<tonic::body::Body>();
+        let status = Status::from_header_map(unserved_while_starting(other).headers()).unwrap();
+        assert_eq!(status.code(), tonic::Code::NotFound, "others untouched");
     }
 }
