@@ -58,6 +58,35 @@ fn main() {
     );
     check("intent accuracy ≥ 99.5 %", accuracy >= 0.995);
 
+    // How far its confidence can be trusted (`calibrate.rs`).
+    let decisions: Vec<(f32, bool)> = test
+        .iter()
+        .map(|(t, l)| {
+            let p = model.predict(t);
+            (p.confidence.unwrap_or(0.0), p.label == *l)
+        })
+        .collect();
+    let ece = tinycode_learn::calibrate::expected_calibration_error(&decisions);
+    println!("  expected calibration error {ece:.4}; reliability (bin: n, confidence, accuracy):");
+    for bin in tinycode_learn::calibrate::reliability(&decisions) {
+        if bin.count > 0 {
+            println!(
+                "    [{:.1}, {:.1}): {}, {:.3}, {:.3}",
+                bin.from, bin.to, bin.count, bin.confidence, bin.accuracy
+            );
+        }
+    }
+    for threshold in [0.5f32, 0.8, 0.9, 0.95, 0.99] {
+        let kept: Vec<&(f32, bool)> = decisions.iter().filter(|(c, _)| *c >= threshold).collect();
+        let right = kept.iter().filter(|(_, r)| *r).count();
+        println!(
+            "  at confidence ≥ {threshold}: coverage {:.1} %, accuracy {:.2} %",
+            kept.len() as f64 * 100.0 / decisions.len() as f64,
+            right as f64 * 100.0 / kept.len().max(1) as f64
+        );
+    }
+    check("expected calibration error ≤ 0.05", ece <= 0.05);
+
     // 10,000 rows drawn from the train split (a fixed LCG), one thread.
     let mut seed = 0x2545_f491_4f6c_dd1du64;
     let big: Vec<&(String, String)> = (0..10_000)

@@ -8,6 +8,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod calibrate;
 pub mod dataset;
 pub mod features;
 mod linear;
@@ -34,6 +35,32 @@ pub struct Classifier {
     pub(crate) support: Vec<usize>,
     pub(crate) idf: Idf,
     pub(crate) model: Linear,
+    /// The temperature its scores are divided by before the softmax
+    /// (`calibrate.rs`), fitted on held-out examples; `None` with too few
+    /// to hold any out: its confidence is unknown.
+    pub(crate) temperature: Option<f32>,
+}
+
+/// Examples needed before a fifth of them is held out to fit the
+/// temperature (fewer: the confidence is unknown).
+const CALIBRATE_FROM: usize = 50;
+
+/// The temperature of a model of `examples`: a model trained on four
+/// fifths of them scores the fifth it did not see (every fifth example,
+/// so each class is held out in proportion), and the temperature that
+/// makes those scores' probabilities most likely is the one kept.
+fn held_out_temperature(examples: &[(features::Sparse, usize)], classes: usize) -> Option<f32> {
+    if examples.len() < CALIBRATE_FROM {
+        return None;
+    }
+    let (held, rest): (Vec<_>, Vec<_>) = examples.iter().enumerate().partition(|(i, _)| i % 5 == 0);
+    let rest: Vec<&(features::Sparse, usize)> = rest.into_iter().map(|(_, e)| e).collect();
+    let model = Linear::train(&rest, classes, EPOCHS);
+    let held: Vec<(Vec<f32>, usize)> = held
+        .into_iter()
+        .map(|(_, (x, class))| (model.scores(x), *class))
+        .collect();
+    Some(calibrate::fit_temperature(&held))
 }
 
 /// One prediction.
@@ -44,6 +71,9 @@ pub struct Prediction {
     pub margin: f32,
     /// Training examples the label had.
     pub support: usize,
+    /// The calibrated probability that the label is right; `None` when the
+    /// model had too few examples to calibrate.
+    pub confidence: Option<f32>,
 }
 
 impl Classifier {
@@ -82,22 +112,28 @@ impl Classifier {
             .into_iter()
             .map(|(c, class)| (idf.weigh(&c), class))
             .collect();
+        let temperature = held_out_temperature(&examples, labels.len());
         let model = Linear::train(&examples, labels.len(), EPOCHS);
         Some(Self {
             labels,
             support,
             idf,
             model,
+            temperature,
         })
     }
 
     pub fn predict(&self, text: &str) -> Prediction {
         let x = self.idf.weigh(&features::counts(text));
-        let (class, margin) = self.model.predict(&x);
+        let scores = self.model.scores(&x);
+        let (class, margin) = linear::best_of(&scores);
         Prediction {
             label: self.labels[class].clone(),
             margin,
             support: self.support[class],
+            confidence: self
+                .temperature
+                .map(|t| calibrate::softmax(&scores, t)[class]),
         }
     }
 
@@ -140,6 +176,43 @@ mod tests {
         assert_eq!(model.predict("parcel delivery is late").label, "shipping");
         assert_eq!(model.predict("forgot my password").label, "account");
         assert_eq!(model.predict("退款").support, 4);
+    }
+
+    #[test]
+    fn a_model_with_enough_examples_says_how_sure_it_is() {
+        let small = [
+            ("refund please", "refund"),
+            ("where is my parcel", "shipping"),
+        ];
+        let model = Classifier::train(small.iter().copied()).unwrap();
+        assert_eq!(
+            model.predict("refund").confidence,
+            None,
+            "too few to calibrate"
+        );
+
+        // Sixty rows: clear refunds and parcels, and a third of each class
+        // that says both (the classes overlap there).
+        let mut rows = Vec::new();
+        for i in 0..20 {
+            rows.push((format!("please refund order {i}, the money back"), "refund"));
+            rows.push((
+                format!("parcel {i} has not arrived, tracking is stuck"),
+                "shipping",
+            ));
+            let both = format!("order {i}: parcel lost, refund or send again");
+            rows.push((both, if i % 2 == 0 { "refund" } else { "shipping" }));
+        }
+        let model = Classifier::train(rows.iter().map(|(t, l)| (t.as_str(), *l))).unwrap();
+        assert!(model.temperature.is_some());
+        let clear = model.predict("please refund the money back");
+        let mixed = model.predict("parcel lost, refund or send again");
+        let (clear, mixed) = (clear.confidence.unwrap(), mixed.confidence.unwrap());
+        assert!(clear > 0.5 && clear <= 1.0, "{clear}");
+        assert!(
+            mixed < clear,
+            "a text of both classes is less sure: {mixed} vs {clear}"
+        );
     }
 
     #[test]

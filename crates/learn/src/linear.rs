@@ -44,7 +44,11 @@ impl SplitMix {
 
 impl Linear {
     /// Train on `(features, class)` pairs, classes `0..classes`.
-    pub fn train(examples: &[(Sparse, usize)], classes: usize, epochs: usize) -> Self {
+    pub fn train<E: std::borrow::Borrow<(Sparse, usize)>>(
+        examples: &[E],
+        classes: usize,
+        epochs: usize,
+    ) -> Self {
         let mut w = vec![0f32; classes * DIMS];
         // Sum over steps of each update × its step (the averaging trick:
         // average = w - u / steps).
@@ -59,7 +63,7 @@ impl Linear {
                 order.swap(i, j);
             }
             for &k in &order {
-                let (x, y) = &examples[k];
+                let (x, y) = examples[k].borrow();
                 scores(&w, classes, x, &mut out);
                 let right = out[*y];
                 let (wrong, best) = out.iter().enumerate().filter(|(c, _)| c != y).fold(
@@ -98,29 +102,34 @@ impl Linear {
         }
     }
 
-    /// The best class and its margin over the second best.
-    pub fn predict(&self, x: &Sparse) -> (usize, f32) {
+    /// Every class's score for `x`.
+    pub fn scores(&self, x: &Sparse) -> Vec<f32> {
         let mut out = vec![0f32; self.classes];
         scores(&self.weights, self.classes, x, &mut out);
-        let mut best = (0usize, f32::NEG_INFINITY);
-        let mut second = f32::NEG_INFINITY;
-        for (c, &s) in out.iter().enumerate() {
-            if s > best.1 {
-                second = best.1;
-                best = (c, s);
-            } else if s > second {
-                second = s;
-            }
-        }
-        let margin = if second.is_finite() {
-            best.1 - second
-        } else {
-            best.1
-        };
-        (best.0, margin)
+        out
     }
 
     pub fn bytes(&self) -> usize {
         self.weights.len() * std::mem::size_of::<f32>()
     }
+}
+
+/// The best class of `out` and its margin over the second best.
+pub fn best_of(out: &[f32]) -> (usize, f32) {
+    let mut best = (0usize, f32::NEG_INFINITY);
+    let mut second = f32::NEG_INFINITY;
+    for (c, &s) in out.iter().enumerate() {
+        if s > best.1 {
+            second = best.1;
+            best = (c, s);
+        } else if s > second {
+            second = s;
+        }
+    }
+    let margin = if second.is_finite() {
+        best.1 - second
+    } else {
+        best.1
+    };
+    (best.0, margin)
 }

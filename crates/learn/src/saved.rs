@@ -10,7 +10,8 @@
 //! Layout, little-endian: `TCLM`, format `u32`, generation `u64`,
 //! examples `u64`, then per field (category, queue, priority) a present
 //! byte and, when present, the labels (count, then length + UTF-8 each),
-//! the support per label (`u64`), the idf — sparse: the value of a
+//! the support per label (`u64`), the temperature (`f32`, 0 when not
+//! calibrated), the idf — sparse: the value of a
 //! feature no training text had (the largest), then the others as
 //! (index `u32`, `f32`) — and the linear model — sparse too: classes,
 //! then each feature with a non-zero weight as its index and one `f32`
@@ -27,7 +28,7 @@ use crate::linear::Linear;
 const MAGIC: &[u8; 4] = b"TCLM";
 /// Bumped whenever the features or the training change: a model of
 /// another format is trained again.
-pub const FORMAT: u32 = 1;
+pub const FORMAT: u32 = 2;
 
 /// Why a kept model was not used.
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +68,8 @@ pub fn encode(fields: [Option<&Classifier>; 3], examples: usize, generation: u64
                 for s in &c.support {
                     out.extend_from_slice(&(*s as u64).to_le_bytes());
                 }
+                // 0: not calibrated (a fitted temperature is at least 0.01).
+                out.extend_from_slice(&c.temperature.unwrap_or(0.0).to_le_bytes());
                 put_idf(&mut out, &c.idf.0);
                 put_weights(&mut out, c.model.classes, &c.model.weights);
             }
@@ -224,6 +227,7 @@ impl Reader<'_> {
         let support = (0..n)
             .map(|_| self.u64().map(|s| s as usize))
             .collect::<Result<Vec<_>, _>>()?;
+        let temperature = Some(self.f32()?).filter(|t| *t > 0.0);
         let idf = self.idf()?;
         let classes = self.u32()? as usize;
         if classes != n {
@@ -235,6 +239,7 @@ impl Reader<'_> {
             support,
             idf,
             model: Linear { classes, weights },
+            temperature,
         })
     }
 }
@@ -276,9 +281,10 @@ pub fn load(path: &Path) -> Result<Option<Kept>, SavedError> {
 mod tests {
     use super::*;
 
-    /// Category and queue learned from twelve rows; no priority.
+    /// Category and queue learned from sixty rows (calibrated); no
+    /// priority.
     fn trained() -> Kept {
-        let texts: Vec<(String, &str, &str)> = (0..4)
+        let texts: Vec<(String, &str, &str)> = (0..20)
             .flat_map(|i| {
                 [
                     (format!("refund my order {i} please"), "refund", "billing"),
@@ -326,10 +332,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("offline-model.bin");
         let [a, b, c] = &learned.fields;
-        save(&path, [a.as_ref(), b.as_ref(), c.as_ref()], 12, 4242).unwrap();
+        assert!(a.as_ref().unwrap().temperature.is_some(), "calibrated");
+        save(&path, [a.as_ref(), b.as_ref(), c.as_ref()], 60, 4242).unwrap();
         let back = load(&path).unwrap().unwrap();
         assert_eq!(back.generation, 4242);
-        assert_eq!(back.examples, 12);
+        assert_eq!(back.examples, 60);
         for (kept, original) in back.fields.iter().zip(&learned.fields) {
             match (kept, original) {
                 (Some(kept), Some(original)) => {

@@ -43,6 +43,8 @@ pub struct Suggestion {
     pub label: String,
     /// Examples of that label in the history.
     pub support: usize,
+    /// How sure the model is (calibrated; `None`: too little history).
+    pub confidence: Option<f32>,
 }
 
 /// Models trained on the history as it was at one point.
@@ -109,6 +111,7 @@ impl Learned {
         (p.support >= MIN_SUPPORT && p.margin > 0.0).then_some(Suggestion {
             label: p.label,
             support: p.support,
+            confidence: p.confidence,
         })
     }
 }
@@ -299,7 +302,8 @@ mod tests {
             learned.suggest(Field::Queue, &text),
             Some(Suggestion {
                 label: "VIP组".into(),
-                support: 6
+                support: 6,
+                confidence: None, // 12 examples: too few to calibrate
             })
         );
         assert_eq!(

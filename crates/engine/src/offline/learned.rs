@@ -10,8 +10,9 @@ use crate::learn::tickets::{Field, Learned, ticket_text};
 pub(super) struct History {
     learned: Option<std::sync::Arc<Learned>>,
     text: String,
-    /// (field name, examples behind the label) for each field it decided.
-    used: Vec<(&'static str, usize)>,
+    /// (field name, examples behind the label, calibrated confidence) for
+    /// each field it decided.
+    used: Vec<(&'static str, usize, Option<f32>)>,
     ruled: Vec<&'static str>,
     /// (field name, label) the history proposed that the desk does not
     /// accept (a label people used that is not in its taxonomy): reported,
@@ -61,7 +62,7 @@ impl History {
         };
         match suggested {
             Some(s) => {
-                self.used.push((name, s.support));
+                self.used.push((name, s.support, s.confidence));
                 Some(s.label)
             }
             None => {
@@ -73,17 +74,25 @@ impl History {
 
     /// Examples behind the history's choice of `name` (None: the rules).
     pub fn support(&self, name: &str) -> Option<usize> {
-        self.used.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)
+        self.used
+            .iter()
+            .find(|(n, ..)| *n == name)
+            .map(|(_, s, _)| *s)
     }
 
-    /// `learned: category (6), queue (6) · rules: priority`.
+    /// `learned from history: category (60 tickets, high 0.97), queue (6
+    /// tickets) · rules: priority` (a confidence where the model had
+    /// enough history to calibrate one).
     pub fn note(&self) -> String {
         let mut parts = Vec::new();
         if !self.used.is_empty() {
             let used: Vec<String> = self
                 .used
                 .iter()
-                .map(|(n, s)| format!("{n} ({s} tickets)"))
+                .map(|(n, s, confidence)| match confidence {
+                    Some(c) => format!("{n} ({s} tickets, {} {c:.2})", level(*c)),
+                    None => format!("{n} ({s} tickets)"),
+                })
                 .collect();
             parts.push(format!("learned from history: {}", used.join(", ")));
         }
@@ -96,6 +105,17 @@ impl History {
             ));
         }
         parts.join(" · ")
+    }
+}
+
+/// A confidence in words: high from 0.9, medium from 0.6, else low.
+pub(super) fn level(confidence: f32) -> &'static str {
+    if confidence >= 0.9 {
+        "high"
+    } else if confidence >= 0.6 {
+        "medium"
+    } else {
+        "low"
     }
 }
 
@@ -137,6 +157,25 @@ mod tests {
         assert!(
             note.contains("\"发票\", which this desk does not have"),
             "{note}"
+        );
+    }
+
+    #[test]
+    fn the_note_names_a_calibrated_confidence_in_words_and_number() {
+        let history = History {
+            learned: None,
+            text: String::new(),
+            used: vec![("category", 60, Some(0.973)), ("queue", 6, None)],
+            ruled: vec!["priority"],
+            refused: Vec::new(),
+        };
+        assert_eq!(
+            history.note(),
+            "learned from history: category (60 tickets, high 0.97), queue (6 tickets) · rules: priority"
+        );
+        assert_eq!(
+            [level(0.95), level(0.9), level(0.7), level(0.59)],
+            ["high", "high", "medium", "low"]
         );
     }
 }
