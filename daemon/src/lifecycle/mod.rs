@@ -221,11 +221,15 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
     // The start-up server steps aside (its clients reconnect to the full
     // one on the same socket).
     let _ = started_tx.send(());
+    let abort = status_while_starting.abort_handle();
     if tokio::time::timeout(SHUTDOWN_GRACE, status_while_starting)
         .await
         .is_err()
     {
-        tracing::warn!("the start-up status server did not stop in time");
+        // Its last connections are cut: a client still on one reconnects
+        // to the full server instead of hearing "handing over" forever.
+        abort.abort();
+        tracing::warn!("the start-up status server did not stop in time; it was stopped");
     }
     crate::heap::release_free_memory();
     tracing::info!(stages = %stages, "start-up");

@@ -43,9 +43,13 @@ fn starting(progress: &Progress) -> Status {
     } else {
         String::new()
     };
+    let stage = if s.stage.is_empty() {
+        HANDING_OVER
+    } else {
+        &s.stage
+    };
     Status::unavailable(format!(
-        "tinycoded is starting: {}{count}; ask again in a moment",
-        s.stage
+        "tinycoded is starting: {stage}{count}; ask again in a moment"
     ))
 }
 
@@ -152,5 +156,10 @@ mod tests {
         service.progress.finish();
         let status = service.get_status(Request::new(GetStatusRequest {}));
         assert_eq!(stage(status.await.unwrap().into_inner()), HANDING_OVER);
+        let refused = service.reload(Request::new(ReloadRequest::default())).await;
+        assert_eq!(
+            refused.unwrap_err().message(),
+            format!("tinycoded is starting: {HANDING_OVER}; ask again in a moment")
+        );
     }
 }

@@ -382,13 +382,13 @@ impl Sessions {
     /// recall kept of its stream, and the events stored since.
     pub(crate) async fn history(&self, state: &SessionState) -> Result<History, SessionError> {
         let from = state.history_from.max(1);
-        let (mut turns, next) = self.recall.take(&state.id, from);
+        let cut = state.compacted_before;
+        let (mut turns, next) = self.recall.take(&state.id, from, cut);
         let events = self
             .store
             .read_stream(&session_stream(&state.id), next, usize::MAX)
             .await?;
         let next = events.last().map_or(next, |e| e.stream_version + 1);
-        let cut = state.compacted_before;
         if !events.is_empty() || turns.first_key_value().is_some_and(|(t, _)| *t < cut) {
             let held = Arc::make_mut(&mut turns);
             if held.first_key_value().is_some_and(|(t, _)| *t < cut) {
@@ -396,7 +396,8 @@ impl Sessions {
             }
             History::fold(held, cut, &events);
         }
-        self.recall.keep(&state.id, from, next, turns.clone());
+        self.recall
+            .keep(&state.id, (from, cut), next, turns.clone());
         Ok(History {
             summary: state.summary.clone(),
             turns,
