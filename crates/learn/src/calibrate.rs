@@ -113,16 +113,12 @@ pub fn expected_calibration_error(decisions: &[(f32, bool)]) -> f64 {
 mod tests {
     use super::*;
 
-    /// Deterministic normal draws (Box–Muller over a SplitMix stream).
-    struct Normal(u64);
+    /// Deterministic normal draws (Box–Muller over the learner's SplitMix).
+    struct Normal(crate::linear::SplitMix);
 
     impl Normal {
         fn uniform(&mut self) -> f64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+            (self.0.next() >> 11) as f64 / (1u64 << 53) as f64
         }
 
         fn draw(&mut self) -> f64 {
@@ -136,7 +132,7 @@ mod tests {
     /// overconfident for `scale` > 1 (as a margin-trained linear model
     /// is); its right temperature is `scale`.
     fn overlapping(n: usize, scale: f32, seed: u64) -> Vec<(Vec<f32>, usize)> {
-        let mut rng = Normal(seed);
+        let mut rng = Normal(crate::linear::SplitMix(seed));
         (0..n)
             .map(|i| {
                 let class = i % 2;

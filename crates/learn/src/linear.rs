@@ -29,11 +29,12 @@ fn scores(weights: &[f32], classes: usize, x: &Sparse, out: &mut [f32]) {
     }
 }
 
-/// A small deterministic generator for the epoch shuffles.
-struct SplitMix(u64);
+/// A small deterministic generator for the epoch shuffles (and the
+/// calibration tests' draws).
+pub(crate) struct SplitMix(pub(crate) u64);
 
 impl SplitMix {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
