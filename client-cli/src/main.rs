@@ -7,6 +7,7 @@
 
 mod admin_cmd;
 mod approvals_cmd;
+mod connectors_cmd;
 mod daemon_cmd;
 mod demo_cmd;
 mod eval_cmd;
@@ -140,6 +141,15 @@ enum Command {
     Events(events_cmd::EventsArgs),
     /// The daily triage report (default: yesterday's); `list`, `show ID`.
     Report(report_cmd::ReportArgs),
+    /// Import tickets from a file (`import csv FILE [--map field=column,…]`);
+    /// the same file twice adds nothing.
+    Import(connectors_cmd::ImportArgs),
+    /// Replies and resolutions owed to customers of connected sources:
+    /// `list`, `retry N`.
+    Outbox {
+        #[command(subcommand)]
+        action: connectors_cmd::OutboxAction,
+    },
     /// SLA clocks: `watch` follows the alerts (at risk, breached) live.
     Sla {
         #[command(subcommand)]
@@ -291,6 +301,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Events(args) => events_cmd::run(&ctx, args).await,
         Command::Sla { action } => sla_cmd::run(&ctx, action).await,
         Command::Report(args) => report_cmd::run(&ctx, args).await,
+        Command::Import(args) => connectors_cmd::import(&ctx, args).await,
+        Command::Outbox { action } => connectors_cmd::outbox(&ctx, action).await,
         Command::Ticket { action } => ticket_cmd::run(&ctx, action).await,
         Command::Kb { action } => kb_cmd::run(&ctx, action).await,
         Command::Run(args) => session_cmd::run(&ctx, args).await,

@@ -8,6 +8,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use tinycode_shared::client::DaemonChannel;
 use tinycode_shared::proto::approvals_client::ApprovalsClient;
+use tinycode_shared::proto::connectors_client::ConnectorsClient;
 use tinycode_shared::proto::daemon_client::DaemonClient;
 use tinycode_shared::proto::events_client::EventsClient;
 use tinycode_shared::proto::reports_client::ReportsClient;
@@ -49,6 +50,9 @@ impl Daemon {
     }
     pub fn reports(&self) -> ReportsClient<DaemonChannel> {
         ReportsClient::new(self.channel.clone())
+    }
+    pub fn connectors(&self) -> ConnectorsClient<DaemonChannel> {
+        ConnectorsClient::new(self.channel.clone())
     }
 }
 

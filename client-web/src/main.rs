@@ -20,6 +20,7 @@
 mod app;
 mod auth;
 mod grpc;
+mod hooks;
 mod live;
 mod manage;
 mod pages;

@@ -49,6 +49,8 @@ pub fn router(app: App) -> Router {
         .route("/assets/{file}", get(asset))
         .layer(middleware::from_fn(ask_name))
         .layer(middleware::from_fn_with_state(auth, crate::auth::guard))
+        // Webhooks carry their own signature instead of the cookie.
+        .merge(crate::hooks::router())
         .with_state(app)
 }
 

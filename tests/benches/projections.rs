@@ -118,6 +118,7 @@ fn ticket(n: usize) -> Ticket {
             from: "customer".into(),
             text: format!("{subject}. Please help, this is message {n}."),
             at,
+            delivery: String::new(),
         }],
         ..Ticket::default()
     }

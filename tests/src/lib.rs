@@ -538,3 +538,19 @@ pub fn server_everything(tmp: &Path) -> Option<PathBuf> {
     }
     Some(script)
 }
+
+/// `tinycode web --no-open` on `desk`: the running server and the link it
+/// printed (`http://127.0.0.1:<port>/?token=…`).
+pub fn start_web(desk: &Desk) -> (LineReader, String) {
+    let mut web = LineReader::spawn({
+        let mut cmd = desk.cli();
+        cmd.args(["web", "--no-open"]);
+        cmd
+    });
+    let link = web
+        .until(Duration::from_secs(20), |l| !l.is_empty())
+        .first()
+        .cloned()
+        .expect("tinycode web printed its link");
+    (web, link)
+}

@@ -30,6 +30,7 @@ const ENGINE_LAYERS: &[(&str, u32)] = &[
     ("triage", 14),
     ("calls", 14),
     ("reports", 14),
+    ("connectors", 14),
     ("control", 15),
     ("doctor", 15),
 ];

@@ -123,6 +123,7 @@ async fn many_tickets(desk: &Desk, n: usize) {
                         from: "customer".into(),
                         text: "help".into(),
                         at: "2026-09-18T09:12:00Z".into(),
+                        delivery: String::new(),
                     }],
                     ..Ticket::default()
                 };

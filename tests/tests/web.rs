@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tinycode_tests::mock_llm::{MockLlm, Reply, text, tool};
-use tinycode_tests::{Desk, LineReader, bin, tool_available, wait_until};
+use tinycode_tests::{Desk, LineReader, bin, start_web, tool_available, wait_until};
 
 /// The scripted model: a knowledge edit when asked about the refund time,
 /// else a long reply streamed slowly (the page shows it grow).
@@ -77,16 +77,7 @@ fn the_desk_works_in_a_real_browser() {
     assert!(edit_waits, "the knowledge edit did not ask");
     let streaming = desk.new_session(&["--model", "openai/gpt-test", "--approve", "ask"]);
 
-    let mut web = LineReader::spawn({
-        let mut cmd = desk.cli();
-        cmd.args(["web", "--no-open"]);
-        cmd
-    });
-    let link = web
-        .until(Duration::from_secs(20), |l| !l.is_empty())
-        .first()
-        .cloned()
-        .unwrap();
+    let (_web, link) = start_web(&desk);
     assert!(
         link.starts_with("http://127.0.0.1:") && link.contains("/?token="),
         "{link}"

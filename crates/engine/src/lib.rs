@@ -14,6 +14,7 @@
 pub mod agent;
 pub mod calls;
 pub mod config;
+pub mod connectors;
 pub mod context;
 pub mod control;
 pub mod doctor;

@@ -67,7 +67,7 @@ pub(crate) trait Decoder: Send + 'static {
 /// The shared HTTP client (rustls with the ring provider), built once:
 /// building one loads the platform's root certificates, and reusing it
 /// keeps connections to the provider alive between requests.
-pub(crate) fn client() -> reqwest::Client {
+pub fn client() -> reqwest::Client {
     static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
     CLIENT
         .get_or_init(|| {

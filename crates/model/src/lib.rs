@@ -15,7 +15,7 @@ pub mod openai;
 pub mod redact;
 pub mod tokens;
 
-pub use http::RetryPolicy;
+pub use http::{RetryPolicy, client as http_client};
 
 use std::pin::Pin;
 

@@ -44,6 +44,7 @@ pub(super) struct Engine {
     pub(super) extensions: Arc<crate::extensions::Extensions>,
     pub(super) evals: Arc<crate::eval::Evals>,
     pub(super) reports: Arc<crate::reports::Reports>,
+    pub(super) connectors: Arc<crate::connectors::Connectors>,
     pub(super) store: EventStore,
 }
 
@@ -122,7 +123,14 @@ impl Engine {
             eval_model,
         )?;
         let reports = serve_reports(store, layout, config, &desk, &sessions, &evals);
+        let connectors = crate::connectors::Connectors::open(
+            store.clone(),
+            Arc::clone(&desk),
+            config.connectors.clone(),
+            cluster.id().to_string(),
+        )?;
         Ok(Self {
+            connectors,
             calls: crate::calls::DirectCalls::new(store.clone(), Arc::clone(&sessions)),
             extensions: crate::extensions::Extensions::new(workspace, Arc::clone(&mcp), skills),
             evals,

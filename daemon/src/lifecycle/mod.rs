@@ -78,6 +78,8 @@ pub enum DaemonError {
     Projection(#[from] crate::projection::ProjectionError),
     #[error("cannot start the evaluations: {0}")]
     Evals(#[from] crate::eval::EvalError),
+    #[error("cannot start the connectors: {0}")]
+    Connectors(#[from] crate::connectors::ConnectorError),
     #[error("{0}")]
     Maintenance(String),
     #[error(transparent)]

@@ -32,6 +32,7 @@ pub(super) async fn serve_until_stopped(
     let shared = Shared {
         evals: Arc::clone(&engine.evals),
         reports: Arc::clone(&engine.reports),
+        connectors: Arc::clone(&engine.connectors),
         store: engine.store.clone(),
         desk: Arc::clone(&engine.desk),
         calls: Arc::clone(&engine.calls),

@@ -3,6 +3,7 @@
 
 mod approvals;
 mod calls;
+mod connectors;
 mod daemon;
 mod evals;
 mod events;
@@ -24,6 +25,7 @@ use tinycode_shared::paths::Layout;
 use tinycode_shared::proto::FILE_DESCRIPTOR_SET;
 use tinycode_shared::proto::approvals_server::ApprovalsServer;
 use tinycode_shared::proto::calls_server::CallsServer;
+use tinycode_shared::proto::connectors_server::ConnectorsServer;
 use tinycode_shared::proto::daemon_server::DaemonServer;
 use tinycode_shared::proto::evals_server::EvalsServer;
 use tinycode_shared::proto::events_server::EventsServer;
@@ -60,6 +62,7 @@ pub struct Shared {
     pub extensions: Arc<crate::extensions::Extensions>,
     pub evals: Arc<crate::eval::Evals>,
     pub reports: Arc<crate::reports::Reports>,
+    pub connectors: Arc<crate::connectors::Connectors>,
     pub layout: Arc<Layout>,
     pub started: Instant,
     /// Ask the daemon to stop (Shutdown RPC).
@@ -77,6 +80,7 @@ impl Shared {
         models.push(self.triage.projector());
         models.push(self.evals.history());
         models.push(self.evals.projector());
+        models.push(self.connectors.projector());
         models
     }
 
@@ -195,6 +199,9 @@ async fn health()
     reporter
         .set_serving::<ReportsServer<reports::ReportsService>>()
         .await;
+    reporter
+        .set_serving::<ConnectorsServer<connectors::ConnectorsService>>()
+        .await;
     service
 }
 
@@ -228,6 +235,9 @@ fn add_services(routes: &mut tonic::service::RoutesBuilder, shared: Shared) {
         ))))
         .add_service(ReportsServer::new(reports::ReportsService::new(
             Arc::clone(&shared.reports),
+        )))
+        .add_service(ConnectorsServer::new(connectors::ConnectorsService::new(
+            Arc::clone(&shared.connectors),
         )))
         .add_service(TriageServer::new(triage::TriageService::new(shared)));
 }

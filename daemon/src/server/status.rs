@@ -122,6 +122,23 @@ impl IntoStatus for DomainError {
     }
 }
 
+impl IntoStatus for crate::connectors::ConnectorError {
+    fn into_status(self) -> Status {
+        use crate::connectors::ConnectorError as E;
+        let message = self.to_string();
+        match self {
+            E::UnknownSource(_) | E::NotFound(_) => Status::not_found(message),
+            E::NoSecret { .. } | E::NotParked { .. } => Status::failed_precondition(message),
+            E::BadSignature(_) => Status::unauthenticated(message),
+            E::Unreadable(_) | E::Import { .. } => Status::invalid_argument(message),
+            E::TooLarge(_) => Status::resource_exhausted(message),
+            E::Domain(e) => e.into_status(),
+            E::Projection(e) => e.into_status(),
+            E::Store(e) => e.into_status(),
+        }
+    }
+}
+
 impl IntoStatus for crate::projection::ProjectionError {
     fn into_status(self) -> Status {
         use crate::projection::ProjectionError as E;

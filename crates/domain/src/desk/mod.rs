@@ -7,6 +7,8 @@
 //! until the model's projector has passed their event; they never fold, and
 //! never write a workspace file.
 
+mod external;
+mod intake;
 mod knowledge;
 mod mirror;
 mod models;
@@ -29,6 +31,7 @@ use crate::projection::{ProjectionError, ProjectorHandle};
 use crate::store::{EventStore, StoreError};
 pub(crate) use crate::sync::lock;
 
+pub use intake::{Inbound, MAX_EXTERNAL_ID, Received};
 pub use knowledge::AppliedEdit;
 pub use mirror::{MAX_FILE_BYTES, file_problem};
 pub use open::{DeskSettings, LoadReport, Model, read_root};
@@ -124,6 +127,8 @@ pub struct Desk {
     issued: AtomicU64,
     /// Knowledge edits are rare: one at a time.
     edit_lock: tokio::sync::Mutex<()>,
+    /// Connector deliveries are stored one at a time (`intake.rs`).
+    intake_lock: tokio::sync::Mutex<()>,
     /// Changes to one ticket from this daemon take turns (striped by id),
     /// so concurrent writers queue instead of conflicting in a loop; the
     /// expected-version check still guards against other writers.

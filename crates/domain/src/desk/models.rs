@@ -8,7 +8,8 @@
 //!   watch follows, made with the settings whose fingerprint is `k/sla`);
 //!   `x/<session>` → the ticket a triage session works on (from
 //!   `TriageStarted`), so the session's steps add their model use to the
-//!   ticket's facts;
+//!   ticket's facts; `e/…` → the connectors' conversations and deliveries
+//!   (`intake.rs`);
 //! - knowledge (tree `proj-kb`): `c/<id>` → the article file's content,
 //!   `v/<id>` → the `kb-<id>` version; articles are few, and their search
 //!   index is in memory, kept in step after each committed batch.
@@ -177,7 +178,7 @@ impl Projection for TicketsModel {
     }
 
     fn version(&self) -> u32 {
-        5
+        6
     }
 
     /// The SLA schedule: made again when the settings changed, then loaded.
@@ -249,6 +250,7 @@ impl Projection for TicketsModel {
             if facts != unchanged {
                 writes.put(key_facts, facts.encode_to_vec());
             }
+            super::external::index(writes, &ticket, event);
             writes.put(key, ticket.encode_to_vec());
         }
         Ok(())

@@ -64,6 +64,7 @@ impl Desk {
                 from: "agent".into(),
                 text,
                 at: now(),
+                delivery: String::new(),
             }),
             origin: None,
             by: Some(by),

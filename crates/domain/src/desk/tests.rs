@@ -35,7 +35,7 @@ fn copy_dir(from: &Path, to: &Path) {
 
 /// Open the desk; after a close, once the previous desk's projector tasks
 /// have let go of the database (they end a moment after the store closes).
-async fn open(ws: &Path, db: &Path) -> (Arc<Desk>, LoadReport, EventStore) {
+pub(crate) async fn open(ws: &Path, db: &Path) -> (Arc<Desk>, LoadReport, EventStore) {
     reopen(ws, db).await
 }
 

@@ -85,6 +85,7 @@ mod tests {
             from: from.into(),
             text: text.into(),
             at: at.into(),
+            delivery: String::new(),
         };
         let full = Ticket {
             id: "T-1".into(),
@@ -110,6 +111,10 @@ mod tests {
             version: 7,
             extra_json: r#"{"x":1}"#.into(),
             sla: vec![SlaClock::default()],
+            external: Some(tinycode_shared::proto::ExternalRef {
+                source: "acme".into(),
+                conversation: "c-1".into(),
+            }),
         };
         let head: Ticket = TicketHead::decode(full.encode_to_vec().as_slice())
             .unwrap()
@@ -121,6 +126,7 @@ mod tests {
             notes: vec![],
             extra_json: String::new(),
             sla: vec![],
+            external: None,
             messages: vec![
                 message("customer", "", "2026-09-18T09:00:00+08:00"),
                 message("agent", "", "2026-09-18T10:00:00+08:00"),

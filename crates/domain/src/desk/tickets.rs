@@ -407,29 +407,37 @@ impl Desk {
             });
         }
         let at = now();
+        self.append_new(Ticket {
+            subject: new.subject.trim().to_string(),
+            customer: new.customer.trim().to_string(),
+            channel: new.channel.clone(),
+            created_at: at.clone(),
+            sla_minutes: if new.sla_minutes == 0 {
+                DEFAULT_SLA_MINUTES
+            } else {
+                new.sla_minutes
+            },
+            status: Status::Open.as_str().into(),
+            messages: vec![TicketMessage {
+                from: "customer".into(),
+                text: new.body.clone(),
+                at,
+                delivery: String::new(),
+            }],
+            ..Ticket::default()
+        })
+        .await
+    }
+
+    /// Record `ticket` as created under the next free id.
+    pub(super) async fn append_new(&self, ticket: Ticket) -> Result<Ticket, DomainError> {
         for _ in 0..MAX_ATTEMPTS {
             let id = self.next_ticket_id();
-            let ticket = Ticket {
-                id: id.clone(),
-                subject: new.subject.trim().to_string(),
-                customer: new.customer.trim().to_string(),
-                channel: new.channel.clone(),
-                created_at: at.clone(),
-                sla_minutes: if new.sla_minutes == 0 {
-                    DEFAULT_SLA_MINUTES
-                } else {
-                    new.sla_minutes
-                },
-                status: Status::Open.as_str().into(),
-                messages: vec![TicketMessage {
-                    from: "customer".into(),
-                    text: new.body.clone(),
-                    at: at.clone(),
-                }],
-                ..Ticket::default()
-            };
             let payload = Payload::TicketCreated(TicketCreated {
-                ticket: Some(ticket),
+                ticket: Some(Ticket {
+                    id: id.clone(),
+                    ..ticket.clone()
+                }),
             });
             match self
                 .store
@@ -505,6 +513,7 @@ impl Desk {
             from: "customer".into(),
             text: text.to_string(),
             at: now(),
+            delivery: String::new(),
         };
         self.change_ticket(id, |_| {
             Ok(vec![Payload::CustomerMessageAdded(CustomerMessageAdded {

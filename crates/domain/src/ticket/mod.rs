@@ -102,6 +102,7 @@ pub fn parse_ticket_file(text: &str) -> Result<Ticket, TicketFileError> {
         notes,
         version: 0,
         sla: Vec::new(),
+        external: None,
         extra_json: if extra.is_empty() {
             String::new()
         } else {
@@ -187,6 +188,7 @@ fn parse_message(field: &str, value: &Value) -> Result<TicketMessage, TicketFile
         from,
         text: req_str(o, "text", field)?,
         at: req_str(o, "at", field)?,
+        delivery: String::new(),
     })
 }
 
@@ -294,15 +296,21 @@ pub fn ticket_document(t: &Ticket) -> Map<String, Value> {
     o
 }
 
-/// Content equality, ignoring the stream version.
+/// Content equality, ignoring the stream version and what a ticket file
+/// does not hold (where a connector's ticket came from, its deliveries).
 pub fn same_content(a: &Ticket, b: &Ticket) -> bool {
-    Ticket {
-        version: 0,
-        ..a.clone()
-    } == Ticket {
-        version: 0,
-        ..b.clone()
-    }
+    let file_view = |t: &Ticket| {
+        let mut t = Ticket {
+            version: 0,
+            external: None,
+            ..t.clone()
+        };
+        for m in &mut t.messages {
+            m.delivery.clear();
+        }
+        t
+    };
+    file_view(a) == file_view(b)
 }
 
 /// The tool call that made a change, when a turn's tool made it.
@@ -328,7 +336,14 @@ pub fn apply(ticket: &mut Ticket, event: &Event) {
     match payload {
         Payload::TicketImported(e) => replace(ticket, e.ticket.as_ref()),
         Payload::TicketCreated(e) => replace(ticket, e.ticket.as_ref()),
-        Payload::TicketUpdatedFromFile(e) => replace(ticket, e.ticket.as_ref()),
+        Payload::TicketUpdatedFromFile(e) => {
+            // The file does not hold where the ticket came from: kept.
+            let external = ticket.external.take();
+            replace(ticket, e.ticket.as_ref());
+            if ticket.external.is_none() {
+                ticket.external = external;
+            }
+        }
         Payload::CustomerMessageAdded(e) => {
             ticket.messages.extend(e.message.clone());
             if Status::of(ticket) == Some(Status::Resolved) {

@@ -157,6 +157,7 @@ fn every_event_type_folds() {
         from: from.into(),
         text: text.into(),
         at: "t".into(),
+        delivery: String::new(),
     };
     let mut t = Ticket::default();
     let events = vec![

@@ -6,6 +6,7 @@
 mod edit;
 mod mcp;
 mod sections;
+pub mod sources;
 
 pub use edit::{ConfigEditError, put_mcp_server, remove_mcp_server};
 pub use mcp::{McpServerSpec, McpTransport};
@@ -26,7 +27,7 @@ pub const DEFAULT_MAX_TOOL_RESULT_CHARS: usize = 12_000;
 /// How long a daemon sharing the log may go unheard before its work is
 /// taken over (`store.leaseSeconds`).
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(15);
-const KEYS: [&str; 21] = [
+const KEYS: [&str; 22] = [
     "knowledgeDir",
     "ticketsDir",
     "queues",
@@ -48,6 +49,7 @@ const KEYS: [&str; 21] = [
     "permissions",
     "sla",
     "reports",
+    "connectors",
 ];
 
 /// What a model's tokens cost: per million input and output tokens.
@@ -112,6 +114,8 @@ pub struct Config {
     /// `reports.prices`: what each model's tokens cost (the report's cost
     /// per ticket).
     pub prices: Prices,
+    /// `connectors`: where tickets come from and replies go back to.
+    pub connectors: Vec<sources::SourceSpec>,
     /// Keys the file has that tinycode does not know: ignored, as TinyCode
     /// ignores them, and reported (the daemon's log, `tinycode doctor`).
     pub warnings: Vec<String>,
@@ -212,6 +216,7 @@ impl Default for Config {
             sla: Default::default(),
             daily_report: None,
             prices: Prices::new(),
+            connectors: Vec::new(),
             warnings: Vec::new(),
         }
     }
@@ -286,6 +291,12 @@ impl Config {
                     path: path.to_path_buf(),
                     problem,
                 })?;
+        }
+        if let Some(v) = obj.get("connectors") {
+            config.connectors = sources::sources(v).map_err(|problem| ConfigError::Section {
+                path: path.to_path_buf(),
+                problem,
+            })?;
         }
         if let Some(v) = obj.get("sla") {
             config.sla = crate::domain::sla::SlaSettings::from_json(v).map_err(|problem| {

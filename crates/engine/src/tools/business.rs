@@ -430,6 +430,7 @@ fn reply_customer() -> FnTool {
                     from: "agent".into(),
                     text: arg(args, "message").into(),
                     at: crate::domain::desk::now(),
+                    delivery: String::new(),
                 };
                 let payload = Payload::AgentReplyAdded(AgentReplyAdded {
                     by: None,

@@ -30,6 +30,7 @@ fn ticket(messages: &[(&str, &str)], status: &str) -> Ticket {
                 from: from.to_string(),
                 text: "…".into(),
                 at: at.to_string(),
+                delivery: String::new(),
             })
             .collect(),
         ..Ticket::default()

@@ -60,6 +60,7 @@ fn message(from: &str, at: &str) -> TicketMessage {
         from: from.into(),
         text: "…".into(),
         at: at.into(),
+        delivery: String::new(),
     }
 }
 

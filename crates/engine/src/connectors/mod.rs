@@ -1,0 +1,224 @@
+//! Connectors: tickets in from helpdesks' webhooks and from files, replies
+//! out through the outbox (docs/CONNECTORS.md).
+//!
+//! - `generic.rs`: tinycode's own signed JSON, both ways;
+//! - `import.rs`: `tinycode import csv` (one delivery per row);
+//! - `outbox.rs`: the read model of what is owed to customers;
+//! - `sender.rs`: the task that sends it, an event per attempt.
+//!
+//! A delivery becomes a ticket or a message through the desk's intake
+//! (`tinycode_domain::desk::Inbound`), once per delivery id.
+
+mod generic;
+mod import;
+pub mod outbox;
+mod sender;
+
+use std::sync::{Arc, Mutex};
+
+use tinycode_shared::proto::event::Payload;
+use tinycode_shared::proto::{ClientRef, DeliveryRetried, OutboxItem};
+use tokio::sync::watch;
+
+use crate::config::sources::{DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_SECONDS, SourceKind, SourceSpec};
+use crate::domain::desk::{Desk, DomainError, Received};
+use crate::projection::{ProjectionError, Projector, ProjectorHandle};
+use crate::store::{EventStore, ExpectedVersion, StoreError};
+
+pub use generic::{SIGNATURE_HEADER, TIMESTAMP_HEADER, sign};
+pub use import::{ImportSummary, Mapping};
+
+/// The largest webhook body the daemon reads.
+pub const MAX_HOOK_BYTES: usize = 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectorError {
+    #[error(
+        "no source {0:?} is configured; add it under `connectors` in .tinycode/config.json (docs/CONNECTORS.md)"
+    )]
+    UnknownSource(String),
+    #[error(
+        "the source {name:?} has no secret: set ${env} in tinycoded's environment and restart it"
+    )]
+    NoSecret { name: String, env: String },
+    #[error("the delivery's signature was refused: {0}")]
+    BadSignature(String),
+    #[error("{0}")]
+    Unreadable(String),
+    #[error("the body is {0} bytes; a delivery is at most {MAX_HOOK_BYTES} bytes")]
+    TooLarge(usize),
+    #[error(
+        "no delivery was decided by the event at sequence {0}; `tinycode outbox list` shows them"
+    )]
+    NotFound(u64),
+    #[error("delivery {sequence} is {state}; only a failed (parked) delivery is retried")]
+    NotParked { sequence: u64, state: String },
+    #[error("cannot import {path}: {problem}")]
+    Import { path: String, problem: String },
+    #[error(transparent)]
+    Domain(#[from] DomainError),
+    #[error(transparent)]
+    Projection(#[from] ProjectionError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The machine's clock, Unix seconds: signatures and retries keep real
+/// time even when `$TINYCODE_NOW` fixes the desk's clock.
+fn real_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// The source's secret, read from its environment variable now.
+fn secret(spec: &SourceSpec) -> Result<String, ConnectorError> {
+    std::env::var(&spec.secret_env)
+        .ok()
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| ConnectorError::NoSecret {
+            name: spec.name.clone(),
+            env: spec.secret_env.clone(),
+        })
+}
+
+/// The desk's connectors.
+pub struct Connectors {
+    store: EventStore,
+    desk: Arc<Desk>,
+    sources: Mutex<Vec<SourceSpec>>,
+    outbox: ProjectorHandle,
+    changed: watch::Sender<u64>,
+    http: reqwest::Client,
+    /// This daemon's id, recorded with each attempt it makes.
+    daemon: String,
+}
+
+impl Connectors {
+    /// Open the outbox and start sending what it owes.
+    pub fn open(
+        store: EventStore,
+        desk: Arc<Desk>,
+        sources: Vec<SourceSpec>,
+        daemon: String,
+    ) -> Result<Arc<Self>, ConnectorError> {
+        let (changed, _) = watch::channel(0);
+        let model = Arc::new(outbox::OutboxModel {
+            changed: changed.clone(),
+        });
+        let outbox = Projector::spawn(&store, model)?;
+        let connectors = Arc::new(Self {
+            store,
+            desk,
+            sources: Mutex::new(sources),
+            outbox,
+            changed,
+            http: crate::model::http_client(),
+            daemon,
+        });
+        tokio::spawn(sender::run(Arc::clone(&connectors)));
+        Ok(connectors)
+    }
+
+    /// The outbox's read model.
+    pub fn projector(&self) -> &ProjectorHandle {
+        &self.outbox
+    }
+
+    /// The config was reloaded: its sources from now on.
+    pub fn set_sources(&self, sources: Vec<SourceSpec>) {
+        *crate::sync::lock(&self.sources) = sources;
+    }
+
+    fn source(&self, name: &str) -> Option<SourceSpec> {
+        crate::sync::lock(&self.sources)
+            .iter()
+            .find(|s| s.name == name)
+            .cloned()
+    }
+
+    fn sends_to(&self, name: &str) -> bool {
+        self.source(name).is_some_and(|s| s.deliver_url.is_some())
+    }
+
+    fn max_attempts(&self, name: &str) -> u32 {
+        self.source(name)
+            .map_or(DEFAULT_MAX_ATTEMPTS, |s| s.max_attempts)
+    }
+
+    fn retry_seconds(&self, name: &str) -> u64 {
+        self.source(name)
+            .map_or(DEFAULT_RETRY_SECONDS, |s| s.retry_seconds)
+    }
+
+    /// One webhook delivery: checked with the source's secret, read with
+    /// its adapter, stored once; answered after it is durable.
+    pub async fn receive(
+        &self,
+        source: &str,
+        header: impl Fn(&str) -> Option<String>,
+        body: &[u8],
+    ) -> Result<Received, ConnectorError> {
+        let spec = self
+            .source(source)
+            .ok_or_else(|| ConnectorError::UnknownSource(source.to_string()))?;
+        if body.len() > MAX_HOOK_BYTES {
+            return Err(ConnectorError::TooLarge(body.len()));
+        }
+        let inbound = match spec.kind {
+            SourceKind::Generic => {
+                generic::verify(
+                    secret(&spec)?.as_bytes(),
+                    header(TIMESTAMP_HEADER).as_deref(),
+                    header(SIGNATURE_HEADER).as_deref(),
+                    body,
+                    real_now(),
+                )?;
+                generic::read(source, body)?
+            }
+        };
+        let received = self.desk.receive(inbound).await?;
+        tracing::info!(source, ticket = %received.ticket, created = received.created, duplicate = received.duplicate, "a delivery came in");
+        Ok(received)
+    }
+
+    /// Deliveries in `state` (empty: any), newest first.
+    pub async fn list(&self, state: &str, limit: usize) -> Result<Vec<OutboxItem>, ConnectorError> {
+        self.outbox.wait_for(self.store.last_sequence()).await?;
+        Ok(outbox::Reader(self.outbox.tree()).list(state, limit)?)
+    }
+
+    /// Try a parked delivery again, from its first attempt.
+    pub async fn retry(&self, sequence: u64, by: ClientRef) -> Result<OutboxItem, ConnectorError> {
+        self.outbox.wait_for(self.store.last_sequence()).await?;
+        let reader = outbox::Reader(self.outbox.tree());
+        let item = reader
+            .get(sequence)?
+            .ok_or(ConnectorError::NotFound(sequence))?;
+        if item.state != outbox::state::FAILED {
+            return Err(ConnectorError::NotParked {
+                sequence,
+                state: item.state,
+            });
+        }
+        let payload = Payload::DeliveryRetried(DeliveryRetried {
+            sequence,
+            by: Some(by),
+            at: crate::clock::now_rfc3339(),
+        });
+        let events = self
+            .store
+            .append(
+                &outbox::stream(sequence),
+                ExpectedVersion::Exact(item.version),
+                vec![payload],
+            )
+            .await?;
+        if let Some(last) = events.last() {
+            self.outbox.wait_for(last.sequence).await?;
+        }
+        reader
+            .get(sequence)?
+            .ok_or(ConnectorError::NotFound(sequence))
+    }
+}
