@@ -1,5 +1,6 @@
-//! `tinycode import csv FILE` and `tinycode outbox list|retry`: tickets in
-//! from a file, and the deliveries owed to customers (docs/CONNECTORS.md).
+//! `tinycode import csv FILE`, `tinycode outbox list|retry` and
+//! `tinycode connectors status`: tickets in from a file, the deliveries
+//! owed to customers, each source's figures (docs/CONNECTORS.md).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,7 +9,8 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand, ValueEnum};
 use tinycode_shared::proto::connectors_client::ConnectorsClient;
 use tinycode_shared::proto::{
-    ImportProgress, ImportRequest, ListOutboxRequest, OutboxItem, RetryDeliveryRequest,
+    ConnectorsStatusRequest, ImportProgress, ImportRequest, ListOutboxRequest, OutboxItem,
+    RetryDeliveryRequest,
 };
 use tinycode_shared::render;
 
@@ -18,7 +20,7 @@ use crate::{Ctx, output};
 pub struct ImportArgs {
     /// What the file is.
     kind: ImportKind,
-    /// The file (read by the daemon).
+    /// The file, or the maildir folder (read by the daemon).
     file: PathBuf,
     /// Which column fills which field, e.g. `--map subject=Title,body=Description`
     /// (fields: id, subject, body, customer, channel, time; a field not
@@ -31,6 +33,12 @@ pub struct ImportArgs {
 enum ImportKind {
     /// RFC 4180 CSV with a header row.
     Csv,
+    /// An mbox file: one ticket per mail thread.
+    Mbox,
+    /// A maildir folder (cur/, new/): one ticket per mail thread.
+    Maildir,
+    /// Zendesk's incremental ticket export (JSON, tickets with comments).
+    Zendesk,
 }
 
 #[derive(Subcommand, Debug)]
@@ -51,7 +59,12 @@ pub enum OutboxAction {
 }
 
 pub async fn import(ctx: &Ctx, args: ImportArgs) -> anyhow::Result<ExitCode> {
-    let ImportKind::Csv = args.kind;
+    let kind = match args.kind {
+        ImportKind::Csv => "csv",
+        ImportKind::Mbox => "mbox",
+        ImportKind::Maildir => "maildir",
+        ImportKind::Zendesk => "zendesk",
+    };
     let path = std::path::absolute(&args.file)
         .with_context(|| format!("cannot resolve {}", args.file.display()))?;
     let mut map = std::collections::HashMap::new();
@@ -64,7 +77,7 @@ pub async fn import(ctx: &Ctx, args: ImportArgs) -> anyhow::Result<ExitCode> {
     let mut client = ConnectorsClient::new(ctx.connect().await?);
     let mut stream = client
         .import(ImportRequest {
-            kind: "csv".into(),
+            kind: kind.into(),
             path: path.display().to_string(),
             map,
         })
@@ -76,7 +89,7 @@ pub async fn import(ctx: &Ctx, args: ImportArgs) -> anyhow::Result<ExitCode> {
         indicatif::ProgressBar::new(0)
     };
     bar.set_style(
-        indicatif::ProgressStyle::with_template("import [{bar:30}] {pos}/{len} rows {msg}")
+        indicatif::ProgressStyle::with_template("import [{bar:30}] {pos}/{len} {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
             .progress_chars("=> "),
     );
@@ -96,7 +109,7 @@ pub async fn import(ctx: &Ctx, args: ImportArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     println!(
-        "{}: {} rows — {} tickets created, {} messages appended, {} skipped",
+        "{}: {} read — {} tickets created, {} messages appended, {} skipped",
         args.file.display(),
         last.rows_read,
         last.created,
@@ -112,6 +125,74 @@ pub async fn import(ctx: &Ctx, args: ImportArgs) -> anyhow::Result<ExitCode> {
             last.skipped as usize - last.skip_reasons.len()
         );
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ConnectorsAction {
+    /// Each source: deliveries in and out, the last error, waiting and
+    /// failed replies, whether its secret is set.
+    Status,
+}
+
+pub async fn connectors(ctx: &Ctx, action: ConnectorsAction) -> anyhow::Result<ExitCode> {
+    let ConnectorsAction::Status = action;
+    let mut client = ConnectorsClient::new(ctx.connect().await?);
+    let sources = client
+        .status(ConnectorsStatusRequest {})
+        .await?
+        .into_inner()
+        .sources;
+    if ctx.json {
+        for s in &sources {
+            output::json_line(&render::message_json("tinycode.v1.SourceStatus", s));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if sources.is_empty() {
+        println!("no connector is configured (docs/CONNECTORS.md)");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let when = |n: u64, at: &str| match n {
+        0 => "0".to_string(),
+        n => format!("{n} (last {at})"),
+    };
+    let rows: Vec<Vec<String>> = sources
+        .iter()
+        .map(|s| {
+            vec![
+                s.name.clone(),
+                match (s.kind.as_str(), s.secret_set) {
+                    ("", _) => "not configured".into(),
+                    (_, true) => format!("{}, secret set", s.kind),
+                    (_, false) => format!("{}, ${} NOT SET", s.kind, s.secret_env),
+                },
+                when(s.received, &s.last_received_at),
+                when(s.sent, &s.last_sent_at),
+                s.pending.to_string(),
+                s.failed.to_string(),
+                match s.last_error.as_str() {
+                    "" => String::new(),
+                    e => format!("{} ({})", e, s.last_error_at),
+                },
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        output::table(
+            &[
+                "SOURCE",
+                "SETUP",
+                "IN",
+                "OUT",
+                "WAITING",
+                "FAILED",
+                "LAST ERROR"
+            ],
+            &rows
+        )
+    );
     Ok(ExitCode::SUCCESS)
 }
 

@@ -144,6 +144,12 @@ enum Command {
     /// Import tickets from a file (`import csv FILE [--map field=column,…]`);
     /// the same file twice adds nothing.
     Import(connectors_cmd::ImportArgs),
+    /// Connected helpdesks: `status` (each source's deliveries in and out,
+    /// failures).
+    Connectors {
+        #[command(subcommand)]
+        action: connectors_cmd::ConnectorsAction,
+    },
     /// Replies and resolutions owed to customers of connected sources:
     /// `list`, `retry N`.
     Outbox {
@@ -303,6 +309,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Report(args) => report_cmd::run(&ctx, args).await,
         Command::Import(args) => connectors_cmd::import(&ctx, args).await,
         Command::Outbox { action } => connectors_cmd::outbox(&ctx, action).await,
+        Command::Connectors { action } => connectors_cmd::connectors(&ctx, action).await,
         Command::Ticket { action } => ticket_cmd::run(&ctx, action).await,
         Command::Kb { action } => kb_cmd::run(&ctx, action).await,
         Command::Run(args) => session_cmd::run(&ctx, args).await,

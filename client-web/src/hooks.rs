@@ -18,10 +18,16 @@ use crate::app::App;
 /// The largest body read (the daemon's limit).
 pub const MAX_BODY: usize = 1024 * 1024;
 
-/// Headers handed to the daemon: the signatures and ids adapters read.
-const FORWARDED: [&str; 4] = [
+/// Headers handed to the daemon: the signatures and timestamps the
+/// adapters read (tinycode's, Chatwoot's, Zendesk's, Zammad's).
+const FORWARDED: [&str; 9] = [
     "x-tinycode-timestamp",
     "x-tinycode-signature",
+    "x-chatwoot-timestamp",
+    "x-chatwoot-signature",
+    "x-zendesk-webhook-signature",
+    "x-zendesk-webhook-signature-timestamp",
+    "x-hub-signature",
     "content-type",
     "user-agent",
 ];
@@ -58,11 +64,15 @@ async fn receive(
             } else {
                 StatusCode::OK
             };
-            let body = serde_json::json!({
-                "ticket_id": r.ticket_id,
-                "created": r.created,
-                "duplicate": r.duplicate,
-            });
+            let body = if r.ignored.is_empty() {
+                serde_json::json!({
+                    "ticket_id": r.ticket_id,
+                    "created": r.created,
+                    "duplicate": r.duplicate,
+                })
+            } else {
+                serde_json::json!({ "ignored": r.ignored })
+            };
             json(status, &body)
         }
         Err(e) => {

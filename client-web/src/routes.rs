@@ -42,6 +42,8 @@ pub fn router(app: App) -> Router {
         .route("/reports", get(reports::list).post(reports::make))
         .route("/reports/{id}", get(reports::one))
         .route("/reports/{id}/{chart}", get(reports::chart))
+        .route("/outbox", get(outbox))
+        .route("/outbox/{sequence}/retry", post(retry_delivery))
         .route("/settings", get(settings))
         .route("/whoami", get(whoami).post(name_given))
         .route("/live", get(crate::live::changes))
@@ -430,6 +432,50 @@ async fn triage(
     } else {
         html(pages::triage(&person, from, &status))
     })
+}
+
+async fn outbox(
+    State(app): State<App>,
+    Extension(person): Extension<Person>,
+    Query(q): Query<Part>,
+) -> Page {
+    let from = app.daemon.now().await?;
+    let request = ListOutboxRequest {
+        limit: 200,
+        ..Default::default()
+    };
+    let items = app
+        .daemon
+        .connectors()
+        .list_outbox(request)
+        .await?
+        .into_inner()
+        .items;
+    if q.part == "live" {
+        return Ok(html(pages::outbox_live(&person, &items)));
+    }
+    let sources = app
+        .daemon
+        .connectors()
+        .status(ConnectorsStatusRequest {})
+        .await?
+        .into_inner()
+        .sources;
+    Ok(html(pages::outbox(&person, from, &sources, &items)))
+}
+
+/// "Try again" on a parked delivery: one RPC made by the person.
+async fn retry_delivery(
+    State(app): State<App>,
+    Extension(person): Extension<Person>,
+    Path(sequence): Path<u64>,
+) -> Page {
+    let request = RetryDeliveryRequest { sequence };
+    app.daemon
+        .connectors()
+        .retry_delivery(by(&person, request))
+        .await?;
+    Ok(Redirect::to("/outbox").into_response())
 }
 
 async fn settings(State(app): State<App>, Extension(person): Extension<Person>) -> Page {

@@ -6,6 +6,7 @@
 // Test support: a failed setup step should abort the test with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod helpdesk;
 pub mod mock_llm;
 pub mod pg;
 pub mod shared_desk;

@@ -3,126 +3,14 @@
 //! for the helpdesk that receives the replies (failing when told to).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
+use tinycode_tests::helpdesk::{Helpdesk, post};
 use tinycode_tests::{Desk, LineReader, kill, wait_until};
 
 const SECRET: &str = "acme-s3cret";
-
-/// One request the helpdesk received.
-#[derive(Debug, Clone)]
-struct Received {
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Received {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap()
-    }
-}
-
-/// The helpdesk: records each request and answers with the next status of
-/// `answers` (200 when they run out); `0` holds the request unanswered.
-struct Helpdesk {
-    url: String,
-    got: Arc<Mutex<Vec<Received>>>,
-    answers: Arc<Mutex<Vec<u16>>>,
-}
-
-impl Helpdesk {
-    fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}/tinycode", listener.local_addr().unwrap());
-        let got = Arc::new(Mutex::new(Vec::new()));
-        let answers = Arc::new(Mutex::new(Vec::new()));
-        let (g, a) = (Arc::clone(&got), Arc::clone(&answers));
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let (g, a) = (Arc::clone(&g), Arc::clone(&a));
-                std::thread::spawn(move || serve(stream, &g, &a));
-            }
-        });
-        Self { url, got, answers }
-    }
-
-    fn answer(&self, statuses: &[u16]) {
-        *self.answers.lock().unwrap() = statuses.to_vec();
-    }
-
-    fn got(&self) -> Vec<Received> {
-        self.got.lock().unwrap().clone()
-    }
-}
-
-fn serve(stream: TcpStream, got: &Mutex<Vec<Received>>, answers: &Mutex<Vec<u16>>) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut headers = Vec::new();
-    let mut line = String::new();
-    reader.read_line(&mut line).unwrap();
-    loop {
-        line.clear();
-        if reader.read_line(&mut line).unwrap() == 0 || line == "\r\n" {
-            break;
-        }
-        if let Some((k, v)) = line.trim_end().split_once(':') {
-            headers.push((k.trim().to_string(), v.trim().to_string()));
-        }
-    }
-    let length: usize = headers
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-        .map_or(0, |(_, v)| v.parse().unwrap());
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).unwrap();
-    got.lock().unwrap().push(Received { headers, body });
-    let status = {
-        let mut a = answers.lock().unwrap();
-        if a.is_empty() { 200 } else { a.remove(0) }
-    };
-    if status == 0 {
-        std::thread::sleep(Duration::from_secs(120));
-        return;
-    }
-    let mut stream = stream;
-    let _ = write!(
-        stream,
-        "HTTP/1.1 {status} X\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok"
-    );
-}
-
-/// POST `body` to `url` with `headers`; the status and the body.
-fn post(url: &str, headers: &[(&str, String)], body: &[u8]) -> (u16, Value) {
-    let rest = url.strip_prefix("http://").unwrap();
-    let (host, path) = rest.split_at(rest.find('/').unwrap());
-    let mut stream = TcpStream::connect(host).unwrap();
-    let mut head = format!(
-        "POST {path} HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).unwrap();
-    let _ = stream.write_all(body);
-    let mut answer = Vec::new();
-    let _ = stream.read_to_end(&mut answer);
-    let text = String::from_utf8_lossy(&answer);
-    let status: u16 = text.split(' ').nth(1).unwrap_or("0").parse().unwrap_or(0);
-    let body = text.split("\r\n\r\n").nth(1).unwrap_or("");
-    (status, serde_json::from_str(body).unwrap_or(Value::Null))
-}
 
 fn now() -> i64 {
     SystemTime::now()
@@ -285,6 +173,42 @@ fn webhooks_come_in_once_and_replies_go_out_signed_with_retries() {
     });
     assert!(resent, "{:?}", outbox(&desk));
     assert_eq!(helpdesk.got().len(), 5);
+
+    // The source's figures, from the log.
+    let status: Vec<Value> = desk
+        .ok(&["--json", "connectors", "status"])
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let acme = &status[0];
+    assert_eq!(
+        (
+            &acme["name"],
+            &acme["received"],
+            &acme["sent"],
+            &acme["secretSet"]
+        ),
+        (&json!("acme"), &json!(2), &json!(2), &json!(true)),
+        "{acme}"
+    );
+    assert!(
+        acme["lastError"].as_str().unwrap().contains("503"),
+        "{acme}"
+    );
+    assert!(
+        acme.get("failed").is_none() && acme.get("pending").is_none(),
+        "{acme}"
+    );
+
+    // A reload moves the source to another helpdesk: the next reply goes there.
+    let other = Helpdesk::start();
+    desk.edit_config(|c| c["connectors"]["acme"]["deliverUrl"] = json!(other.url));
+    let reloaded = desk.ok(&["daemon", "reload"]);
+    assert!(reloaded.contains("connectors"), "{reloaded}");
+    desk.ok(&["ticket", "reply", &ticket, "Third reply."]);
+    assert!(wait_until(Duration::from_secs(20), || other.got().len() == 1));
+    assert_eq!(other.got()[0].json()["text"], "Third reply.");
+    assert_eq!(helpdesk.got().len(), 5);
     desk.stop();
 }
 
@@ -376,5 +300,327 @@ fn a_csv_file_imports_once_with_quoted_fields_and_its_replies_stay_in_the_desk()
     let bad = desk.run(&["import", "csv", file, "--map", "body=Nope"]);
     assert_ne!(bad.code, 0);
     assert!(bad.stderr.contains("no column \"Nope\""), "{}", bad.stderr);
+    desk.stop();
+}
+
+#[test]
+fn a_thousand_deliveries_from_32_senders_with_repeats_store_a_thousand_tickets() {
+    let helpdesk = Helpdesk::start();
+    let desk = desk_with_helpdesk(&helpdesk);
+    desk.ok(&["daemon", "start"]);
+    let (_web, base) = start_web(&desk);
+    let hook = Arc::new(format!("{base}/hooks/acme"));
+    // 1,000 deliveries, every tenth sent twice: 1,100 requests.
+    let work: Vec<usize> = (0..1000).chain((0..1000).step_by(10)).collect();
+    let work = Arc::new(Mutex::new(work));
+    let acked = Arc::new(Mutex::new(Vec::new()));
+    let senders: Vec<_> = (0..32)
+        .map(|_| {
+            let (hook, work, acked) = (Arc::clone(&hook), Arc::clone(&work), Arc::clone(&acked));
+            std::thread::spawn(move || {
+                loop {
+                    let Some(n) = work.lock().unwrap().pop() else {
+                        return;
+                    };
+                    let body = delivery(
+                        &format!("evt-{n}"),
+                        &format!("conv-{n}"),
+                        &format!("message {n}"),
+                    );
+                    let (status, r) = post(&hook, &signed(&body, SECRET, now()), &body);
+                    assert!(status == 200 || status == 201, "{status} {r}");
+                    acked
+                        .lock()
+                        .unwrap()
+                        .push((n, r["ticket_id"].as_str().unwrap().to_string()));
+                }
+            })
+        })
+        .collect();
+    for s in senders {
+        s.join().unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+    assert_eq!(acked.len(), 1100);
+    // A delivery sent twice was answered with one ticket both times.
+    let mut by_delivery = std::collections::BTreeMap::new();
+    for (n, ticket) in &acked {
+        let first = by_delivery.entry(*n).or_insert_with(|| ticket.clone());
+        assert_eq!(first, ticket, "delivery {n}");
+    }
+    let distinct: std::collections::BTreeSet<&String> = by_delivery.values().collect();
+    assert_eq!(distinct.len(), 1000);
+    let list = desk.json(&["ticket", "list", "--limit", "1"]);
+    assert_eq!(list["total"], 1000, "{list}");
+    let messages = desk
+        .events(&["--stream", "ticket-"])
+        .iter()
+        .filter(|e| e.get("ticketCreated").is_some() || e.get("customerMessageAdded").is_some())
+        .count();
+    assert_eq!(messages, 1000);
+    desk.stop();
+}
+
+/// Rounds of the kill -9 loop over the outbox.
+const KILLS: usize = 20;
+
+#[test]
+fn a_kill_9_loop_while_replies_go_out_loses_none_and_repeats_only_with_their_key() {
+    let helpdesk = Helpdesk::start();
+    // One request in five fails.
+    helpdesk.answer(
+        &(0..400)
+            .map(|i| if i % 5 == 4 { 500 } else { 200 })
+            .collect::<Vec<_>>(),
+    );
+    let desk = desk_with_helpdesk(&helpdesk);
+    desk.edit_config(|c| c["connectors"]["acme"]["maxAttempts"] = json!(100));
+    desk.ok(&["daemon", "start"]);
+    let tickets: Vec<String> = {
+        let (_web, base) = start_web(&desk);
+        (0..4)
+            .map(|n| {
+                let body = delivery(&format!("evt-{n}"), &format!("conv-{n}"), "Where is it?");
+                let (status, r) = post(
+                    &format!("{base}/hooks/acme"),
+                    &signed(&body, SECRET, now()),
+                    &body,
+                );
+                assert_eq!(status, 201, "{r}");
+                r["ticket_id"].as_str().unwrap().to_string()
+            })
+            .collect()
+    };
+    let mut replies = Vec::new();
+    for round in 0..KILLS {
+        let out = desk.run(&["daemon", "start"]);
+        assert_eq!(out.code, 0, "round {round}: {out:?}\n{}", desk.log());
+        for k in 0..2 {
+            let text = format!("round {round} reply {k}");
+            desk.ok(&[
+                "ticket",
+                "reply",
+                &tickets[(round + k) % tickets.len()],
+                &text,
+            ]);
+            replies.push(text);
+        }
+        std::thread::sleep(Duration::from_millis(30 + (round as u64 * 37) % 200));
+        let pid = desk.daemon_pid().unwrap();
+        kill(pid, "KILL");
+        assert!(wait_until(Duration::from_secs(10), || {
+            !tinycode_tests::alive(pid)
+        }));
+    }
+    desk.ok(&["daemon", "start"]);
+    let all_sent = wait_until(Duration::from_secs(120), || {
+        let items = outbox(&desk);
+        items.len() == replies.len() && items.iter().all(|i| i["state"] == "sent")
+    });
+    assert!(all_sent, "{:?}\n{}", outbox(&desk), desk.log());
+    // Every reply arrived; a reply seen twice carried one key each time.
+    let mut keys: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+        Default::default();
+    for r in helpdesk.got() {
+        let text = r.json()["text"].as_str().unwrap().to_string();
+        keys.entry(text)
+            .or_default()
+            .insert(r.header("idempotency-key").unwrap().to_string());
+    }
+    for text in &replies {
+        let seen = keys
+            .get(text)
+            .unwrap_or_else(|| panic!("{text} never arrived"));
+        assert_eq!(seen.len(), 1, "{text} arrived under several keys: {seen:?}");
+    }
+    assert_eq!(keys.len(), replies.len());
+    desk.stop();
+}
+
+/// Chatwoot's webhook signature (as tinycode's generic one, with its own
+/// header names).
+fn chatwoot_signed(body: &[u8]) -> Vec<(&'static str, String)> {
+    let at = now();
+    let sig = tinycoded::connectors::sign(SECRET.as_bytes(), at, body);
+    use tinycoded::connectors::signing::{CHATWOOT_SIGNATURE, CHATWOOT_TIMESTAMP};
+    vec![
+        (CHATWOOT_TIMESTAMP, at.to_string()),
+        (CHATWOOT_SIGNATURE, sig),
+    ]
+}
+
+#[test]
+fn helpdesks_speak_their_own_webhooks_and_apis() {
+    let chatwoot = Helpdesk::start();
+    let zammad = Helpdesk::start();
+    let base = |h: &Helpdesk| h.url.trim_end_matches("/tinycode").to_string();
+    let desk = Desk::new()
+        .with_env("CW_SECRET", SECRET)
+        .with_env("CW_TOKEN", "cw-token")
+        .with_env("ZM_SECRET", SECRET)
+        .with_env("ZM_TOKEN", "zm-token");
+    desk.write(".tinycode/config.json", "{}");
+    desk.edit_config(|c| {
+        c["connectors"] = json!({
+            "cw": {"type": "chatwoot", "secretEnv": "CW_SECRET", "deliverUrl": base(&chatwoot),
+                   "apiTokenEnv": "CW_TOKEN", "accountId": 3},
+            "zm": {"type": "zammad", "secretEnv": "ZM_SECRET", "deliverUrl": base(&zammad),
+                   "apiTokenEnv": "ZM_TOKEN"}
+        });
+        c["autoTriage"] = json!({"enabled": false});
+    });
+    desk.ok(&["daemon", "start"]);
+    let (_web, web) = start_web(&desk);
+
+    // Chatwoot announces a new conversation and its first message: one
+    // ticket, one message; the agent's own message comes back and is ignored.
+    let created = json!({"event": "conversation_created", "id": 7,
+        "messages": [{"id": 901, "content": "Where is my order?", "message_type": 0}],
+        "meta": {"sender": {"name": "Ana", "email": "ana@example.com"}}})
+    .to_string();
+    let (status, r) = post(
+        &format!("{web}/hooks/cw"),
+        &chatwoot_signed(created.as_bytes()),
+        created.as_bytes(),
+    );
+    assert_eq!(status, 201, "{r}");
+    let ticket = r["ticket_id"].as_str().unwrap().to_string();
+    let message = json!({"event": "message_created", "id": 901, "content": "Where is my order?",
+        "message_type": "incoming", "conversation": {"id": 7}, "sender": {"email": "ana@example.com"}})
+    .to_string();
+    let (status, r) = post(
+        &format!("{web}/hooks/cw"),
+        &chatwoot_signed(message.as_bytes()),
+        message.as_bytes(),
+    );
+    assert_eq!((status, &r["duplicate"]), (200, &json!(true)), "{r}");
+    let agents = json!({"event": "message_created", "id": 902, "content": "On it",
+        "message_type": "outgoing", "conversation": {"id": 7}})
+    .to_string();
+    let (status, r) = post(
+        &format!("{web}/hooks/cw"),
+        &chatwoot_signed(agents.as_bytes()),
+        agents.as_bytes(),
+    );
+    assert_eq!(status, 200, "{r}");
+    assert!(r["ignored"].as_str().unwrap().contains("agent"), "{r}");
+    let (status, _) = post(
+        &format!("{web}/hooks/cw"),
+        &signed(message.as_bytes(), SECRET, now()),
+        message.as_bytes(),
+    );
+    assert_eq!(status, 401, "tinycode's headers are not Chatwoot's");
+
+    // The reply and the resolution go to Chatwoot's API.
+    desk.ok(&["ticket", "reply", &ticket, "It ships today."]);
+    desk.ok(&["ticket", "close", &ticket]);
+    assert!(
+        wait_until(Duration::from_secs(20), || chatwoot.got().len() == 2),
+        "{:?}",
+        outbox(&desk)
+    );
+    let got = chatwoot.got();
+    assert_eq!(
+        got[0].request,
+        "POST /api/v1/accounts/3/conversations/7/messages"
+    );
+    assert_eq!(got[0].header("api_access_token"), Some("cw-token"));
+    assert_eq!(got[0].json()["content"], "It ships today.");
+    assert_eq!(
+        got[1].request,
+        "POST /api/v1/accounts/3/conversations/7/toggle_status"
+    );
+    assert_eq!(got[1].json()["status"], "resolved");
+
+    // Zammad: an HTML article in, signed with HMAC-SHA1; a reply out as an article.
+    let article = json!({"ticket": {"id": 12, "title": "Login broken", "customer": {"email": "li@example.com"}},
+        "article": {"id": 55, "sender": "Customer", "internal": false, "content_type": "text/html",
+                    "body": "<p>I cannot log in</p><script>x()</script>"}})
+    .to_string();
+    let sig = tinycoded::connectors::signing::zammad(SECRET.as_bytes(), article.as_bytes());
+    let (status, r) = post(
+        &format!("{web}/hooks/zm"),
+        &[(tinycoded::connectors::signing::ZAMMAD_SIGNATURE, sig)],
+        article.as_bytes(),
+    );
+    assert_eq!(status, 201, "{r}");
+    let zm_ticket = r["ticket_id"].as_str().unwrap().to_string();
+    let shown = desk.json(&["ticket", "show", &zm_ticket]);
+    assert_eq!(shown["messages"][0]["text"], "I cannot log in");
+    desk.ok(&["ticket", "reply", &zm_ticket, "Password reset sent."]);
+    assert!(wait_until(Duration::from_secs(20), || zammad.got().len() == 1));
+    let got = &zammad.got()[0];
+    assert_eq!(got.request, "POST /api/v1/ticket_articles");
+    assert_eq!(got.header("authorization"), Some("Token token=zm-token"));
+    assert_eq!(got.json()["ticket_id"], 12);
+    desk.stop();
+}
+
+#[test]
+fn an_mbox_thread_and_a_zendesk_export_import_once() {
+    let desk = Desk::new();
+    let mbox = desk.root.join("support.mbox");
+    std::fs::write(
+        &mbox,
+        "From ana@example.com Mon Dec  1 10:00:00 2026\n\
+         From: Ana <ana@example.com>\nSubject: Refund\nMessage-ID: <a1@example.com>\n\n\
+         Where is my refund?\n\n\
+         From desk@example.com Mon Dec  1 11:00:00 2026\n\
+         From: Desk <desk@example.com>\nSubject: Re: Refund\nMessage-ID: <b2@example.com>\n\
+         In-Reply-To: <a1@example.com>\n\nWe are on it.\n\n\
+         From ana@example.com Mon Dec  1 12:00:00 2026\n\
+         From: Ana <ana@example.com>\nSubject: Re: Refund\nMessage-ID: <c3@example.com>\n\
+         References: <a1@example.com> <b2@example.com>\nContent-Type: text/html\n\n\
+         <p>Still <b>waiting</b></p>\n",
+    )
+    .unwrap();
+    let export = desk.root.join("zendesk.json");
+    std::fs::write(
+        &export,
+        json!({"tickets": [{"id": 77, "subject": "Locked out", "description": "I cannot log in",
+            "requester_id": 5, "comments": [{"id": 700, "body": "Still locked", "author_id": 5, "public": true}]}]})
+        .to_string(),
+    )
+    .unwrap();
+    let first = desk.json(&["import", "mbox", mbox.to_str().unwrap()]);
+    assert_eq!(
+        (&first["created"], &first["appended"], &first["skipped"]),
+        (&json!(1), &json!(1), &json!(1)),
+        "{first}"
+    );
+    assert!(
+        first["skipReasons"][0]
+            .as_str()
+            .unwrap()
+            .contains("desk@example.com"),
+        "{first}"
+    );
+    let first = desk.json(&["import", "zendesk", export.to_str().unwrap()]);
+    assert_eq!(
+        (&first["created"], &first["appended"]),
+        (&json!(1), &json!(1)),
+        "{first}"
+    );
+    for (kind, file) in [("mbox", &mbox), ("zendesk", &export)] {
+        let again = desk.json(&["import", kind, file.to_str().unwrap()]);
+        assert_eq!(again.get("created"), None, "{kind}: {again}");
+        assert_eq!(again.get("appended"), None, "{kind}: {again}");
+    }
+    let list = desk.json(&["ticket", "list"]);
+    assert_eq!(list["total"], 2, "{list}");
+    let thread = list["tickets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["subject"] == "Refund")
+        .unwrap();
+    let shown = desk.json(&["ticket", "show", thread["id"].as_str().unwrap()]);
+    let texts: Vec<&str> = shown["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["Where is my refund?", "Still waiting"]);
     desk.stop();
 }

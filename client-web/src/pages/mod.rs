@@ -7,11 +7,13 @@
 
 mod approvals;
 mod desk;
+mod outbox;
 mod reports;
 mod sessions;
 
 pub use approvals::{ApprovalsView, approvals, approvals_live};
 pub use desk::{DeskView, Filter, TicketView, desk, desk_live, ticket, ticket_live};
+pub use outbox::{outbox, outbox_live};
 pub use reports::{report, reports, reports_live};
 pub use sessions::{
     SessionView, session, session_pending, sessions, sessions_live, settings, triage, triage_live,
@@ -30,15 +32,17 @@ pub enum Tab {
     Sessions,
     Triage,
     Reports,
+    Outbox,
     Settings,
 }
 
-const TABS: [(Tab, &str, &str); 6] = [
+const TABS: [(Tab, &str, &str); 7] = [
     (Tab::Desk, "/", "Desk"),
     (Tab::Approvals, "/approvals", "Approvals"),
     (Tab::Sessions, "/sessions", "Sessions"),
     (Tab::Triage, "/triage", "Triage"),
     (Tab::Reports, "/reports", "Reports"),
+    (Tab::Outbox, "/outbox", "Outbox"),
     (Tab::Settings, "/settings", "Settings"),
 ];
 

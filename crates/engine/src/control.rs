@@ -56,6 +56,8 @@ pub struct Control {
     sessions: Arc<Sessions>,
     triage: Arc<Triage>,
     mcp: Arc<McpHub>,
+    /// The connectors' sources follow a reload.
+    connectors: Arc<crate::connectors::Connectors>,
     skills: Arc<Skills>,
 }
 
@@ -141,7 +143,7 @@ impl Control {
         artifact_root: PathBuf,
         sessions: Arc<Sessions>,
         triage: Arc<Triage>,
-        mcp: Arc<McpHub>,
+        (mcp, connectors): (Arc<McpHub>, Arc<crate::connectors::Connectors>),
         skills: Arc<Skills>,
     ) -> Arc<Self> {
         Arc::new(Self {
@@ -152,6 +154,7 @@ impl Control {
             sessions,
             triage,
             mcp,
+            connectors,
             skills,
         })
     }
@@ -193,6 +196,10 @@ impl Control {
         if in_force.mcp_servers != new.mcp_servers {
             self.mcp.reconfigure(&new.mcp_servers).await;
             done.applied.push("mcpServers".into());
+        }
+        if in_force.connectors != new.connectors {
+            self.connectors.set_sources(new.connectors.clone());
+            done.applied.push("connectors".into());
         }
         let before: Vec<String> = skill_names(&self.skills);
         done.warnings.extend(self.skills.reload());

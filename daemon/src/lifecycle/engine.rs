@@ -105,12 +105,18 @@ impl Engine {
         )
         .await?;
         stages.done("triage");
+        let connectors = crate::connectors::Connectors::open(
+            store.clone(),
+            Arc::clone(&desk),
+            config.connectors.clone(),
+            cluster.id().to_string(),
+        )?;
         let control = crate::control::Control::new(
             config.clone(),
             artifacts,
             Arc::clone(&sessions),
             Arc::clone(&triage),
-            Arc::clone(&mcp),
+            (Arc::clone(&mcp), Arc::clone(&connectors)),
             Arc::clone(&skills),
         );
         reload_on_sighup(Arc::clone(&control), layout)?;
@@ -123,12 +129,6 @@ impl Engine {
             eval_model,
         )?;
         let reports = serve_reports(store, layout, config, &desk, &sessions, &evals);
-        let connectors = crate::connectors::Connectors::open(
-            store.clone(),
-            Arc::clone(&desk),
-            config.connectors.clone(),
-            cluster.id().to_string(),
-        )?;
         Ok(Self {
             connectors,
             calls: crate::calls::DirectCalls::new(store.clone(), Arc::clone(&sessions)),

@@ -10,8 +10,9 @@
 //! appended at the ticket's expected version by a change that finds the
 //! delivery already there and adds nothing, so the same delivery twice —
 //! retried by a helpdesk while the first is being stored, or after a crash —
-//! stores one message. Intakes of one daemon take turns (a new
-//! conversation's two first messages make one ticket); two daemons that
+//! stores one message. Within one daemon, deliveries of one conversation
+//! take turns (a new conversation's two first messages make one ticket);
+//! other conversations are stored meanwhile; two daemons that
 //! receive the first messages of one new conversation in the same moment
 //! can make two tickets (docs/CONNECTORS.md says so).
 
@@ -159,7 +160,10 @@ impl Desk {
     /// ticket, or nothing when it was stored before.
     pub async fn receive(&self, inbound: Inbound) -> Result<Received, DomainError> {
         inbound.check()?;
-        let _one_at_a_time = self.intake_lock.lock().await;
+        let _one_at_a_time = self
+            .intake_locks
+            .lock(&format!("{}\0{}", inbound.source, inbound.conversation))
+            .await;
         self.tickets.wait_for(self.store.last_sequence()).await?;
         if let Some(ticket) = self.delivered_to(&inbound.source, &inbound.delivery)? {
             return Ok(Received {

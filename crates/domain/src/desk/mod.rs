@@ -127,8 +127,9 @@ pub struct Desk {
     issued: AtomicU64,
     /// Knowledge edits are rare: one at a time.
     edit_lock: tokio::sync::Mutex<()>,
-    /// Connector deliveries are stored one at a time (`intake.rs`).
-    intake_lock: tokio::sync::Mutex<()>,
+    /// Deliveries of one conversation are stored one at a time, striped
+    /// by source and conversation (`intake.rs`).
+    intake_locks: crate::sync::Striped<64>,
     /// Changes to one ticket from this daemon take turns (striped by id),
     /// so concurrent writers queue instead of conflicting in a loop; the
     /// expected-version check still guards against other writers.

@@ -173,7 +173,7 @@ impl Desk {
             index,
             issued: AtomicU64::new(0),
             edit_lock: tokio::sync::Mutex::new(()),
-            intake_lock: tokio::sync::Mutex::new(()),
+            intake_locks: Default::default(),
             ticket_locks: crate::sync::Striped::default(),
             urgent: Mutex::default(),
             store,

@@ -18,6 +18,34 @@ use serde_json::{Map, Value};
 pub enum SourceKind {
     /// tinycode's own documented JSON, signed with HMAC-SHA256.
     Generic,
+    /// Chatwoot: its `message_created` / `conversation_created` webhooks,
+    /// replies through its messages API.
+    Chatwoot,
+    /// Zendesk: its `ticket.created` / `ticket.comment_added` event
+    /// webhooks, replies as a ticket update.
+    Zendesk,
+    /// Zammad: its trigger webhook (`X-Hub-Signature`), replies as ticket
+    /// articles.
+    Zammad,
+}
+
+impl SourceKind {
+    pub const NAMES: [&str; 4] = ["generic", "chatwoot", "zendesk", "zammad"];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Generic => "generic",
+            Self::Chatwoot => "chatwoot",
+            Self::Zendesk => "zendesk",
+            Self::Zammad => "zammad",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Self> {
+        [Self::Generic, Self::Chatwoot, Self::Zendesk, Self::Zammad]
+            .into_iter()
+            .find(|k| k.as_str() == text)
+    }
 }
 
 /// One configured source.
@@ -25,10 +53,18 @@ pub enum SourceKind {
 pub struct SourceSpec {
     pub name: String,
     pub kind: SourceKind,
-    /// The environment variable holding the shared secret.
+    /// The environment variable holding the webhooks' shared secret.
     pub secret_env: String,
-    /// Where replies and resolutions are sent; `None`: nothing goes out.
+    /// Where replies and resolutions are sent (the generic receiver, or the
+    /// helpdesk's base URL); `None`: nothing goes out.
     pub deliver_url: Option<String>,
+    /// The environment variable holding the helpdesk's API token (Chatwoot,
+    /// Zendesk, Zammad replies).
+    pub api_token_env: Option<String>,
+    /// Zendesk: the agent's email the token belongs to.
+    pub api_user: Option<String>,
+    /// Chatwoot: the account the conversations belong to.
+    pub account_id: Option<u64>,
     /// Attempts of one delivery before it is parked as failed.
     pub max_attempts: u32,
     /// The wait after the first failed attempt; doubled after each.
@@ -52,91 +88,167 @@ pub fn sources(v: &Value) -> Result<Vec<SourceSpec>, String> {
     obj.iter().map(|(name, spec)| source(name, spec)).collect()
 }
 
-fn source(name: &str, spec: &Value) -> Result<SourceSpec, String> {
-    let name_ok = !name.is_empty()
+/// A source's name: the `<source>` of its URL.
+fn check_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
         && name.len() <= 64
         && !name.starts_with(IMPORT_PREFIX)
         && name
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
-    if !name_ok {
-        return Err(bad(
+    if ok {
+        Ok(())
+    } else {
+        Err(bad(
             name,
             "is not a source name: 1–64 of a-z, 0-9, `-`, `_`, not starting with `import-`",
-        ));
+        ))
     }
+}
+
+const KNOWN: [&str; 8] = [
+    "type",
+    "secretEnv",
+    "deliverUrl",
+    "apiTokenEnv",
+    "apiUser",
+    "accountId",
+    "maxAttempts",
+    "retrySeconds",
+];
+
+/// One source's object, its values read with messages naming the key.
+struct Keys<'a> {
+    name: &'a str,
+    spec: &'a Map<String, Value>,
+}
+
+impl Keys<'_> {
+    fn bad(&self, key: &str, problem: impl std::fmt::Display) -> String {
+        bad(&format!("{}.{key}", self.name), problem)
+    }
+
+    fn text(&self, key: &str) -> Result<Option<String>, String> {
+        match self.spec.get(key) {
+            None => Ok(None),
+            Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.trim().to_string())),
+            Some(other) => Err(self.bad(key, format!("must be a non-empty string, got {other}"))),
+        }
+    }
+
+    fn number(
+        &self,
+        key: &str,
+        range: std::ops::RangeInclusive<u64>,
+    ) -> Result<Option<u64>, String> {
+        match self.spec.get(key) {
+            None => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .filter(|n| range.contains(n))
+                .map(Some)
+                .ok_or_else(|| {
+                    self.bad(
+                        key,
+                        format!(
+                            "must be a whole number from {} to {}, got {v}",
+                            range.start(),
+                            range.end()
+                        ),
+                    )
+                }),
+        }
+    }
+
+    fn kind(&self) -> Result<SourceKind, String> {
+        match self.text("type")? {
+            None => Ok(SourceKind::Generic),
+            Some(t) => SourceKind::parse(&t).ok_or_else(|| {
+                self.bad(
+                    "type",
+                    format!("must be one of {}, got {t:?}", SourceKind::NAMES.join(", ")),
+                )
+            }),
+        }
+    }
+
+    fn url(&self) -> Result<Option<String>, String> {
+        let url = self.text("deliverUrl")?;
+        match &url {
+            Some(u) if !(u.starts_with("http://") || u.starts_with("https://")) => Err(self.bad(
+                "deliverUrl",
+                format!("must be an http:// or https:// URL, got {u:?}"),
+            )),
+            _ => Ok(url),
+        }
+    }
+}
+
+fn source(name: &str, spec: &Value) -> Result<SourceSpec, String> {
+    check_name(name)?;
     let spec: &Map<String, Value> = spec
         .as_object()
         .ok_or_else(|| bad(name, format!("must be an object, got {spec}")))?;
-    const KNOWN: [&str; 5] = [
-        "type",
-        "secretEnv",
-        "deliverUrl",
-        "maxAttempts",
-        "retrySeconds",
-    ];
     if let Some(k) = spec.keys().find(|k| !KNOWN.contains(&k.as_str())) {
         return Err(bad(
             &format!("{name}.{k}"),
             format!("is not a known key (known: {})", KNOWN.join(", ")),
         ));
     }
-    let text = |key: &str| -> Result<Option<String>, String> {
-        match spec.get(key) {
-            None => Ok(None),
-            Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.trim().to_string())),
-            Some(other) => Err(bad(
-                &format!("{name}.{key}"),
-                format!("must be a non-empty string, got {other}"),
-            )),
-        }
-    };
-    let kind = match text("type")?.as_deref() {
-        None | Some("generic") => SourceKind::Generic,
-        Some(other) => {
-            return Err(bad(
-                &format!("{name}.type"),
-                format!("must be \"generic\", got {other:?}"),
-            ));
-        }
-    };
-    let secret_env = text("secretEnv")?.ok_or_else(|| {
-        bad(
-            &format!("{name}.secretEnv"),
+    let keys = Keys { name, spec };
+    let kind = keys.kind()?;
+    let secret_env = keys.text("secretEnv")?.ok_or_else(|| {
+        keys.bad(
+            "secretEnv",
             "is missing: name the environment variable that holds the source's secret",
         )
     })?;
-    let deliver_url = text("deliverUrl")?;
-    if let Some(url) = &deliver_url
-        && !(url.starts_with("http://") || url.starts_with("https://"))
-    {
-        return Err(bad(
-            &format!("{name}.deliverUrl"),
-            format!("must be an http:// or https:// URL, got {url:?}"),
-        ));
-    }
-    let number = |key: &str, range: std::ops::RangeInclusive<u64>, default: u64| match spec.get(key)
-    {
-        None => Ok(default),
-        Some(v) => v.as_u64().filter(|n| range.contains(n)).ok_or_else(|| {
-            bad(
-                &format!("{name}.{key}"),
-                format!(
-                    "must be a whole number from {} to {}, got {v}",
-                    range.start(),
-                    range.end()
-                ),
-            )
-        }),
-    };
-    Ok(SourceSpec {
+    let spec = SourceSpec {
         name: name.to_string(),
         kind,
         secret_env,
-        deliver_url,
-        max_attempts: number("maxAttempts", 1..=100, u64::from(DEFAULT_MAX_ATTEMPTS))? as u32,
-        retry_seconds: number("retrySeconds", 1..=86_400, DEFAULT_RETRY_SECONDS)?,
-    })
+        deliver_url: keys.url()?,
+        api_token_env: keys.text("apiTokenEnv")?,
+        api_user: keys.text("apiUser")?,
+        account_id: keys.number("accountId", 1..=u64::from(u32::MAX))?,
+        max_attempts: keys
+            .number("maxAttempts", 1..=100)?
+            .unwrap_or(u64::from(DEFAULT_MAX_ATTEMPTS)) as u32,
+        retry_seconds: keys
+            .number("retrySeconds", 1..=86_400)?
+            .unwrap_or(DEFAULT_RETRY_SECONDS),
+    };
+    what_replies_need(&keys, &spec)?;
+    Ok(spec)
+}
+
+/// What replies to a helpdesk need, asked for by name.
+fn what_replies_need(keys: &Keys<'_>, spec: &SourceSpec) -> Result<(), String> {
+    if spec.deliver_url.is_none() {
+        return Ok(());
+    }
+    let needs = |key: &str, missing: bool, why: &str| {
+        if missing {
+            Err(keys.bad(key, format!("is missing: {why}")))
+        } else {
+            Ok(())
+        }
+    };
+    needs(
+        "apiTokenEnv",
+        spec.kind != SourceKind::Generic && spec.api_token_env.is_none(),
+        "name the environment variable holding the helpdesk's API token (replies go through its API)",
+    )?;
+    needs(
+        "accountId",
+        spec.kind == SourceKind::Chatwoot && spec.account_id.is_none(),
+        "the Chatwoot account's number (in its URLs: /app/accounts/<n>/…)",
+    )?;
+    needs(
+        "apiUser",
+        spec.kind == SourceKind::Zendesk && spec.api_user.is_none(),
+        "the email of the Zendesk agent the API token belongs to",
+    )
 }
 
 #[cfg(test)]
@@ -156,6 +268,9 @@ mod tests {
                 kind: SourceKind::Generic,
                 secret_env: "ACME".into(),
                 deliver_url: Some("http://127.0.0.1:1/x".into()),
+                api_token_env: None,
+                api_user: None,
+                account_id: None,
                 max_attempts: DEFAULT_MAX_ATTEMPTS,
                 retry_seconds: DEFAULT_RETRY_SECONDS,
             }]
@@ -182,6 +297,14 @@ mod tests {
             (
                 json!({"a": {"secretEnv": "A", "deliverUrl": "ftp://x"}}),
                 "connectors.a.deliverUrl",
+            ),
+            (
+                json!({"a": {"type": "chatwoot", "secretEnv": "A", "deliverUrl": "http://h", "apiTokenEnv": "T"}}),
+                "connectors.a.accountId",
+            ),
+            (
+                json!({"a": {"type": "zendesk", "secretEnv": "A", "deliverUrl": "http://h"}}),
+                "connectors.a.apiTokenEnv",
             ),
             (
                 json!({"a": {"secretEnv": "A", "maxAttempts": 0}}),

@@ -14,7 +14,10 @@ use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
+use tinycode_shared::proto::OutboxItem;
+
 use super::ConnectorError;
+use super::request::Outgoing;
 use crate::domain::desk::Inbound;
 
 /// How far a request's timestamp may be from now, seconds.
@@ -49,7 +52,7 @@ fn unreachable_mac() -> ! {
     panic!("HMAC-SHA256 refused a key: it accepts keys of any length")
 }
 
-fn hex_value(text: &str) -> Option<Vec<u8>> {
+pub(super) fn hex_value(text: &str) -> Option<Vec<u8>> {
     if !text.len().is_multiple_of(2) {
         return None;
     }
@@ -138,15 +141,37 @@ pub fn read(source: &str, body: &[u8]) -> Result<Inbound, ConnectorError> {
     })
 }
 
-/// What goes out for one delivery.
+/// The body of what goes out for one delivery.
 #[derive(Debug, Serialize)]
-pub struct Outgoing<'a> {
-    pub idempotency_key: &'a str,
-    pub kind: &'a str,
-    pub ticket_id: &'a str,
-    pub conversation_id: &'a str,
-    pub text: &'a str,
-    pub at: &'a str,
+struct Reply<'a> {
+    idempotency_key: &'a str,
+    kind: &'a str,
+    ticket_id: &'a str,
+    conversation_id: &'a str,
+    text: &'a str,
+    at: &'a str,
+}
+
+/// The signed request that delivers `item` to the source's receiver.
+pub fn request(url: &str, secret: &[u8], item: &OutboxItem, now: i64) -> Result<Outgoing, String> {
+    let body = serde_json::to_vec(&Reply {
+        idempotency_key: &item.idempotency_key,
+        kind: &item.kind,
+        ticket_id: &item.ticket_id,
+        conversation_id: &item.conversation,
+        text: &item.text,
+        at: &item.decided_at,
+    })
+    .map_err(|e| e.to_string())?;
+    Ok(Outgoing {
+        method: reqwest::Method::POST,
+        url: url.to_string(),
+        headers: vec![
+            (TIMESTAMP_HEADER, now.to_string()),
+            (SIGNATURE_HEADER, sign(secret, now, &body)),
+        ],
+        body,
+    })
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
-//! `tinycode import csv FILE [--map field=column,…]`: one delivery of the
-//! source `import-csv` per row, through the same intake as a webhook's —
-//! so the same file twice adds nothing. A row's delivery id is its `id`
+//! `tinycode import csv|mbox|maildir|zendesk FILE`: each row, message or
+//! entry a delivery of an importer's source (`import-csv`, `import-mail`
+//! in `mail.rs`, `import-zendesk` in `zendesk.rs`), through the same intake
+//! as a webhook's — so the same file twice adds nothing. For CSV
+//! (`--map field=column,…`): A row's delivery id is its `id`
 //! column when the file has one (its conversation too: rows with one id
 //! are one ticket), else a hash of its subject, body and customer.
 
@@ -114,8 +116,7 @@ fn deliveries(text: &str, mapping: &Mapping) -> Result<Vec<Result<Inbound, Strin
     }
     Ok(rows
         .iter()
-        .enumerate()
-        .map(|(i, row)| {
+        .map(|row| {
             let get = |field: &str| {
                 columns
                     .get(field)
@@ -125,7 +126,7 @@ fn deliveries(text: &str, mapping: &Mapping) -> Result<Vec<Result<Inbound, Strin
             };
             let (subject, body, customer) = (get("subject"), get("body"), get("customer"));
             if body.is_empty() {
-                return Err(format!("row {}: the body is empty", i + 1));
+                return Err("the body is empty".to_string());
             }
             let delivery = match get("id") {
                 id if !id.is_empty() => format!("{id}#{:016x}", crate::fnv::fnv1a(body.bytes())),
@@ -153,10 +154,80 @@ fn deliveries(text: &str, mapping: &Mapping) -> Result<Vec<Result<Inbound, Strin
         .collect())
 }
 
+/// What a file to import is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImportKind {
+    /// RFC 4180 CSV with a header row (`--map`).
+    Csv,
+    /// An mbox file.
+    Mbox,
+    /// A maildir folder (`cur/`, `new/`).
+    Maildir,
+    /// Zendesk's incremental ticket export (JSON, tickets with comments).
+    Zendesk,
+}
+
+impl ImportKind {
+    pub const NAMES: [&str; 4] = ["csv", "mbox", "maildir", "zendesk"];
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "csv" => Some(Self::Csv),
+            "mbox" => Some(Self::Mbox),
+            "maildir" => Some(Self::Maildir),
+            "zendesk" => Some(Self::Zendesk),
+            _ => None,
+        }
+    }
+
+    /// What one of its deliveries is called in a reason.
+    fn unit(self) -> &'static str {
+        match self {
+            Self::Csv => "row",
+            Self::Mbox | Self::Maildir => "message",
+            Self::Zendesk => "entry",
+        }
+    }
+}
+
+/// A file's text, read whole (at most [`MAX_FILE_BYTES`]).
+fn read_text(path: &std::path::Path) -> Result<String, String> {
+    let size = std::fs::metadata(path).map_err(|e| e.to_string())?.len();
+    if size > MAX_FILE_BYTES {
+        return Err(format!("it is {size} bytes; at most {MAX_FILE_BYTES}"));
+    }
+    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "it is not UTF-8 text (byte {}); save it as UTF-8",
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
+
+/// The deliveries of the file at `path` (or why each is not one).
+fn read_file(
+    kind: ImportKind,
+    path: &std::path::Path,
+    mapping: &Mapping,
+) -> Result<Vec<Result<Inbound, String>>, String> {
+    let mail = |messages: Vec<Vec<u8>>| {
+        let mut threads = super::mail::Threads::default();
+        messages.iter().map(|m| threads.delivery(m)).collect()
+    };
+    match kind {
+        ImportKind::Csv => deliveries(&read_text(path)?, mapping),
+        ImportKind::Mbox => Ok(mail(super::mail::mbox(path)?)),
+        ImportKind::Maildir => Ok(mail(super::mail::maildir(path)?)),
+        ImportKind::Zendesk => super::zendesk::export(&read_text(path)?),
+    }
+}
+
 impl Connectors {
-    /// Import the CSV file at `path`, reporting progress on `progress`.
-    pub async fn import_csv(
+    /// Import the file at `path`, reporting progress on `progress`.
+    pub async fn import(
         &self,
+        kind: ImportKind,
         path: &std::path::Path,
         mapping: &Mapping,
         progress: mpsc::Sender<ImportProgress>,
@@ -165,37 +236,27 @@ impl Connectors {
             path: path.display().to_string(),
             problem,
         };
-        let size = std::fs::metadata(path)
+        let (read_path, read_mapping) = (path.to_path_buf(), mapping.clone());
+        let rows = tokio::task::spawn_blocking(move || read_file(kind, &read_path, &read_mapping))
+            .await
             .map_err(|e| failed(e.to_string()))?
-            .len();
-        if size > MAX_FILE_BYTES {
-            return Err(failed(format!(
-                "it is {size} bytes; at most {MAX_FILE_BYTES}"
-            )));
-        }
-        let bytes = std::fs::read(path).map_err(|e| failed(e.to_string()))?;
-        let text = String::from_utf8(bytes).map_err(|e| {
-            failed(format!(
-                "it is not UTF-8 text (byte {}); save it as UTF-8 CSV",
-                e.utf8_error().valid_up_to()
-            ))
-        })?;
-        let rows = deliveries(&text, mapping).map_err(failed)?;
+            .map_err(failed)?;
         let total = rows.len() as u64;
+        let unit = kind.unit();
         let mut summary = ImportSummary::default();
         for row in rows {
             summary.rows += 1;
+            let n = summary.rows;
             match row {
-                Err(reason) => summary.skip(reason),
+                Err(reason) => summary.skip(format!("{unit} {n}: {reason}")),
                 Ok(inbound) => match self.desk.receive(inbound).await {
-                    Ok(r) if r.duplicate => summary.skip(format!(
-                        "row {}: imported before (ticket {})",
-                        summary.rows, r.ticket
-                    )),
+                    Ok(r) if r.duplicate => {
+                        summary.skip(format!("{unit} {n}: imported before (ticket {})", r.ticket))
+                    }
                     Ok(r) if r.created => summary.created += 1,
                     Ok(_) => summary.appended += 1,
                     Err(crate::domain::desk::DomainError::Invalid { field, problem }) => {
-                        summary.skip(format!("row {}: `{field}` {problem}", summary.rows))
+                        summary.skip(format!("{unit} {n}: `{field}` {problem}"))
                     }
                     Err(e) => return Err(e.into()),
                 },

@@ -1,23 +1,33 @@
 //! Connectors: tickets in from helpdesks' webhooks and from files, replies
 //! out through the outbox (docs/CONNECTORS.md).
 //!
-//! - `generic.rs`: tinycode's own signed JSON, both ways;
-//! - `import.rs`: `tinycode import csv` (one delivery per row);
+//! - `generic.rs`: tinycode's own signed JSON, both ways; `chatwoot.rs`,
+//!   `zendesk.rs`, `zammad.rs`: each helpdesk's webhooks in and API out
+//!   (`request.rs`: one request out; `text.rs`: HTML as text);
+//! - `import.rs`: `tinycode import csv|mbox|maildir|zendesk` (a delivery
+//!   per row, message or entry; `mail.rs` reads mail, `zendesk.rs` its
+//!   export);
 //! - `outbox.rs`: the read model of what is owed to customers;
 //! - `sender.rs`: the task that sends it, an event per attempt.
 //!
 //! A delivery becomes a ticket or a message through the desk's intake
 //! (`tinycode_domain::desk::Inbound`), once per delivery id.
 
+mod chatwoot;
 mod generic;
 mod import;
+mod mail;
 pub mod outbox;
+mod request;
 mod sender;
+mod text;
+mod zammad;
+mod zendesk;
 
 use std::sync::{Arc, Mutex};
 
 use tinycode_shared::proto::event::Payload;
-use tinycode_shared::proto::{ClientRef, DeliveryRetried, OutboxItem};
+use tinycode_shared::proto::{ClientRef, DeliveryRetried, OutboxItem, SourceStatus};
 use tokio::sync::watch;
 
 use crate::config::sources::{DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_SECONDS, SourceKind, SourceSpec};
@@ -26,7 +36,38 @@ use crate::projection::{ProjectionError, Projector, ProjectorHandle};
 use crate::store::{EventStore, ExpectedVersion, StoreError};
 
 pub use generic::{SIGNATURE_HEADER, TIMESTAMP_HEADER, sign};
-pub use import::{ImportSummary, Mapping};
+pub use text::html_to_text;
+
+/// Signatures as each helpdesk makes them (tests and benchmarks sign with
+/// these).
+pub mod signing {
+    pub use super::chatwoot::{
+        SIGNATURE_HEADER as CHATWOOT_SIGNATURE, TIMESTAMP_HEADER as CHATWOOT_TIMESTAMP,
+    };
+    pub use super::zammad::{SIGNATURE_HEADER as ZAMMAD_SIGNATURE, sign as zammad};
+    pub use super::zendesk::{
+        SIGNATURE_HEADER as ZENDESK_SIGNATURE, TIMESTAMP_HEADER as ZENDESK_TIMESTAMP,
+        sign as zendesk,
+    };
+}
+
+/// What an adapter read from a webhook.
+#[derive(Debug)]
+pub(crate) enum Read {
+    /// A customer's message.
+    Delivery(crate::domain::desk::Inbound),
+    /// Something the desk does not take (an agent's message, another
+    /// event), and why: answered 200 and not stored.
+    Ignored(String),
+}
+
+/// What became of a webhook delivery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Receipt {
+    Stored(Received),
+    Ignored(String),
+}
+pub use import::{ImportKind, ImportSummary, Mapping};
 
 /// The largest webhook body the daemon reads.
 pub const MAX_HOOK_BYTES: usize = 1024 * 1024;
@@ -69,6 +110,47 @@ fn real_now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// The source's API token (Chatwoot, Zendesk, Zammad), read now.
+fn token(spec: &SourceSpec) -> Result<String, String> {
+    let env = spec.api_token_env.as_deref().unwrap_or_default();
+    std::env::var(env)
+        .ok()
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| {
+            format!(
+                "the source {:?} has no API token: set ${env} in tinycoded's environment",
+                spec.name
+            )
+        })
+}
+
+/// The request that delivers `item` through `spec`'s helpdesk.
+fn outgoing(spec: &SourceSpec, item: &OutboxItem, now: i64) -> Result<request::Outgoing, String> {
+    let base = spec
+        .deliver_url
+        .as_deref()
+        .ok_or_else(|| format!("the source {:?} has no deliverUrl", spec.name))?;
+    match spec.kind {
+        SourceKind::Generic => {
+            let secret = secret(spec).map_err(|e| e.to_string())?;
+            generic::request(base, secret.as_bytes(), item, now)
+        }
+        SourceKind::Chatwoot => chatwoot::request(
+            base,
+            spec.account_id.unwrap_or_default(),
+            &token(spec)?,
+            item,
+        ),
+        SourceKind::Zendesk => zendesk::request(
+            base,
+            spec.api_user.as_deref().unwrap_or_default(),
+            &token(spec)?,
+            item,
+        ),
+        SourceKind::Zammad => zammad::request(base, &token(spec)?, item),
+    }
 }
 
 /// The source's secret, read from its environment variable now.
@@ -158,34 +240,87 @@ impl Connectors {
         source: &str,
         header: impl Fn(&str) -> Option<String>,
         body: &[u8],
-    ) -> Result<Received, ConnectorError> {
+    ) -> Result<Receipt, ConnectorError> {
         let spec = self
             .source(source)
             .ok_or_else(|| ConnectorError::UnknownSource(source.to_string()))?;
         if body.len() > MAX_HOOK_BYTES {
             return Err(ConnectorError::TooLarge(body.len()));
         }
-        let inbound = match spec.kind {
+        let secret = secret(&spec)?;
+        let secret = secret.as_bytes();
+        let now = real_now();
+        let read = match spec.kind {
             SourceKind::Generic => {
                 generic::verify(
-                    secret(&spec)?.as_bytes(),
+                    secret,
                     header(TIMESTAMP_HEADER).as_deref(),
                     header(SIGNATURE_HEADER).as_deref(),
                     body,
-                    real_now(),
+                    now,
                 )?;
-                generic::read(source, body)?
+                Read::Delivery(generic::read(source, body)?)
+            }
+            SourceKind::Chatwoot => {
+                chatwoot::verify(secret, &header, body, now)?;
+                chatwoot::read(source, body)?
+            }
+            SourceKind::Zendesk => {
+                zendesk::verify(secret, &header, body, now)?;
+                zendesk::read(source, body)?
+            }
+            SourceKind::Zammad => {
+                zammad::verify(secret, &header, body)?;
+                zammad::read(source, body)?
+            }
+        };
+        let inbound = match read {
+            Read::Delivery(inbound) => inbound,
+            Read::Ignored(why) => {
+                tracing::debug!(source, %why, "a delivery was ignored");
+                return Ok(Receipt::Ignored(why));
             }
         };
         let received = self.desk.receive(inbound).await?;
         tracing::info!(source, ticket = %received.ticket, created = received.created, duplicate = received.duplicate, "a delivery came in");
-        Ok(received)
+        Ok(Receipt::Stored(received))
     }
 
     /// Deliveries in `state` (empty: any), newest first.
     pub async fn list(&self, state: &str, limit: usize) -> Result<Vec<OutboxItem>, ConnectorError> {
         self.outbox.wait_for(self.store.last_sequence()).await?;
         Ok(outbox::Reader(self.outbox.tree()).list(state, limit)?)
+    }
+
+    /// Each source, configured or seen in the log: its figures and its
+    /// configuration now (never its secret).
+    pub async fn status(&self) -> Result<Vec<SourceStatus>, ConnectorError> {
+        self.outbox.wait_for(self.store.last_sequence()).await?;
+        let mut all = outbox::Reader(self.outbox.tree()).sources()?;
+        for spec in crate::sync::lock(&self.sources).iter() {
+            let at = match all.iter().position(|s| s.name == spec.name) {
+                Some(at) => at,
+                None => {
+                    all.push(SourceStatus {
+                        name: spec.name.clone(),
+                        ..SourceStatus::default()
+                    });
+                    all.len() - 1
+                }
+            };
+            let s = &mut all[at];
+            s.kind = spec.kind.as_str().into();
+            s.deliver_host = spec
+                .deliver_url
+                .as_deref()
+                .and_then(|u| reqwest::Url::parse(u).ok())
+                .and_then(|u| u.host_str().map(str::to_string))
+                .unwrap_or_default();
+            s.secret_env = spec.secret_env.clone();
+            s.secret_set = secret(spec).is_ok();
+        }
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(all)
     }
 
     /// Try a parked delivery again, from its first attempt.

@@ -6,13 +6,16 @@
 //! - `o/<sequence>` → the `OutboxItem` owed for the event at that sequence:
 //!   a reply to such a ticket (`AgentReplyAdded`: a person's, or an approved
 //!   `reply_customer`) or its resolution;
-//! - `p/<sequence>` → nothing: the items not yet sent nor parked, in order.
+//! - `p/<sequence>` → nothing: the items not yet sent nor parked, in order;
+//!   `f/<sequence>` → nothing: the parked ones;
+//! - `n/<source>` → the source's `SourceStatus` figures: deliveries in
+//!   (tickets opened and messages a delivery brought), sent, the last error.
 //!
 //! Its attempts are events of `outbox-<sequence>` (`sender.rs` appends them).
 
 use prost::Message;
 use tinycode_shared::proto::event::Payload;
-use tinycode_shared::proto::{Event, ExternalRef, OutboxItem};
+use tinycode_shared::proto::{Event, ExternalRef, OutboxItem, SourceStatus};
 use tokio::sync::watch;
 
 use crate::config::sources::IMPORT_PREFIX;
@@ -21,6 +24,8 @@ use crate::projection::{Projection, ProjectionError, Writes};
 const SOURCE: &[u8] = b"s/";
 const ITEM: &[u8] = b"o/";
 const PENDING: &[u8] = b"p/";
+const STATS: &[u8] = b"n/";
+const FAILED: &[u8] = b"f/";
 pub const STREAM_PREFIX: &str = "outbox-";
 
 pub fn stream(sequence: u64) -> String {
@@ -33,6 +38,30 @@ fn key(prefix: &[u8], sequence: u64) -> Vec<u8> {
 
 fn source_key(ticket: &str) -> Vec<u8> {
     [SOURCE, ticket.as_bytes()].concat()
+}
+
+fn stats_key(source: &str) -> Vec<u8> {
+    [STATS, source.as_bytes()].concat()
+}
+
+/// Change the stored figures of `source`.
+fn count(
+    writes: &mut Writes<'_>,
+    source: &str,
+    change: impl FnOnce(&mut SourceStatus),
+) -> Result<(), ProjectionError> {
+    let key = stats_key(source);
+    let mut stats = match writes.get(&key)? {
+        Some(bytes) => SourceStatus::decode(bytes.as_slice())
+            .map_err(|e| ProjectionError::Corrupt(format!("a stored source status: {e}")))?,
+        None => SourceStatus {
+            name: source.to_string(),
+            ..SourceStatus::default()
+        },
+    };
+    change(&mut stats);
+    writes.put(key, stats.encode_to_vec());
+    Ok(())
 }
 
 /// The states an item goes through.
@@ -110,11 +139,28 @@ impl OutboxModel {
             Some(Payload::TicketImported(e)) => e.ticket.as_ref(),
             _ => None,
         };
-        if let Some(external) = created.and_then(|t| t.external.as_ref())
+        if let Some(t) = created
+            && let Some(external) = &t.external
             && !external.source.starts_with(IMPORT_PREFIX)
         {
             writes.put(source_key(ticket), external.encode_to_vec());
-            return Ok(());
+            let at = t.created_at.clone();
+            return count(writes, &external.source, |s| {
+                s.received += 1;
+                s.last_received_at = at;
+            });
+        }
+        if let Some(Payload::CustomerMessageAdded(e)) = event.payload.as_ref()
+            && let Some(m) = e.message.as_ref().filter(|m| !m.delivery.is_empty())
+            && let Some(bytes) = writes.get(&source_key(ticket))?
+        {
+            let external = ExternalRef::decode(bytes.as_slice())
+                .map_err(|e| ProjectionError::Corrupt(format!("a stored ticket source: {e}")))?;
+            let at = m.at.clone();
+            return count(writes, &external.source, |s| {
+                s.received += 1;
+                s.last_received_at = at;
+            });
         }
         if let Some(item) = Self::owed(writes, ticket, event)? {
             writes.put(key(PENDING, item.sequence), Vec::new());
@@ -149,6 +195,10 @@ impl OutboxModel {
                 item.last_error.clear();
                 item.next_at.clear();
                 pending = false;
+                count(writes, &item.source, |s| {
+                    s.sent += 1;
+                    s.last_sent_at = e.at.clone();
+                })?;
             }
             Some(Payload::DeliveryFinished(e)) => {
                 item.last_error = e.error.clone();
@@ -160,6 +210,10 @@ impl OutboxModel {
                 }
                 .into();
                 pending = !e.parked;
+                count(writes, &item.source, |s| {
+                    s.last_error = e.error.clone();
+                    s.last_error_at = e.at.clone();
+                })?;
             }
             Some(Payload::DeliveryRetried(_)) => {
                 item.state = state::PENDING.into();
@@ -172,6 +226,11 @@ impl OutboxModel {
             writes.put(key(PENDING, sequence), Vec::new());
         } else {
             writes.remove(key(PENDING, sequence));
+        }
+        if item.state == state::FAILED {
+            writes.put(key(FAILED, sequence), Vec::new());
+        } else {
+            writes.remove(key(FAILED, sequence));
         }
         writes.put(key(ITEM, sequence), item.encode_to_vec());
         Ok(())
@@ -217,15 +276,46 @@ impl Reader<'_> {
 
     /// Items not sent nor parked, oldest first.
     pub fn pending(&self) -> Result<Vec<OutboxItem>, ProjectionError> {
+        self.indexed(PENDING)
+    }
+
+    /// The items an index (`p/`, `f/`) names, oldest first.
+    fn indexed(&self, index: &[u8]) -> Result<Vec<OutboxItem>, ProjectionError> {
         let mut out = Vec::new();
-        for row in self.0.scan_prefix(PENDING) {
+        for row in self.0.scan_prefix(index) {
             let (k, _) = row?;
             let mut sequence = [0u8; 8];
-            if let Some(bytes) = k.get(PENDING.len()..PENDING.len() + 8) {
+            if let Some(bytes) = k.get(index.len()..index.len() + 8) {
                 sequence.copy_from_slice(bytes);
             }
             if let Some(item) = self.get(u64::from_be_bytes(sequence))? {
                 out.push(item);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every source's stored figures, with its pending and failed items
+    /// counted now.
+    pub fn sources(&self) -> Result<Vec<SourceStatus>, ProjectionError> {
+        let mut out: Vec<SourceStatus> = Vec::new();
+        for row in self.0.scan_prefix(STATS) {
+            let (_, bytes) = row?;
+            out.push(
+                SourceStatus::decode(bytes.as_ref()).map_err(|e| {
+                    ProjectionError::Corrupt(format!("a stored source status: {e}"))
+                })?,
+            );
+        }
+        for (index, failed) in [(PENDING, false), (FAILED, true)] {
+            for item in self.indexed(index)? {
+                if let Some(s) = out.iter_mut().find(|s| s.name == item.source) {
+                    if failed {
+                        s.failed += 1;
+                    } else {
+                        s.pending += 1;
+                    }
+                }
             }
         }
         Ok(out)

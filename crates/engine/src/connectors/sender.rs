@@ -7,24 +7,24 @@
 //! error and when the next attempt is due, or parked after the last). An
 //! attempt whose outcome never came (the daemon died meanwhile) is tried
 //! again after [`IN_FLIGHT`] — at once by the daemon that made it when it
-//! starts again — with the same key: the receiver recognises it. A ticket's deliveries go out in order: one waiting for a retry
-//! holds back the ticket's later ones.
+//! starts again — with the same key: the receiver recognises it. A
+//! ticket's deliveries go out in order: one waiting for a retry holds back
+//! the ticket's later ones. Each source has its own task: a source that
+//! hangs or keeps failing never holds up the others.
 
-use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tinycode_shared::proto::event::Payload;
 use tinycode_shared::proto::{DeliveryAttempted, DeliveryFinished, OutboxItem};
 
 use super::outbox::{Reader, state, stream};
-use super::{Connectors, generic};
+use super::{Connectors, request};
 use crate::store::{ExpectedVersion, StoreError};
 
 /// An attempt with no outcome after this long is taken for lost.
 const IN_FLIGHT: i64 = 60;
-/// One request's time limit.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 /// Look again at least this often (a retry falling due).
 const LOOK_EVERY: Duration = Duration::from_secs(1);
 /// The longest wait between two attempts.
@@ -34,11 +34,12 @@ const MAX_BACKOFF: u64 = 3600;
 pub async fn run(connectors: Arc<Connectors>) {
     let mut closing = connectors.store.closing();
     let mut changed = connectors.changed.subscribe();
+    let busy = Arc::new(Mutex::new(BTreeSet::new()));
     loop {
         if *closing.borrow() {
             return;
         }
-        if let Err(e) = round(&connectors).await {
+        if let Err(e) = round(&connectors, &busy) {
             crate::error_limited!("outbox-read", error = %e, "cannot read the outbox; trying again");
         }
         tokio::select! {
@@ -49,11 +50,16 @@ pub async fn run(connectors: Arc<Connectors>) {
     }
 }
 
-/// Send every item that is due, oldest first.
-async fn round(connectors: &Connectors) -> Result<(), crate::projection::ProjectionError> {
+/// Send every item that is due, oldest first: a task per source, unless
+/// the source's task of an earlier round still runs (`busy`).
+fn round(
+    connectors: &Arc<Connectors>,
+    busy: &Arc<Mutex<BTreeSet<String>>>,
+) -> Result<(), crate::projection::ProjectionError> {
     let now = super::real_now();
     let pending = Reader(connectors.outbox.tree()).pending()?;
     let mut held: BTreeSet<String> = BTreeSet::new();
+    let mut due_by_source: BTreeMap<String, Vec<OutboxItem>> = BTreeMap::new();
     for item in pending {
         if held.contains(&item.ticket_id) {
             continue;
@@ -71,8 +77,24 @@ async fn round(connectors: &Connectors) -> Result<(), crate::projection::Project
         };
         held.insert(item.ticket_id.clone());
         if due && connectors.sends_to(&item.source) {
-            attempt(connectors, item).await;
+            due_by_source
+                .entry(item.source.clone())
+                .or_default()
+                .push(item);
         }
+    }
+    for (source, items) in due_by_source {
+        if !crate::sync::lock(busy).insert(source.clone()) {
+            continue;
+        }
+        let connectors = Arc::clone(connectors);
+        let busy = Arc::clone(busy);
+        tokio::spawn(async move {
+            for item in items {
+                attempt(&connectors, item).await;
+            }
+            crate::sync::lock(&busy).remove(&source);
+        });
     }
     Ok(())
 }
@@ -168,44 +190,6 @@ async fn send(connectors: &Connectors, item: &OutboxItem) -> Result<(), (String,
             0,
         )
     })?;
-    let url = spec
-        .deliver_url
-        .as_deref()
-        .ok_or_else(|| (format!("the source {:?} has no deliverUrl", item.source), 0))?;
-    let secret = super::secret(&spec).map_err(|e| (e.to_string(), 0))?;
-    let body = serde_json::to_vec(&generic::Outgoing {
-        idempotency_key: &item.idempotency_key,
-        kind: &item.kind,
-        ticket_id: &item.ticket_id,
-        conversation_id: &item.conversation,
-        text: &item.text,
-        at: &item.decided_at,
-    })
-    .map_err(|e| (e.to_string(), 0))?;
-    let timestamp = super::real_now();
-    let response = connectors
-        .http
-        .post(url)
-        .timeout(REQUEST_TIMEOUT)
-        .header("content-type", "application/json")
-        .header("idempotency-key", &item.idempotency_key)
-        .header(generic::TIMESTAMP_HEADER, timestamp.to_string())
-        .header(
-            generic::SIGNATURE_HEADER,
-            generic::sign(secret.as_bytes(), timestamp, &body),
-        )
-        .body(body)
-        .send()
-        .await
-        .map_err(|e| (format!("cannot reach {url}: {e}"), 0))?;
-    let status = response.status();
-    if status.is_success() {
-        return Ok(());
-    }
-    let text = response.text().await.unwrap_or_default();
-    let text: String = text.chars().take(200).collect();
-    Err((
-        format!("{url} answered {status}: {}", text.trim()),
-        u32::from(status.as_u16()),
-    ))
+    let out = super::outgoing(&spec, item, super::real_now()).map_err(|e| (e, 0))?;
+    request::send(&connectors.http, out, &item.idempotency_key).await
 }

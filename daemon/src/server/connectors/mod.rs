@@ -5,15 +5,15 @@ use std::sync::Arc;
 
 use tinycode_shared::proto::connectors_server::Connectors as ConnectorsRpc;
 use tinycode_shared::proto::{
-    HookDelivery, HookReceipt, ImportProgress, ImportRequest, ListOutboxRequest,
-    ListOutboxResponse, OutboxItem, RetryDeliveryRequest,
+    ConnectorsStatus, ConnectorsStatusRequest, HookDelivery, HookReceipt, ImportProgress,
+    ImportRequest, ListOutboxRequest, ListOutboxResponse, OutboxItem, RetryDeliveryRequest,
 };
 use tonic::{Request, Response, Status};
 
 use super::peer::caller_and;
 use super::{OrStatus, ResponseStream, stream_from, validate};
 use crate::connectors::outbox::state;
-use crate::connectors::{Connectors, Mapping};
+use crate::connectors::{Connectors, ImportKind, Mapping, Receipt};
 
 pub struct ConnectorsService {
     connectors: Arc<Connectors>,
@@ -34,15 +34,22 @@ impl ConnectorsRpc for ConnectorsService {
         let d = request.into_inner();
         validate::max_len("source", &d.source, 64)?;
         let header = |name: &str| d.headers.get(name).cloned();
-        let r = self
+        let receipt = self
             .connectors
             .receive(&d.source, header, &d.body)
             .await
             .or_status()?;
-        Ok(Response::new(HookReceipt {
-            ticket_id: r.ticket,
-            created: r.created,
-            duplicate: r.duplicate,
+        Ok(Response::new(match receipt {
+            Receipt::Stored(r) => HookReceipt {
+                ticket_id: r.ticket,
+                created: r.created,
+                duplicate: r.duplicate,
+                ignored: String::new(),
+            },
+            Receipt::Ignored(why) => HookReceipt {
+                ignored: why,
+                ..HookReceipt::default()
+            },
         }))
     }
 
@@ -53,12 +60,13 @@ impl ConnectorsRpc for ConnectorsService {
         request: Request<ImportRequest>,
     ) -> Result<Response<Self::ImportStream>, Status> {
         let r = request.into_inner();
-        if r.kind != "csv" {
-            return Err(Status::invalid_argument(format!(
-                "`kind` must be \"csv\", got {:?}",
+        let kind = ImportKind::parse(&r.kind).ok_or_else(|| {
+            Status::invalid_argument(format!(
+                "`kind` must be one of {}, got {:?}",
+                ImportKind::NAMES.join(", "),
                 r.kind
-            )));
-        }
+            ))
+        })?;
         let path = std::path::PathBuf::from(&r.path);
         if !path.is_absolute() {
             return Err(Status::invalid_argument(format!(
@@ -79,7 +87,7 @@ impl ConnectorsRpc for ConnectorsService {
                     }
                 }
             });
-            let result = connectors.import_csv(&path, &mapping, progress).await;
+            let result = connectors.import(kind, &path, &mapping, progress).await;
             let _ = relay.await;
             if let Err(e) = result {
                 let _ = tx.send(Err(e).or_status()).await;
@@ -102,6 +110,14 @@ impl ConnectorsRpc for ConnectorsService {
         let limit = validate::limit("limit", r.limit, 50, 1_000)?;
         let items = self.connectors.list(&r.state, limit).await.or_status()?;
         Ok(Response::new(ListOutboxResponse { items }))
+    }
+
+    async fn status(
+        &self,
+        _request: Request<ConnectorsStatusRequest>,
+    ) -> Result<Response<ConnectorsStatus>, Status> {
+        let sources = self.connectors.status().await.or_status()?;
+        Ok(Response::new(ConnectorsStatus { sources }))
     }
 
     async fn retry_delivery(
