@@ -396,6 +396,12 @@ fn sla_lines(t: &Ticket) -> String {
 fn show_ticket(t: &Ticket) -> String {
     let mut out = format!("{}  {}\n", t.id, t.subject);
     out.push_str(&format!("  customer   {} ({})\n", t.customer, t.channel));
+    if let Some(x) = &t.external {
+        out.push_str(&format!(
+            "  source     {} · conversation {}\n",
+            x.source, x.conversation
+        ));
+    }
     out.push_str(&format!(
         "  created    {} · SLA {} min\n",
         t.created_at, t.sla_minutes

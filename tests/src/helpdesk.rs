@@ -34,7 +34,8 @@ impl Received {
 }
 
 /// The helpdesk: records each request and answers with the next status of
-/// `answers` (200 when they run out); `0` holds the request unanswered.
+/// `answers` (200 when they run out); `0` holds the request unanswered,
+/// `1` closes the connection without an answer.
 pub struct Helpdesk {
     pub url: String,
     got: Arc<Mutex<Vec<Received>>>,
@@ -102,6 +103,11 @@ fn serve(stream: TcpStream, got: &Mutex<Vec<Received>>, answers: &Mutex<Vec<u16>
     };
     if status == 0 {
         std::thread::sleep(Duration::from_secs(120));
+        return;
+    }
+    if status == 1 {
+        // Close the connection without an answer.
+        let _ = stream.shutdown(std::net::Shutdown::Both);
         return;
     }
     let mut stream = stream;

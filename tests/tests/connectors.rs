@@ -116,6 +116,11 @@ fn webhooks_come_in_once_and_replies_go_out_signed_with_retries() {
     assert_eq!(status, 413);
     let tickets = desk.json(&["ticket", "list"]);
     assert_eq!(tickets["total"], 1, "{tickets}");
+    let text = desk.ok(&["ticket", "show", &ticket]);
+    assert!(
+        text.contains("source     acme · conversation conv-9"),
+        "{text}"
+    );
     let shown = desk.json(&["ticket", "show", &ticket]);
     let messages = shown["messages"].as_array().unwrap();
     assert_eq!(messages.len(), 2, "{shown}");
@@ -623,4 +628,112 @@ fn an_mbox_thread_and_a_zendesk_export_import_once() {
         .collect();
     assert_eq!(texts, ["Where is my refund?", "Still waiting"]);
     desk.stop();
+}
+
+#[test]
+fn a_helpdesk_that_hangs_or_hangs_up_never_holds_up_another() {
+    let (stuck, fine) = (Helpdesk::start(), Helpdesk::start());
+    // The stuck one holds its first request, then hangs up on the next.
+    stuck.answer(&[0, 1]);
+    let desk = Desk::new().with_env("ACME_SECRET", SECRET);
+    desk.write(".tinycode/config.json", "{}");
+    desk.edit_config(|c| {
+        c["connectors"] = json!({
+            "stuck": {"secretEnv": "ACME_SECRET", "deliverUrl": stuck.url, "retrySeconds": 1},
+            "fine": {"secretEnv": "ACME_SECRET", "deliverUrl": fine.url}
+        });
+        c["autoTriage"] = json!({"enabled": false});
+    });
+    desk.ok(&["daemon", "start"]);
+    let (_web, base) = start_web(&desk);
+    let mut tickets = Vec::new();
+    for source in ["stuck", "fine"] {
+        let body = delivery(&format!("{source}-1"), "c-1", "hello");
+        let (status, r) = post(
+            &format!("{base}/hooks/{source}"),
+            &signed(&body, SECRET, now()),
+            &body,
+        );
+        assert_eq!(status, 201, "{r}");
+        tickets.push(r["ticket_id"].as_str().unwrap().to_string());
+    }
+    desk.ok(&["ticket", "reply", &tickets[0], "to the stuck one"]);
+    assert!(wait_until(Duration::from_secs(10), || stuck.got().len() == 1));
+    desk.ok(&["ticket", "reply", &tickets[1], "to the fine one"]);
+    assert!(
+        wait_until(Duration::from_secs(5), || fine.got().len() == 1),
+        "the fine helpdesk waited for the stuck one"
+    );
+    assert_eq!(stuck.got().len(), 1, "the stuck request is still held");
+    // After the 15 s limit the held request fails, the retry is hung up on,
+    // the next one is delivered — all with one key.
+    let sent = wait_until(Duration::from_secs(60), || {
+        outbox(&desk).iter().all(|i| i["state"] == "sent")
+    });
+    assert!(sent, "{:?}", outbox(&desk));
+    let got = stuck.got();
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert!(
+        got.iter()
+            .all(|r| r.header("idempotency-key") == got[0].header("idempotency-key"))
+    );
+    let item = outbox(&desk)
+        .into_iter()
+        .find(|i| i["ticketId"] == tickets[0].as_str())
+        .unwrap();
+    assert_eq!(item["attempts"], 3, "{item}");
+    desk.stop();
+}
+
+#[test]
+fn two_daemons_on_one_postgresql_log_deliver_each_reply_once() {
+    if !tinycode_tests::tool_available(
+        &["pg_isready", "-h", "127.0.0.1"],
+        "PostgreSQL on 127.0.0.1:5432",
+    ) {
+        return;
+    }
+    let schema = tinycode_tests::pg::Schema::new("outbox");
+    let helpdesk = Helpdesk::start();
+    let members: Vec<Desk> = (0..2)
+        .map(|_| {
+            let desk = desk_with_helpdesk(&helpdesk).with_env("TINYCODE_STORE_URL", &schema.url());
+            desk.ok(&["daemon", "start"]);
+            desk
+        })
+        .collect();
+    let (_web, base) = start_web(&members[0]);
+    let tickets: Vec<String> = (0..20)
+        .map(|n| {
+            let body = delivery(&format!("evt-{n}"), &format!("conv-{n}"), "Hello?");
+            let (status, r) = post(
+                &format!("{base}/hooks/acme"),
+                &signed(&body, SECRET, now()),
+                &body,
+            );
+            assert_eq!(status, 201, "{r}");
+            r["ticket_id"].as_str().unwrap().to_string()
+        })
+        .collect();
+    for (n, ticket) in tickets.iter().enumerate() {
+        members[n % 2].ok(&["ticket", "reply", ticket, &format!("reply {n}")]);
+    }
+    let sent = wait_until(Duration::from_secs(60), || {
+        let items = outbox(&members[1]);
+        items.len() == 20 && items.iter().all(|i| i["state"] == "sent")
+    });
+    assert!(sent, "{:?}", outbox(&members[1]));
+    let got = helpdesk.got();
+    let keys: std::collections::BTreeSet<&str> = got
+        .iter()
+        .map(|r| r.header("idempotency-key").unwrap())
+        .collect();
+    assert_eq!(
+        (got.len(), keys.len()),
+        (20, 20),
+        "each reply once: {got:?}"
+    );
+    for desk in &members {
+        desk.stop();
+    }
 }
