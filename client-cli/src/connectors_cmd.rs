@@ -27,6 +27,10 @@ pub struct ImportArgs {
     /// mapped is read from the column of its own name).
     #[arg(long, value_delimiter = ',', value_name = "FIELD=COLUMN")]
     map: Vec<String>,
+    /// mbox, maildir: the configured mail source (type "mail") the tickets
+    /// belong to — their replies then go out by its SMTP relay.
+    #[arg(long, value_name = "NAME")]
+    source: Option<String>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -78,6 +82,7 @@ pub async fn import(ctx: &Ctx, args: ImportArgs) -> anyhow::Result<ExitCode> {
     let mut stream = client
         .import(ImportRequest {
             kind: kind.into(),
+            source: args.source.clone().unwrap_or_default(),
             path: path.display().to_string(),
             map,
         })

@@ -561,16 +561,19 @@ fn helpdesks_speak_their_own_webhooks_and_apis() {
     desk.stop();
 }
 
+/// The first mail of the mbox threads (the customer's).
+const FIRST_MAIL: &str = "From ana@example.com Mon Dec  1 10:00:00 2026\n\
+    From: Ana <ana@example.com>\nSubject: Refund\nMessage-ID: <a1@example.com>\n\n\
+    Where is my refund?\n\n";
+
 #[test]
 fn an_mbox_thread_and_a_zendesk_export_import_once() {
     let desk = Desk::new();
     let mbox = desk.root.join("support.mbox");
     std::fs::write(
         &mbox,
-        "From ana@example.com Mon Dec  1 10:00:00 2026\n\
-         From: Ana <ana@example.com>\nSubject: Refund\nMessage-ID: <a1@example.com>\n\n\
-         Where is my refund?\n\n\
-         From desk@example.com Mon Dec  1 11:00:00 2026\n\
+        FIRST_MAIL.to_string()
+            + "From desk@example.com Mon Dec  1 11:00:00 2026\n\
          From: Desk <desk@example.com>\nSubject: Re: Refund\nMessage-ID: <b2@example.com>\n\
          In-Reply-To: <a1@example.com>\n\nWe are on it.\n\n\
          From ana@example.com Mon Dec  1 12:00:00 2026\n\
@@ -736,4 +739,135 @@ fn two_daemons_on_one_postgresql_log_deliver_each_reply_once() {
     for desk in &members {
         desk.stop();
     }
+}
+
+/// A real SMTP server (aiosmtpd) writing what it receives into a maildir;
+/// stopped when dropped.
+struct SmtpSink {
+    child: std::process::Child,
+    port: u16,
+    maildir: tempfile::TempDir,
+}
+
+impl SmtpSink {
+    fn start() -> Option<Self> {
+        if !tinycode_tests::tool_available(
+            &["python3", "-c", "import aiosmtpd"],
+            "pip install aiosmtpd",
+        ) {
+            return None;
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let maildir = tempfile::tempdir().unwrap();
+        let child = std::process::Command::new("python3")
+            .args(["-m", "aiosmtpd", "-n", "-l", &format!("127.0.0.1:{port}")])
+            .args([
+                "-c",
+                "aiosmtpd.handlers.Mailbox",
+                maildir.path().join("box").to_str().unwrap(),
+            ])
+            .spawn()
+            .unwrap();
+        let up = wait_until(Duration::from_secs(20), || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        assert!(up, "aiosmtpd did not listen");
+        Some(Self {
+            child,
+            port,
+            maildir,
+        })
+    }
+
+    /// The mails received, oldest first.
+    fn mails(&self) -> Vec<String> {
+        let dir = self.maildir.path().join("box/new");
+        let mut files: Vec<_> = std::fs::read_dir(dir)
+            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+            .unwrap_or_default();
+        files.sort_by_key(|f| std::fs::metadata(f).and_then(|m| m.modified()).unwrap());
+        files
+            .iter()
+            .map(|f| std::fs::read_to_string(f).unwrap())
+            .collect()
+    }
+}
+
+impl Drop for SmtpSink {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn mail_imported_into_a_mail_source_is_answered_by_smtp_in_its_thread() {
+    let Some(smtp) = SmtpSink::start() else {
+        return;
+    };
+    let desk = Desk::new();
+    desk.write(".tinycode/config.json", "{}");
+    desk.edit_config(|c| {
+        c["connectors"] = json!({"support": {"type": "mail", "from": "Support <support@acme.test>",
+            "deliverUrl": format!("smtp://127.0.0.1:{}", smtp.port)}});
+        c["autoTriage"] = json!({"enabled": false});
+    });
+    let mbox = desk.root.join("support.mbox");
+    std::fs::write(
+        &mbox,
+        FIRST_MAIL.to_string()
+            + "From ana@example.com Mon Dec  1 12:00:00 2026\n\
+         From: Ana <ana@example.com>\nSubject: Re: Refund\nMessage-ID: <c3@example.com>\n\
+         In-Reply-To: <a1@example.com>\nReferences: <a1@example.com>\n\nStill waiting.\n",
+    )
+    .unwrap();
+    let mbox = mbox.to_str().unwrap();
+    let bad = desk.run(&["import", "csv", mbox, "--source", "support"]);
+    assert!(
+        bad.code != 0 && bad.stderr.contains("type \"mail\""),
+        "{bad:?}"
+    );
+    let imported = desk.json(&["import", "mbox", mbox, "--source", "support"]);
+    assert_eq!(
+        (&imported["created"], &imported["appended"]),
+        (&json!(1), &json!(1)),
+        "{imported}"
+    );
+    let ticket = desk.json(&["ticket", "list"])["tickets"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    desk.ok(&["ticket", "reply", &ticket, "Your refund left today."]);
+    desk.ok(&["ticket", "close", &ticket]);
+    assert!(
+        wait_until(Duration::from_secs(20), || smtp.mails().len() == 2),
+        "{:?}\n{}",
+        outbox(&desk),
+        desk.log()
+    );
+    let mails = smtp.mails();
+    let reply = &mails[0];
+    for line in [
+        "From: Support <support@acme.test>",
+        "To: ana@example.com",
+        "Subject: Re: Refund",
+        "In-Reply-To: <c3@example.com>",
+        "References: <a1@example.com> <c3@example.com>",
+    ] {
+        assert!(reply.contains(line), "{line} not in\n{reply}");
+    }
+    assert!(reply.contains("Your refund left today."), "{reply}");
+    assert!(
+        mails[1].contains(&format!("Your request {ticket} is resolved.")),
+        "{}",
+        mails[1]
+    );
+    assert!(outbox(&desk).iter().all(|i| i["state"] == "sent"));
+    let hook = desk.run(&["connectors", "status"]);
+    assert!(hook.stdout.contains("support"), "{hook:?}");
+    desk.stop();
 }

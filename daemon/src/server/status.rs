@@ -127,7 +127,7 @@ impl IntoStatus for crate::connectors::ConnectorError {
         use crate::connectors::ConnectorError as E;
         let message = self.to_string();
         match self {
-            E::UnknownSource(_) | E::NotFound(_) => Status::not_found(message),
+            E::UnknownSource(_) | E::NotFound(_) | E::NoWebhooks(_) => Status::not_found(message),
             E::NoSecret { .. } | E::NotParked { .. } => Status::failed_precondition(message),
             E::BadSignature(_) => Status::unauthenticated(message),
             E::Unreadable(_) | E::Import { .. } => Status::invalid_argument(message),

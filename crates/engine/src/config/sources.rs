@@ -27,10 +27,13 @@ pub enum SourceKind {
     /// Zammad: its trigger webhook (`X-Hub-Signature`), replies as ticket
     /// articles.
     Zammad,
+    /// A mailbox: tickets imported from it (`import mbox|maildir
+    /// --source`), replies by SMTP; no webhook.
+    Mail,
 }
 
 impl SourceKind {
-    pub const NAMES: [&str; 4] = ["generic", "chatwoot", "zendesk", "zammad"];
+    pub const NAMES: [&str; 5] = ["generic", "chatwoot", "zendesk", "zammad", "mail"];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -38,13 +41,20 @@ impl SourceKind {
             Self::Chatwoot => "chatwoot",
             Self::Zendesk => "zendesk",
             Self::Zammad => "zammad",
+            Self::Mail => "mail",
         }
     }
 
     fn parse(text: &str) -> Option<Self> {
-        [Self::Generic, Self::Chatwoot, Self::Zendesk, Self::Zammad]
-            .into_iter()
-            .find(|k| k.as_str() == text)
+        [
+            Self::Generic,
+            Self::Chatwoot,
+            Self::Zendesk,
+            Self::Zammad,
+            Self::Mail,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == text)
     }
 }
 
@@ -53,7 +63,8 @@ impl SourceKind {
 pub struct SourceSpec {
     pub name: String,
     pub kind: SourceKind,
-    /// The environment variable holding the webhooks' shared secret.
+    /// The environment variable holding the webhooks' shared secret
+    /// (empty for a mail source: it takes no webhook).
     pub secret_env: String,
     /// Where replies and resolutions are sent (the generic receiver, or the
     /// helpdesk's base URL); `None`: nothing goes out.
@@ -65,6 +76,8 @@ pub struct SourceSpec {
     pub api_user: Option<String>,
     /// Chatwoot: the account the conversations belong to.
     pub account_id: Option<u64>,
+    /// Mail: the address replies are sent from.
+    pub from: Option<String>,
     /// Attempts of one delivery before it is parked as failed.
     pub max_attempts: u32,
     /// The wait after the first failed attempt; doubled after each.
@@ -106,8 +119,9 @@ fn check_name(name: &str) -> Result<(), String> {
     }
 }
 
-const KNOWN: [&str; 8] = [
+const KNOWN: [&str; 9] = [
     "type",
+    "from",
     "secretEnv",
     "deliverUrl",
     "apiTokenEnv",
@@ -172,12 +186,19 @@ impl Keys<'_> {
         }
     }
 
-    fn url(&self) -> Result<Option<String>, String> {
+    fn url(&self, kind: SourceKind) -> Result<Option<String>, String> {
         let url = self.text("deliverUrl")?;
+        let schemes: &[&str] = match kind {
+            SourceKind::Mail => &["smtp://", "smtp+starttls://", "smtps://"],
+            _ => &["http://", "https://"],
+        };
         match &url {
-            Some(u) if !(u.starts_with("http://") || u.starts_with("https://")) => Err(self.bad(
+            Some(u) if !schemes.iter().any(|s| u.starts_with(s)) => Err(self.bad(
                 "deliverUrl",
-                format!("must be an http:// or https:// URL, got {u:?}"),
+                format!(
+                    "must be a URL starting with {}, got {u:?}",
+                    schemes.join(" or ")
+                ),
             )),
             _ => Ok(url),
         }
@@ -197,20 +218,25 @@ fn source(name: &str, spec: &Value) -> Result<SourceSpec, String> {
     }
     let keys = Keys { name, spec };
     let kind = keys.kind()?;
-    let secret_env = keys.text("secretEnv")?.ok_or_else(|| {
-        keys.bad(
-            "secretEnv",
-            "is missing: name the environment variable that holds the source's secret",
-        )
-    })?;
+    let secret_env = match (keys.text("secretEnv")?, kind) {
+        (Some(env), _) => env,
+        (None, SourceKind::Mail) => String::new(),
+        (None, _) => {
+            return Err(keys.bad(
+                "secretEnv",
+                "is missing: name the environment variable that holds the source's secret",
+            ));
+        }
+    };
     let spec = SourceSpec {
         name: name.to_string(),
         kind,
         secret_env,
-        deliver_url: keys.url()?,
+        deliver_url: keys.url(kind)?,
         api_token_env: keys.text("apiTokenEnv")?,
         api_user: keys.text("apiUser")?,
         account_id: keys.number("accountId", 1..=u64::from(u32::MAX))?,
+        from: keys.text("from")?,
         max_attempts: keys
             .number("maxAttempts", 1..=100)?
             .unwrap_or(u64::from(DEFAULT_MAX_ATTEMPTS)) as u32,
@@ -235,8 +261,14 @@ fn what_replies_need(keys: &Keys<'_>, spec: &SourceSpec) -> Result<(), String> {
         }
     };
     needs(
+        "from",
+        spec.kind == SourceKind::Mail && spec.from.is_none(),
+        "the address replies are sent from, e.g. \"Support <support@example.com>\"",
+    )?;
+    needs(
         "apiTokenEnv",
-        spec.kind != SourceKind::Generic && spec.api_token_env.is_none(),
+        !matches!(spec.kind, SourceKind::Generic | SourceKind::Mail)
+            && spec.api_token_env.is_none(),
         "name the environment variable holding the helpdesk's API token (replies go through its API)",
     )?;
     needs(
@@ -271,6 +303,7 @@ mod tests {
                 api_token_env: None,
                 api_user: None,
                 account_id: None,
+                from: None,
                 max_attempts: DEFAULT_MAX_ATTEMPTS,
                 retry_seconds: DEFAULT_RETRY_SECONDS,
             }]

@@ -12,6 +12,7 @@ use tinycode_shared::proto::ImportProgress;
 use tokio::sync::mpsc;
 
 use super::{ConnectorError, Connectors};
+use crate::config::sources::SourceKind;
 use crate::domain::desk::Inbound;
 
 /// The fields a row may fill.
@@ -224,23 +225,48 @@ fn read_file(
 }
 
 impl Connectors {
-    /// Import the file at `path`, reporting progress on `progress`.
+    /// Import the file at `path`, reporting progress on `progress`; mail
+    /// `into` a configured mail source when named (its replies then go out
+    /// by SMTP).
     pub async fn import(
         &self,
         kind: ImportKind,
         path: &std::path::Path,
         mapping: &Mapping,
+        into: Option<&str>,
         progress: mpsc::Sender<ImportProgress>,
     ) -> Result<ImportSummary, ConnectorError> {
         let failed = |problem: String| ConnectorError::Import {
             path: path.display().to_string(),
             problem,
         };
+        if let Some(name) = into {
+            let mail_source = self
+                .source(name)
+                .is_some_and(|s| s.kind == SourceKind::Mail);
+            if !mail_source || !matches!(kind, ImportKind::Mbox | ImportKind::Maildir) {
+                return Err(failed(format!(
+                    "--source {name}: mail (mbox, maildir) is imported into a configured source of type \"mail\" (docs/CONNECTORS.md)"
+                )));
+            }
+        }
         let (read_path, read_mapping) = (path.to_path_buf(), mapping.clone());
         let rows = tokio::task::spawn_blocking(move || read_file(kind, &read_path, &read_mapping))
             .await
             .map_err(|e| failed(e.to_string()))?
             .map_err(failed)?;
+        let rows: Vec<Result<Inbound, String>> = match into {
+            Some(name) => rows
+                .into_iter()
+                .map(|row| {
+                    row.map(|inbound| Inbound {
+                        source: name.to_string(),
+                        ..inbound
+                    })
+                })
+                .collect(),
+            None => rows,
+        };
         let total = rows.len() as u64;
         let unit = kind.unit();
         let mut summary = ImportSummary::default();

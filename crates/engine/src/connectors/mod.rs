@@ -20,6 +20,7 @@ mod mail;
 pub mod outbox;
 mod request;
 mod sender;
+mod smtp;
 mod text;
 mod zammad;
 mod zendesk;
@@ -86,6 +87,10 @@ pub enum ConnectorError {
     BadSignature(String),
     #[error("{0}")]
     Unreadable(String),
+    #[error(
+        "the source {0:?} is a mailbox: it takes no webhooks (its mail comes in with `tinycode import mbox|maildir --source {0}`)"
+    )]
+    NoWebhooks(String),
     #[error("the body is {0} bytes; a delivery is at most {MAX_HOOK_BYTES} bytes")]
     TooLarge(usize),
     #[error(
@@ -150,6 +155,7 @@ fn outgoing(spec: &SourceSpec, item: &OutboxItem, now: i64) -> Result<request::O
             item,
         ),
         SourceKind::Zammad => zammad::request(base, &token(spec)?, item),
+        SourceKind::Mail => Err("a mail source replies by SMTP, not HTTP".into()),
     }
 }
 
@@ -244,6 +250,9 @@ impl Connectors {
         let spec = self
             .source(source)
             .ok_or_else(|| ConnectorError::UnknownSource(source.to_string()))?;
+        if spec.kind == SourceKind::Mail {
+            return Err(ConnectorError::NoWebhooks(source.to_string()));
+        }
         if body.len() > MAX_HOOK_BYTES {
             return Err(ConnectorError::TooLarge(body.len()));
         }
@@ -273,6 +282,7 @@ impl Connectors {
                 zammad::verify(secret, &header, body)?;
                 zammad::read(source, body)?
             }
+            SourceKind::Mail => return Err(ConnectorError::NoWebhooks(source.to_string())),
         };
         let inbound = match read {
             Read::Delivery(inbound) => inbound,
@@ -317,7 +327,7 @@ impl Connectors {
                 .and_then(|u| u.host_str().map(str::to_string))
                 .unwrap_or_default();
             s.secret_env = spec.secret_env.clone();
-            s.secret_set = secret(spec).is_ok();
+            s.secret_set = spec.kind == SourceKind::Mail || secret(spec).is_ok();
         }
         all.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(all)

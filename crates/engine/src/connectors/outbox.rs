@@ -1,7 +1,8 @@
 //! The outbox: deliveries owed to customers, a read model of the log (tree
 //! `proj-outbox`) and the only code that folds them.
 //!
-//! - `s/<ticket>` → the ticket's `ExternalRef`, for a ticket a connector
+//! - `s/<ticket>` → the ticket's `TicketSource` (where it came from, the
+//!   customer, the subject, the last delivery), for a ticket a connector
 //!   brought (importers' sources, `import-…`, have no way out);
 //! - `o/<sequence>` → the `OutboxItem` owed for the event at that sequence:
 //!   a reply to such a ticket (`AgentReplyAdded`: a person's, or an approved
@@ -15,7 +16,7 @@
 
 use prost::Message;
 use tinycode_shared::proto::event::Payload;
-use tinycode_shared::proto::{Event, ExternalRef, OutboxItem, SourceStatus};
+use tinycode_shared::proto::{Event, OutboxItem, SourceStatus, TicketSource};
 use tokio::sync::watch;
 
 use crate::config::sources::IMPORT_PREFIX;
@@ -38,6 +39,17 @@ fn key(prefix: &[u8], sequence: u64) -> Vec<u8> {
 
 fn source_key(ticket: &str) -> Vec<u8> {
     [SOURCE, ticket.as_bytes()].concat()
+}
+
+/// The stored record of a connector's ticket.
+fn source_of(writes: &Writes<'_>, ticket: &str) -> Result<Option<TicketSource>, ProjectionError> {
+    writes
+        .get(&source_key(ticket))?
+        .map(|bytes| {
+            TicketSource::decode(bytes.as_slice())
+                .map_err(|e| ProjectionError::Corrupt(format!("a stored ticket source: {e}")))
+        })
+        .transpose()
 }
 
 fn stats_key(source: &str) -> Vec<u8> {
@@ -101,11 +113,10 @@ impl OutboxModel {
             }
             _ => return Ok(None),
         };
-        let Some(bytes) = writes.get(&source_key(ticket))? else {
+        let Some(record) = source_of(writes, ticket)? else {
             return Ok(None);
         };
-        let external = ExternalRef::decode(bytes.as_slice())
-            .map_err(|e| ProjectionError::Corrupt(format!("a stored ticket source: {e}")))?;
+        let external = record.external.unwrap_or_default();
         let at = if at.is_empty() {
             event
                 .recorded_at
@@ -125,6 +136,9 @@ impl OutboxModel {
             state: state::PENDING.into(),
             decided_at: at,
             idempotency_key: format!("tinycode-{ticket}-{}", event.sequence),
+            customer: record.customer,
+            subject: record.subject,
+            in_reply_to: record.last_delivery,
             ..OutboxItem::default()
         }))
     }
@@ -143,7 +157,19 @@ impl OutboxModel {
             && let Some(external) = &t.external
             && !external.source.starts_with(IMPORT_PREFIX)
         {
-            writes.put(source_key(ticket), external.encode_to_vec());
+            let record = TicketSource {
+                external: Some(external.clone()),
+                customer: t.customer.clone(),
+                subject: t.subject.clone(),
+                last_delivery: t
+                    .messages
+                    .iter()
+                    .rev()
+                    .map(|m| m.delivery.clone())
+                    .find(|d| !d.is_empty())
+                    .unwrap_or_default(),
+            };
+            writes.put(source_key(ticket), record.encode_to_vec());
             let at = t.created_at.clone();
             return count(writes, &external.source, |s| {
                 s.received += 1;
@@ -152,12 +178,13 @@ impl OutboxModel {
         }
         if let Some(Payload::CustomerMessageAdded(e)) = event.payload.as_ref()
             && let Some(m) = e.message.as_ref().filter(|m| !m.delivery.is_empty())
-            && let Some(bytes) = writes.get(&source_key(ticket))?
+            && let Some(mut record) = source_of(writes, ticket)?
         {
-            let external = ExternalRef::decode(bytes.as_slice())
-                .map_err(|e| ProjectionError::Corrupt(format!("a stored ticket source: {e}")))?;
+            record.last_delivery = m.delivery.clone();
+            writes.put(source_key(ticket), record.encode_to_vec());
+            let source = record.external.unwrap_or_default().source;
             let at = m.at.clone();
-            return count(writes, &external.source, |s| {
+            return count(writes, &source, |s| {
                 s.received += 1;
                 s.last_received_at = at;
             });
@@ -243,7 +270,7 @@ impl Projection for OutboxModel {
     }
 
     fn version(&self) -> u32 {
-        1
+        2
     }
 
     fn apply(&self, writes: &mut Writes<'_>, event: &Event) -> Result<(), ProjectionError> {
@@ -341,7 +368,7 @@ impl Reader<'_> {
 mod tests {
     use super::*;
     use tinycode_shared::proto::{
-        AgentReplyAdded, DeliveryAttempted, DeliveryFinished, DeliveryRetried, Ticket,
+        AgentReplyAdded, DeliveryAttempted, DeliveryFinished, DeliveryRetried, ExternalRef, Ticket,
         TicketCreated, TicketMessage,
     };
 

@@ -190,6 +190,9 @@ async fn send(connectors: &Connectors, item: &OutboxItem) -> Result<(), (String,
             0,
         )
     })?;
+    if spec.kind == crate::config::sources::SourceKind::Mail {
+        return super::smtp::send(&spec, item).await;
+    }
     let out = super::outgoing(&spec, item, super::real_now()).map_err(|e| (e, 0))?;
     request::send(&connectors.http, out, &item.idempotency_key).await
 }

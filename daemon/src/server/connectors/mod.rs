@@ -87,7 +87,10 @@ impl ConnectorsRpc for ConnectorsService {
                     }
                 }
             });
-            let result = connectors.import(kind, &path, &mapping, progress).await;
+            let into = (!r.source.is_empty()).then_some(r.source.as_str());
+            let result = connectors
+                .import(kind, &path, &mapping, into, progress)
+                .await;
             let _ = relay.await;
             if let Err(e) = result {
                 let _ = tx.send(Err(e).or_status()).await;
