@@ -555,3 +555,19 @@ pub fn start_web(desk: &Desk) -> (LineReader, String) {
         .expect("tinycode web printed its link");
     (web, link)
 }
+
+/// The first approval `desk` lists as pending, once there is one (within
+/// `timeout`).
+pub fn pending_approval(desk: &Desk, timeout: Duration) -> String {
+    let mut id = String::new();
+    let asked = wait_until(timeout, || {
+        let list = desk.json(&["approvals", "list"]);
+        id = list[0]["request"]["approvalId"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        !id.is_empty()
+    });
+    assert!(asked, "no approval was listed");
+    id
+}

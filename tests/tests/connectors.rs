@@ -126,9 +126,10 @@ fn webhooks_come_in_once_and_replies_go_out_signed_with_retries() {
     assert_eq!(messages.len(), 2, "{shown}");
     assert_eq!(messages[0]["text"], "My parcel <b>never</b> came");
 
-    // A person's reply goes out signed; the first attempt fails, the
-    // second (same idempotency key) is delivered.
-    helpdesk.answer(&[500]);
+    // A person's reply goes out signed; the first attempt is redirected (not
+    // followed: a failed attempt), the second (same idempotency key) is
+    // delivered.
+    helpdesk.answer(&[302]);
     desk.ok(&["ticket", "reply", &ticket, "It is on its way."]);
     let sent = wait_until(Duration::from_secs(20), || {
         outbox(&desk).iter().any(|i| i["state"] == "sent")
@@ -150,6 +151,12 @@ fn webhooks_come_in_once_and_replies_go_out_signed_with_retries() {
     }
     let item = &outbox(&desk)[0];
     assert_eq!(item["attempts"], 2, "{item}");
+    let redirected = desk.events(&["--stream", "outbox-"]).iter().any(|e| {
+        e["deliveryFinished"]["error"]
+            .as_str()
+            .is_some_and(|m| m.contains("redirects are not followed"))
+    });
+    assert!(redirected, "the 302 was followed or not named");
 
     // Failing every attempt: parked as failed, visible, retried by a person.
     helpdesk.answer(&[500, 503]);
@@ -869,5 +876,71 @@ fn mail_imported_into_a_mail_source_is_answered_by_smtp_in_its_thread() {
     assert!(outbox(&desk).iter().all(|i| i["state"] == "sent"));
     let hook = desk.run(&["connectors", "status"]);
     assert!(hook.stdout.contains("support"), "{hook:?}");
+    desk.stop();
+}
+
+/// The agent's model: `reply_customer` on the ticket its prompt names, then
+/// a final text.
+fn replying_model(request: &Value) -> tinycode_tests::mock_llm::Reply {
+    use tinycode_tests::mock_llm::{text, tool};
+    let messages = request["messages"].as_array().cloned().unwrap_or_default();
+    if messages.last().is_some_and(|m| m["role"] == "tool") {
+        return text("Replied.");
+    }
+    let prompt = messages
+        .last()
+        .map(|m| m["content"].to_string())
+        .unwrap_or_default();
+    let ticket = prompt
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .find(|w| w.starts_with("T-"))
+        .unwrap_or("T-0")
+        .to_string();
+    tool(
+        "reply_customer",
+        json!({"ticket_id": ticket, "message": "Your parcel is on its way."}),
+    )
+}
+
+#[test]
+fn an_approved_agent_reply_goes_out_once_and_a_denied_one_never() {
+    let helpdesk = Helpdesk::start();
+    let mock = tinycode_tests::mock_llm::MockLlm::respond(replying_model);
+    let desk = desk_with_helpdesk(&helpdesk)
+        .with_env("OPENAI_BASE_URL", &mock.base_url)
+        .with_env("OPENAI_API_KEY", "sk-test");
+    desk.ok(&["daemon", "start"]);
+    let (_web, base) = start_web(&desk);
+    let mut tickets = Vec::new();
+    for n in 0..2 {
+        let body = delivery(
+            &format!("evt-{n}"),
+            &format!("conv-{n}"),
+            "Where is my parcel?",
+        );
+        let (status, r) = post(
+            &format!("{base}/hooks/acme"),
+            &signed(&body, SECRET, now()),
+            &body,
+        );
+        assert_eq!(status, 201, "{r}");
+        tickets.push(r["ticket_id"].as_str().unwrap().to_string());
+    }
+    for (ticket, decision) in tickets.iter().zip(["approve", "deny"]) {
+        let session = desk.new_session(&["--model", "openai/gpt-test", "--approve", "ask"]);
+        desk.ok(&["session", "send", &session, &format!("Answer {ticket}")]);
+        let id = tinycode_tests::pending_approval(&desk, Duration::from_secs(20));
+        desk.ok(&["approvals", decision, &id]);
+    }
+    let sent = wait_until(Duration::from_secs(20), || {
+        outbox(&desk).iter().any(|i| i["state"] == "sent")
+    });
+    assert!(sent, "{:?}", outbox(&desk));
+    std::thread::sleep(Duration::from_secs(2));
+    let got = helpdesk.got();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].json()["ticket_id"], tickets[0].as_str());
+    assert_eq!(got[0].json()["text"], "Your parcel is on its way.");
+    assert_eq!(outbox(&desk).len(), 1, "a denied reply owes nothing");
     desk.stop();
 }

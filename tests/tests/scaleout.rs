@@ -14,17 +14,7 @@ use tinycode_tests::{Desk, LineReader, kill, wait_until};
 
 /// The first approval `desk` lists as pending, once there is one.
 fn pending_approval(desk: &Desk) -> String {
-    let mut id = String::new();
-    let asked = wait_until(Duration::from_secs(60), || {
-        let list = desk.json(&["approvals", "list"]);
-        id = list[0]["request"]["approvalId"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        !id.is_empty()
-    });
-    assert!(asked, "no approval was listed");
-    id
+    tinycode_tests::pending_approval(desk, Duration::from_secs(60))
 }
 
 /// Wait for a turn of `stream` to complete (as `desk` reads the log),

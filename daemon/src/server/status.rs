@@ -130,8 +130,9 @@ impl IntoStatus for crate::connectors::ConnectorError {
             E::UnknownSource(_) | E::NotFound(_) | E::NoWebhooks(_) => Status::not_found(message),
             E::NoSecret { .. } | E::NotParked { .. } => Status::failed_precondition(message),
             E::BadSignature(_) => Status::unauthenticated(message),
-            E::Unreadable(_) | E::Import { .. } => Status::invalid_argument(message),
-            E::TooLarge(_) => Status::resource_exhausted(message),
+            E::Unreadable(_) | E::Import { .. } | E::TooLarge(_) => {
+                Status::invalid_argument(message)
+            }
             E::Domain(e) => e.into_status(),
             E::Projection(e) => e.into_status(),
             E::Store(e) => e.into_status(),

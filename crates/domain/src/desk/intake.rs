@@ -29,6 +29,16 @@ use crate::ticket::{Channel, Status};
 use super::external::{conversation_key, delivery_key};
 /// Longest source name, conversation or delivery id (bytes).
 pub const MAX_EXTERNAL_ID: usize = 256;
+/// Longest subject or customer (bytes).
+const MAX_LINE: usize = 1024;
+
+/// What a customer wrote, without the control characters a terminal
+/// would act on (escape sequences): line breaks and tabs are kept.
+fn clean(text: &str) -> String {
+    text.chars()
+        .filter(|&c| c == '\n' || c == '\t' || !(c.is_control()))
+        .collect()
+}
 
 /// One customer message from a source, as its adapter read it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -82,8 +92,15 @@ impl Inbound {
                 "is empty; a delivery carries the customer's message".into(),
             );
         }
-        if self.body.len() > MAX_TEXT || self.subject.len() > MAX_TEXT {
-            return invalid("body", format!("is over {MAX_TEXT} bytes"));
+        for (field, value, limit) in [
+            ("body", &self.body, MAX_TEXT),
+            ("subject", &self.subject, MAX_LINE),
+            ("customer", &self.customer, MAX_LINE),
+            ("time", &self.at, 64),
+        ] {
+            if value.len() > limit {
+                return invalid(field, format!("is over {limit} bytes"));
+            }
         }
         if !self.channel.is_empty() && Channel::parse(&self.channel).is_none() {
             return invalid(
@@ -101,7 +118,7 @@ impl Inbound {
     fn message(&self) -> TicketMessage {
         TicketMessage {
             from: "customer".into(),
-            text: self.body.trim().to_string(),
+            text: clean(self.body.trim()),
             at: if self.at.is_empty() {
                 now()
             } else {
@@ -114,15 +131,15 @@ impl Inbound {
     /// The ticket this delivery opens.
     fn ticket(&self) -> Ticket {
         let subject = match self.subject.trim() {
-            "" => first_line(&self.body),
-            s => s.to_string(),
+            "" => first_line(&clean(&self.body)),
+            s => clean(s).replace(['\n', '\t'], " "),
         };
         let message = self.message();
         Ticket {
             subject,
             customer: match self.customer.trim() {
                 "" => format!("{} customer", self.source),
-                c => c.to_string(),
+                c => clean(c).replace(['\n', '\t'], " "),
             },
             channel: if self.channel.is_empty() {
                 Channel::Web.as_str().into()
@@ -294,6 +311,30 @@ mod tests {
             }
         }
         assert!(inbound().check().is_ok());
+    }
+
+    #[test]
+    fn control_characters_a_terminal_would_act_on_are_dropped() {
+        let t = Inbound {
+            body: "hi\u{1b}]52;c;ZXZpbA==\u{7}\u{9b}31m there\r\n\tok".into(),
+            subject: "a\u{1b}[2Jb\nc".into(),
+            customer: "ana\u{0}@x".into(),
+            ..inbound()
+        }
+        .ticket();
+        assert_eq!(t.messages[0].text, "hi]52;c;ZXZpbA==31m there\n\tok");
+        assert_eq!(
+            (t.subject.as_str(), t.customer.as_str()),
+            ("a[2Jb c", "ana@x")
+        );
+        let long = Inbound {
+            customer: "x".repeat(2000),
+            ..inbound()
+        };
+        match long.check() {
+            Err(DomainError::Invalid { field, .. }) => assert_eq!(field, "customer"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -124,6 +124,7 @@ pub fn request(
     token: &str,
     item: &OutboxItem,
 ) -> Result<Outgoing, String> {
+    super::request::number(&item.conversation, "Chatwoot conversation number")?;
     let conversation = format!(
         "api/v1/accounts/{account}/conversations/{}",
         item.conversation

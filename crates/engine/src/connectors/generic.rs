@@ -89,10 +89,10 @@ pub fn verify(
     if mac.verify_slice(&given).is_err() {
         return refused("the signature does not match the body and the source's secret");
     }
-    if (now - at).abs() > WINDOW {
+    if now.abs_diff(at) > WINDOW.unsigned_abs() {
         return refused(&format!(
             "the timestamp is {}s away from the daemon's clock (at most {WINDOW}s): a replayed or delayed request",
-            (now - at).abs()
+            now.abs_diff(at)
         ));
     }
     Ok(())

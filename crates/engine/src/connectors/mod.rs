@@ -201,7 +201,7 @@ impl Connectors {
             sources: Mutex::new(sources),
             outbox,
             changed,
-            http: crate::model::http_client(),
+            http: request::client(),
             daemon,
         });
         tokio::spawn(sender::run(Arc::clone(&connectors)));
@@ -225,8 +225,17 @@ impl Connectors {
             .cloned()
     }
 
-    fn sends_to(&self, name: &str) -> bool {
-        self.source(name).is_some_and(|s| s.deliver_url.is_some())
+    /// Why a delivery of source `name` cannot be made now, if it cannot.
+    fn why_not_sent(&self, name: &str) -> Option<String> {
+        match self.source(name) {
+            None => Some(format!(
+                "the source {name:?} is no longer configured; add it back under `connectors` and retry"
+            )),
+            Some(s) if s.deliver_url.is_none() => Some(format!(
+                "the source {name:?} has no deliverUrl: its tickets' replies do not go out; set one and retry"
+            )),
+            Some(_) => None,
+        }
     }
 
     fn max_attempts(&self, name: &str) -> u32 {

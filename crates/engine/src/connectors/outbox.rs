@@ -108,8 +108,9 @@ impl OutboxModel {
                 Some(m) => ("reply", m.text.clone(), m.at.clone()),
                 None => return Ok(None),
             },
+            // The reason a person gives is an internal note: never sent.
             Some(Payload::TicketStatusChanged(e)) if e.status == "resolved" => {
-                ("resolved", e.reason.clone(), String::new())
+                ("resolved", String::new(), String::new())
             }
             _ => return Ok(None),
         };
@@ -304,6 +305,11 @@ impl Reader<'_> {
     /// Items not sent nor parked, oldest first.
     pub fn pending(&self) -> Result<Vec<OutboxItem>, ProjectionError> {
         self.indexed(PENDING)
+    }
+
+    /// Items parked as failed, oldest first.
+    pub fn parked(&self) -> Result<Vec<OutboxItem>, ProjectionError> {
+        self.indexed(FAILED)
     }
 
     /// The items an index (`p/`, `f/`) names, oldest first.

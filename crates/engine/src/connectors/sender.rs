@@ -57,18 +57,22 @@ fn round(
     busy: &Arc<Mutex<BTreeSet<String>>>,
 ) -> Result<(), crate::projection::ProjectionError> {
     let now = super::real_now();
-    let pending = Reader(connectors.outbox.tree()).pending()?;
-    let mut held: BTreeSet<String> = BTreeSet::new();
+    let reader = Reader(connectors.outbox.tree());
+    // A parked delivery holds back its ticket's later ones, as a waiting
+    // one does: a resolution never overtakes the reply before it.
+    let mut held: BTreeSet<String> = reader.parked()?.into_iter().map(|i| i.ticket_id).collect();
     let mut due_by_source: BTreeMap<String, Vec<OutboxItem>> = BTreeMap::new();
-    for item in pending {
+    let mut cannot = Vec::new();
+    for item in reader.pending()? {
         if held.contains(&item.ticket_id) {
             continue;
         }
         let due = match item.state.as_str() {
-            // This daemon sends one delivery at a time: an attempt of its
-            // own still `sending` when a round begins was made before it
-            // started again (or its outcome is not folded yet: then the
-            // claim at the old version conflicts and nothing is sent).
+            // A source's deliveries go one at a time (its task is `busy`):
+            // an attempt of this daemon's still `sending` when a round
+            // begins was made before it started again (or its outcome is
+            // not folded yet: then the claim at the old version conflicts
+            // and nothing is sent).
             state::SENDING => {
                 item.attempt_daemon == connectors.daemon
                     || since(&item.attempt_at, now) >= IN_FLIGHT
@@ -76,12 +80,24 @@ fn round(
             _ => item.next_at.is_empty() || since(&item.next_at, now) >= 0,
         };
         held.insert(item.ticket_id.clone());
-        if due && connectors.sends_to(&item.source) {
-            due_by_source
+        if !due {
+            continue;
+        }
+        match connectors.why_not_sent(&item.source) {
+            None => due_by_source
                 .entry(item.source.clone())
                 .or_default()
-                .push(item);
+                .push(item),
+            Some(why) => cannot.push((item, why)),
         }
+    }
+    if !cannot.is_empty() {
+        let connectors = Arc::clone(connectors);
+        tokio::spawn(async move {
+            for (item, why) in cannot {
+                park(&connectors, item, why).await;
+            }
+        });
     }
     for (source, items) in due_by_source {
         if !crate::sync::lock(busy).insert(source.clone()) {
@@ -105,67 +121,62 @@ fn since(at: &str, now: i64) -> i64 {
     crate::clock::parse_rfc3339(at).map_or(i64::MAX, |t| now - t)
 }
 
-async fn attempt(connectors: &Connectors, item: OutboxItem) {
-    let attempt = item.attempts + 1;
+/// A delivery its source cannot make (no longer configured, or no
+/// `deliverUrl`): parked at once with the reason, visible and retried by a
+/// person once the source can send — not kept waiting to go out months
+/// later.
+async fn park(connectors: &Connectors, item: OutboxItem, why: String) {
+    let Some(claimed) = claim(connectors, &item).await else {
+        return;
+    };
+    let finished = DeliveryFinished {
+        sequence: item.sequence,
+        attempt: item.attempts + 1,
+        error: why,
+        parked: true,
+        at: tinycode_shared::render::rfc3339(super::real_now(), 0),
+        ..DeliveryFinished::default()
+    };
+    record(connectors, &item, claimed, finished).await;
+}
+
+/// Claim the next attempt of `item`: the stream's version after the claim,
+/// or `None` when another daemon took it or the model was behind.
+async fn claim(connectors: &Connectors, item: &OutboxItem) -> Option<u64> {
     let expected = match item.version {
         0 => ExpectedVersion::NoStream,
         v => ExpectedVersion::Exact(v),
     };
     let claim = Payload::DeliveryAttempted(DeliveryAttempted {
         sequence: item.sequence,
-        attempt,
+        attempt: item.attempts + 1,
         daemon: connectors.daemon.clone(),
         at: tinycode_shared::render::rfc3339(super::real_now(), 0),
     });
     let stream = stream(item.sequence);
-    let claimed = match connectors
+    match connectors
         .store
         .append(&stream, expected, vec![claim])
         .await
     {
-        Ok(events) => events.last().map_or(0, |e| e.stream_version),
-        // Another daemon took this attempt, or the model was behind.
-        Err(StoreError::Conflict { .. }) => return,
+        Ok(events) => Some(events.last().map_or(0, |e| e.stream_version)),
+        Err(StoreError::Conflict { .. }) => None,
         Err(e) => {
             crate::error_limited!("outbox-claim", stream = %stream, error = %e, "cannot claim a delivery");
-            return;
+            None
         }
-    };
-    let outcome = send(connectors, &item).await;
-    let max = connectors.max_attempts(&item.source);
-    let now = super::real_now();
-    let finished = match outcome {
-        Ok(()) => DeliveryFinished {
-            sequence: item.sequence,
-            attempt,
-            sent: true,
-            at: tinycode_shared::render::rfc3339(super::real_now(), 0),
-            ..DeliveryFinished::default()
-        },
-        Err((error, http_status)) => {
-            let parked = attempt >= max;
-            let wait = connectors
-                .retry_seconds(&item.source)
-                .saturating_mul(1 << (attempt - 1).min(16))
-                .min(MAX_BACKOFF);
-            tracing::warn!(delivery = item.sequence, ticket = %item.ticket_id, attempt, parked, %error, "a delivery failed");
-            DeliveryFinished {
-                sequence: item.sequence,
-                attempt,
-                sent: false,
-                error,
-                http_status,
-                parked,
-                at: tinycode_shared::render::rfc3339(super::real_now(), 0),
-                next_at: if parked {
-                    String::new()
-                } else {
-                    tinycode_shared::render::rfc3339(now + wait as i64, 0)
-                },
-            }
-        }
-    };
-    let sent = finished.sent;
+    }
+}
+
+/// Record an attempt's outcome after the claim at `claimed`.
+async fn record(
+    connectors: &Connectors,
+    item: &OutboxItem,
+    claimed: u64,
+    finished: DeliveryFinished,
+) {
+    let (sent, attempt) = (finished.sent, finished.attempt);
+    let stream = stream(item.sequence);
     let payload = Payload::DeliveryFinished(finished);
     match connectors
         .store
@@ -180,6 +191,48 @@ async fn attempt(connectors: &Connectors, item: OutboxItem) {
             crate::error_limited!("outbox-outcome", stream = %stream, error = %e, "cannot record a delivery's outcome; it is tried again with the same key")
         }
     }
+}
+
+async fn attempt(connectors: &Connectors, item: OutboxItem) {
+    let Some(claimed) = claim(connectors, &item).await else {
+        return;
+    };
+    let attempt = item.attempts + 1;
+    let outcome = send(connectors, &item).await;
+    let now = super::real_now();
+    let at = tinycode_shared::render::rfc3339(now, 0);
+    let finished = match outcome {
+        Ok(()) => DeliveryFinished {
+            sequence: item.sequence,
+            attempt,
+            sent: true,
+            at,
+            ..DeliveryFinished::default()
+        },
+        Err((error, http_status)) => {
+            let parked = attempt >= connectors.max_attempts(&item.source);
+            let wait = connectors
+                .retry_seconds(&item.source)
+                .saturating_mul(1 << (attempt - 1).min(16))
+                .min(MAX_BACKOFF);
+            tracing::warn!(delivery = item.sequence, ticket = %item.ticket_id, attempt, parked, %error, "a delivery failed");
+            DeliveryFinished {
+                sequence: item.sequence,
+                attempt,
+                sent: false,
+                error,
+                http_status,
+                parked,
+                at,
+                next_at: if parked {
+                    String::new()
+                } else {
+                    tinycode_shared::render::rfc3339(now + wait as i64, 0)
+                },
+            }
+        }
+    };
+    record(connectors, &item, claimed, finished).await;
 }
 
 /// One request to the source; the error and HTTP status when it failed.

@@ -46,14 +46,10 @@ pub fn message(from: &str, item: &OutboxItem) -> Result<Message, String> {
         s => format!("Re: {s}"),
     };
     let text = match item.kind.as_str() {
-        "resolved" => {
-            let mut t = format!("Your request {} is resolved.", item.ticket_id);
-            if !item.text.trim().is_empty() {
-                t.push_str(&format!("\n\n{}", item.text.trim()));
-            }
-            t.push_str("\n\nReply to this mail if it is not.");
-            t
-        }
+        "resolved" => format!(
+            "Your request {} is resolved.\n\nReply to this mail if it is not.",
+            item.ticket_id
+        ),
         _ => item.text.clone(),
     };
     let mut builder = Message::builder()

@@ -42,13 +42,13 @@ pub fn html_to_text(html: &str) -> String {
             .collect::<String>()
             .to_ascii_lowercase();
         rest = &after[close + 1..];
-        if (name == "script" || name == "style") && !tag.starts_with('/') {
-            // Skip to the element's end: its content is not text.
-            let end = format!("</{name}");
-            rest = match rest.to_ascii_lowercase().find(&end) {
-                Some(at) => rest[at..].find('>').map_or("", |gt| &rest[at + gt + 1..]),
-                None => "",
-            };
+        if (name == "script" || name == "style") && !tag.starts_with('/') && !tag.ends_with('/') {
+            // Skip to the element's end: its content is not text. An
+            // element never closed is taken as empty (the text after it
+            // is kept).
+            if let Some(end) = closing_tag(rest, &name) {
+                rest = &rest[end..];
+            }
             continue;
         }
         if BLOCKS.contains(&name.as_str()) && !out.ends_with('\n') {
@@ -57,6 +57,22 @@ pub fn html_to_text(html: &str) -> String {
     }
     out.push_str(&decode(rest));
     fold_blank_lines(&out)
+}
+
+/// Where the text after `</name…>` starts in `html`, found without
+/// copying it (case-insensitive).
+fn closing_tag(html: &str, name: &str) -> Option<usize> {
+    let bytes = html.as_bytes();
+    let mut from = 0;
+    while let Some(at) = html[from..].find("</") {
+        let start = from + at + 2;
+        let candidate = bytes.get(start..start + name.len())?;
+        if candidate.eq_ignore_ascii_case(name.as_bytes()) {
+            return html[start..].find('>').map(|gt| start + gt + 1);
+        }
+        from = start;
+    }
+    None
 }
 
 fn decode(text: &str) -> String {
@@ -68,10 +84,13 @@ fn decode(text: &str) -> String {
     while let Some(amp) = rest.find('&') {
         out.push_str(&rest[..amp]);
         let after = &rest[amp..];
-        let entity = after
-            .find(';')
+        // An entity is short: its `;` is looked for in the next bytes only
+        // (a search to the end for every `&` would be quadratic).
+        let entity = after.as_bytes()[..after.len().min(12)]
+            .iter()
+            .position(|&b| b == b';')
             .filter(|&end| end <= 10)
-            .map(|end| &after[..=end]);
+            .and_then(|end| after.get(..=end));
         let decoded = entity.and_then(|e| match e {
             "&amp;" => Some('&'),
             "&lt;" => Some('<'),
@@ -143,5 +162,21 @@ mod tests {
         assert_eq!(html_to_text("a<br><br><br><br>b"), "a\nb");
         assert_eq!(html_to_text("just text\nsecond"), "just text\nsecond");
         assert_eq!(html_to_text("<SCRIPT src=x>evil()</SCRIPT>ok"), "ok");
+        assert_eq!(
+            html_to_text("<script/>kept <style>never closed"),
+            "kept never closed"
+        );
+    }
+
+    #[test]
+    fn a_large_hostile_body_is_read_whole() {
+        // Work quadratic in these (a search to the end per `&` or per
+        // element) would not finish; the reading is linear.
+        assert_eq!(html_to_text(&"&".repeat(1 << 20)).len(), 1 << 20);
+        assert_eq!(html_to_text(&"<style></style>".repeat(1 << 16)), "");
+        assert_eq!(
+            html_to_text(&"&amp;x".repeat(1 << 16)),
+            "&x".repeat(1 << 16)
+        );
     }
 }

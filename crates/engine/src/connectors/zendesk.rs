@@ -63,10 +63,10 @@ pub fn verify(
     let Some(at) = crate::clock::parse_rfc3339(timestamp.trim()) else {
         return refused("X-Zendesk-Webhook-Signature-Timestamp is not an ISO 8601 time");
     };
-    if (now - at).abs() > super::generic::WINDOW {
+    if now.abs_diff(at) > super::generic::WINDOW.unsigned_abs() {
         return refused(&format!(
             "the timestamp is {}s away from the daemon's clock (at most {}s): a replayed or delayed request",
-            (now - at).abs(),
+            now.abs_diff(at),
             super::generic::WINDOW
         ));
     }
@@ -133,6 +133,7 @@ pub fn read(source: &str, body: &[u8]) -> Result<Read, ConnectorError> {
 
 /// The API request that delivers `item` to the Zendesk ticket.
 pub fn request(base: &str, user: &str, token: &str, item: &OutboxItem) -> Result<Outgoing, String> {
+    super::request::number(&item.conversation, "Zendesk ticket id")?;
     let body = match item.kind.as_str() {
         "resolved" => json!({"ticket": {"status": "solved"}}),
         _ => json!({"ticket": {"comment": {"body": item.text, "public": true}}}),
