@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use tinycode_shared::proto::OutboxItem;
 
 use super::request::{Outgoing, join};
-use super::{ConnectorError, Read, generic};
+use super::{ConnectorError, Read, generic, text_of};
 use crate::domain::desk::Inbound;
 
 pub const TIMESTAMP_HEADER: &str = "x-chatwoot-timestamp";
@@ -37,14 +37,6 @@ pub fn verify(
         body,
         now,
     )
-}
-
-fn text_of(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Number(n) => n.to_string(),
-        _ => String::new(),
-    }
 }
 
 /// Who wrote: the sender's email, else its name.

@@ -30,16 +30,17 @@ pub fn sign(secret: &[u8], timestamp: i64, body: &[u8]) -> String {
     let mut mac = mac(secret);
     mac.update(format!("{timestamp}.").as_bytes());
     mac.update(body);
-    let bytes = mac.finalize().into_bytes();
-    let mut hex = String::with_capacity(7 + bytes.len() * 2);
-    hex.push_str("sha256=");
-    for b in bytes {
-        hex.push_str(&format!("{b:02x}"));
-    }
-    hex
+    format!("sha256={}", hex(&mac.finalize().into_bytes()))
 }
 
-fn mac(secret: &[u8]) -> Hmac<Sha256> {
+/// Lower-case hex of `bytes` (signatures are written so).
+pub(super) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// HMAC-SHA256 keyed with `secret` (tinycode's, Chatwoot's and Zendesk's
+/// signatures).
+pub(super) fn mac(secret: &[u8]) -> Hmac<Sha256> {
     // HMAC takes a key of any length.
     match Hmac::<Sha256>::new_from_slice(secret) {
         Ok(mac) => mac,
@@ -232,14 +233,8 @@ mod tests {
         // RFC 4231, test case 2: key "Jefe", data "what do ya want for nothing?".
         let mut mac = mac(b"Jefe");
         mac.update(b"what do ya want for nothing?");
-        let hex: String = mac
-            .finalize()
-            .into_bytes()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
         assert_eq!(
-            hex,
+            hex(&mac.finalize().into_bytes()),
             "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
         );
     }

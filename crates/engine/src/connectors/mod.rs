@@ -117,6 +117,16 @@ fn real_now() -> i64 {
         .map_or(0, |d| d.as_secs() as i64)
 }
 
+/// A JSON value a helpdesk sent as text: a string as it is, a number
+/// written out (ids come either way), anything else empty.
+fn text_of(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Number(n) => n.to_string(),
+        _ => String::new(),
+    }
+}
+
 /// The source's API token (Chatwoot, Zendesk, Zammad), read now.
 fn token(spec: &SourceSpec) -> Result<String, String> {
     let env = spec.api_token_env.as_deref().unwrap_or_default();

@@ -17,7 +17,7 @@ use sha1::Sha1;
 use tinycode_shared::proto::OutboxItem;
 
 use super::request::{Outgoing, join};
-use super::{ConnectorError, Read};
+use super::{ConnectorError, Read, text_of};
 use crate::domain::desk::Inbound;
 
 pub const SIGNATURE_HEADER: &str = "x-hub-signature";
@@ -31,13 +31,7 @@ fn mac(secret: &[u8]) -> Hmac<Sha1> {
 pub fn sign(secret: &[u8], body: &[u8]) -> String {
     let mut mac = mac(secret);
     mac.update(body);
-    let hex: String = mac
-        .finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("sha1={hex}")
+    format!("sha1={}", super::generic::hex(&mac.finalize().into_bytes()))
 }
 
 /// Check a request's signature, in constant time.
@@ -59,14 +53,6 @@ pub fn verify(
             "the signature does not match the body and the source's secret".into(),
         )
     })
-}
-
-fn text_of(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Number(n) => n.to_string(),
-        _ => String::new(),
-    }
 }
 
 /// Read a Zammad trigger webhook of `source`.
@@ -168,13 +154,10 @@ mod tests {
         // RFC 2202, test case 2.
         let mut m = mac(b"Jefe");
         m.update(b"what do ya want for nothing?");
-        let hex: String = m
-            .finalize()
-            .into_bytes()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        assert_eq!(hex, "effcdf6ae5eb2fa2d27416d5f184df9c259a7c79");
+        assert_eq!(
+            super::super::generic::hex(&m.finalize().into_bytes()),
+            "effcdf6ae5eb2fa2d27416d5f184df9c259a7c79"
+        );
     }
 
     #[test]

@@ -14,13 +14,12 @@
 //! `status: solved` (a resolution), as `<apiUser>/token` with the API token.
 
 use base64::Engine as _;
-use hmac::{Hmac, KeyInit, Mac};
+use hmac::Mac;
 use serde_json::{Value, json};
-use sha2::Sha256;
 use tinycode_shared::proto::OutboxItem;
 
 use super::request::{Outgoing, join};
-use super::{ConnectorError, Read};
+use super::{ConnectorError, Read, text_of};
 use crate::domain::desk::Inbound;
 
 pub const SIGNATURE_HEADER: &str = "x-zendesk-webhook-signature";
@@ -28,8 +27,7 @@ pub const TIMESTAMP_HEADER: &str = "x-zendesk-webhook-signature-timestamp";
 
 /// Zendesk's signature of `body` at `timestamp`.
 pub fn sign(secret: &[u8], timestamp: &str, body: &[u8]) -> String {
-    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret)
-        .unwrap_or_else(|_| unreachable!("HMAC takes a key of any length"));
+    let mut mac = super::generic::mac(secret);
     mac.update(timestamp.as_bytes());
     mac.update(body);
     base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes())
@@ -53,8 +51,7 @@ pub fn verify(
     }) else {
         return refused("X-Zendesk-Webhook-Signature is missing or not base64");
     };
-    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret)
-        .unwrap_or_else(|_| unreachable!("HMAC takes a key of any length"));
+    let mut mac = super::generic::mac(secret);
     mac.update(timestamp.as_bytes());
     mac.update(body);
     if mac.verify_slice(&given).is_err() {
@@ -71,14 +68,6 @@ pub fn verify(
         ));
     }
     Ok(())
-}
-
-fn text_of(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Number(n) => n.to_string(),
-        _ => String::new(),
-    }
 }
 
 /// Read a Zendesk event webhook of `source`.
