@@ -27,6 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "tinycode/v1/evals.proto",
         "tinycode/v1/reports.proto",
         "tinycode/v1/connectors.proto",
+        "tinycode/v1/providers.proto",
     ];
     for file in &files {
         println!("cargo:rerun-if-changed={}", proto_root.join(file).display());

@@ -53,6 +53,14 @@ pub struct EvalArgs {
     /// The model's price per million output tokens.
     #[arg(long, default_value_t = 0.0)]
     price_out: f64,
+    /// The accuracy a confidence threshold should reach: the report names
+    /// the lowest threshold that does and its coverage (default 0.98).
+    #[arg(long, value_name = "ACCURACY")]
+    target_accuracy: Option<f64>,
+    /// Measure the offline model with this desk's learned model (copied
+    /// into the scratch desk, frozen) instead of the rules alone.
+    #[arg(long, conflicts_with = "train")]
+    with_history: bool,
     #[command(subcommand)]
     action: Option<EvalAction>,
 }
@@ -158,6 +166,8 @@ fn run_request(args: EvalArgs) -> anyhow::Result<RunEvalRequest> {
         target: args.target,
         price_input_per_mtok: args.price_in,
         price_output_per_mtok: args.price_out,
+        target_accuracy: args.target_accuracy.unwrap_or(0.0),
+        with_history: args.with_history,
     })
 }
 
@@ -331,8 +341,34 @@ fn print_report(ctx: &Ctx, r: &EvalReport) {
         pct(r.all_fields_pass_k)
     );
     for f in &r.fields {
+        print_calibration(f);
+    }
+    for f in &r.fields {
         print_field(f);
     }
+}
+
+/// One line per field: how well its confidence is calibrated and the
+/// threshold that reaches the target accuracy.
+fn print_calibration(f: &FieldReport) {
+    if f.with_confidence == 0 {
+        println!("{}: no confidence reported", f.field);
+        return;
+    }
+    let target = f.target_accuracy * 100.0;
+    let threshold = if f.reached {
+        format!(
+            "for {target:.2} % accuracy: confidence ≥ {:.3} covers {:.1} %",
+            f.threshold,
+            f.threshold_coverage * 100.0
+        )
+    } else {
+        format!("no threshold reaches {target:.2} % accuracy")
+    };
+    println!(
+        "{}: ECE {:.4} over {} decisions · {threshold}",
+        f.field, f.ece, f.with_confidence
+    );
 }
 
 fn print_field(f: &FieldReport) {

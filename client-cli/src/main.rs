@@ -7,6 +7,7 @@
 
 mod admin_cmd;
 mod approvals_cmd;
+mod auth_cmd;
 mod connectors_cmd;
 mod daemon_cmd;
 mod demo_cmd;
@@ -18,6 +19,7 @@ mod mcp_cmd;
 mod mcp_serve;
 mod output;
 mod report_cmd;
+mod review_cmd;
 mod session_cmd;
 mod skills_cmd;
 mod sla_cmd;
@@ -141,6 +143,18 @@ enum Command {
     Events(events_cmd::EventsArgs),
     /// The daily triage report (default: yesterday's); `list`, `show ID`.
     Report(report_cmd::ReportArgs),
+    /// Provider keys, stored encrypted in the daemon and used with no
+    /// restart: `set PROVIDER` (a hidden prompt or stdin), `list`, `remove`.
+    Auth {
+        #[command(subcommand)]
+        action: auth_cmd::AuthAction,
+    },
+    /// The models each provider serves (the offline model first), for
+    /// `--model` and `tinycode session model`.
+    Models {
+        /// Only this provider's.
+        provider: Option<String>,
+    },
     /// Import tickets from a file (`import csv FILE [--map field=column,…]`);
     /// the same file twice adds nothing.
     Import(connectors_cmd::ImportArgs),
@@ -305,6 +319,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Doctor => admin_cmd::doctor(&ctx).await,
         Command::Daemon { action } => daemon_cmd::run(&ctx, action).await,
         Command::Events(args) => events_cmd::run(&ctx, args).await,
+        Command::Auth { action } => auth_cmd::auth(&ctx, action).await,
+        Command::Models { provider } => auth_cmd::models(&ctx, provider).await,
         Command::Sla { action } => sla_cmd::run(&ctx, action).await,
         Command::Report(args) => report_cmd::run(&ctx, args).await,
         Command::Import(args) => connectors_cmd::import(&ctx, args).await,

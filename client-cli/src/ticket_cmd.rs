@@ -419,6 +419,20 @@ fn show_ticket(t: &Ticket) -> String {
     if !t.queue.is_empty() {
         out.push_str(&format!("  queue      {}\n", t.queue));
     }
+    if !t.confidence.is_empty() {
+        out.push_str(&format!(
+            "  confidence {}\n",
+            render::confidence(&t.confidence)
+        ));
+    }
+    if let Some(s) = &t.suggestion {
+        out.push_str(&format!(
+            "  REVIEW     {} — `tinycode triage review accept {}`, or `correct {} --category …`\n",
+            render::suggestion(s),
+            t.id,
+            t.id
+        ));
+    }
     if t.escalate_level > 0 {
         out.push_str(&format!("  escalated  L{}\n", t.escalate_level));
     }

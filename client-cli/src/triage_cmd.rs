@@ -51,6 +51,12 @@ pub enum TriageView {
         /// Only these tickets.
         ids: Vec<String>,
     },
+    /// The review queue: model decisions held below `triage.reviewBelow`;
+    /// `accept ID` or `correct ID --category … --queue …` decides one.
+    Review {
+        #[command(subcommand)]
+        action: Option<crate::review_cmd::ReviewAction>,
+    },
 }
 
 fn state(i: &TriageItem) -> TriageState {
@@ -296,11 +302,14 @@ pub fn print_waiting(items: &[TriageItem]) {
 }
 
 pub async fn run(ctx: &Ctx, args: TriageArgs) -> anyhow::Result<ExitCode> {
+    if let Some(TriageView::Review { action }) = &args.view {
+        return crate::review_cmd::run(ctx, action.clone()).await;
+    }
     let channel = ctx.connect().await?;
     match &args.view {
         Some(TriageView::Status { ids }) => return status(ctx, &channel, ids.clone()).await,
         Some(TriageView::Watch { ids }) => return watch(ctx, &channel, ids.clone()).await,
-        None => {}
+        Some(TriageView::Review { .. }) | None => {}
     }
     if args.ids.is_empty() && !args.all {
         anyhow::bail!(

@@ -11,7 +11,7 @@ use tinycode_shared::proto::session_update::Update;
 use tinycode_shared::proto::{
     ApprovalRequested, CancelTurnRequest, CompactSessionRequest, CreateSessionRequest,
     DaemonStatus, Event, GenerateReportRequest, ListSessionsRequest, ListTicketsRequest,
-    SendMessageRequest, SessionInfo,
+    SendMessageRequest, SessionInfo, SetSessionModelRequest,
 };
 use tinycode_shared::render;
 
@@ -394,11 +394,19 @@ impl App {
                 Kind::Notice,
                 format!("model: {current} · /new uses {next} · /model provider/model changes that"),
             );
-        } else {
+        } else if let Some(session) = &self.session {
+            let session_id = session.id.clone();
             self.note(
                 Kind::Notice,
-                format!("/new will use {args}; this session keeps {current} (a session's model is fixed)"),
+                format!("this session's next turns use {args} (was {current}); /new uses it too"),
             );
+            self.outbox.push(Rpc::SetModel(SetSessionModelRequest {
+                session_id,
+                model: args.clone(),
+            }));
+            self.next_model = args;
+        } else {
+            self.note(Kind::Notice, format!("/new will use {args}"));
             self.next_model = args;
         }
     }

@@ -5,7 +5,7 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use tinycode_shared::proto::{
     ApprovalDecision, CancelTurnRequest, CompactSessionRequest, CreateSessionRequest,
     DecideApprovalRequest, GetTicketRequest, ListSessionsRequest, SendMessageRequest, SessionInfo,
-    Ticket, TurnOutcome,
+    SetSessionModelRequest, Ticket, TurnOutcome,
 };
 
 use crate::app::{App, Start};
@@ -291,7 +291,14 @@ fn slash_commands_send_their_requests() {
         })]
     );
     type_line(&mut app, "/model anthropic/claude-sonnet-4");
-    assert!(flash(&app).contains("/new will use anthropic/claude-sonnet-4"));
+    assert!(flash(&app).contains("this session's next turns use anthropic/claude-sonnet-4"));
+    assert_eq!(
+        app.take_rpcs(),
+        [Rpc::SetModel(SetSessionModelRequest {
+            session_id: SESSION.into(),
+            model: "anthropic/claude-sonnet-4".into(),
+        })]
+    );
     type_line(&mut app, "/new");
     assert_eq!(
         app.take_rpcs(),

@@ -87,6 +87,7 @@ pub fn tool(name: &str, args: serde_json::Value, details: serde_json::Value) -> 
             id: format!("call-{name}"),
             name: name.into(),
             arguments_json: args.to_string(),
+            ..Default::default()
         }),
         content: "ok".into(),
         details_json: details.to_string(),
@@ -122,6 +123,7 @@ pub fn knowledge_edit_request(id: &str) -> Payload {
             id: "call-edit".into(),
             name: "propose_knowledge_edit".into(),
             arguments_json: serde_json::json!({"article_id": "refund-policy"}).to_string(),
+            ..Default::default()
         }),
         reason: "editing the knowledge base needs a human's approval".into(),
         article_id: "refund-policy".into(),
@@ -143,6 +145,7 @@ pub fn escalation_request(id: &str, session: &str) -> Payload {
             id: "call-esc".into(),
             name: "escalate_ticket".into(),
             arguments_json: serde_json::json!({"ticket_id": "T-1003", "level": 2}).to_string(),
+            ..Default::default()
         }),
         reason: "escalating to a supervisor (level 2) needs a human's confirmation".into(),
         ..ApprovalRequested::default()
@@ -161,6 +164,7 @@ pub fn question_request(id: &str, session: &str) -> Payload {
             arguments_json:
                 serde_json::json!({"question": "Refund 900 € to Ana?", "choices": ["yes", "no"]})
                     .to_string(),
+            ..Default::default()
         }),
         reason: "the agent asks a person; whoever answers first answers it".into(),
         question: "Refund 900 € to Ana?".into(),

@@ -231,6 +231,7 @@ async fn request(link: &Link, rpc: Rpc) -> Result<(), Stop> {
             return Ok(());
         }
         Rpc::Compact(req) => compact(&mut sessions, req).await?,
+        Rpc::SetModel(req) => NetEvent::Info(Box::new(sessions.set_model(req).await?.into_inner())),
         Rpc::ListSessions(req) => {
             NetEvent::Sessions(sessions.list(req).await?.into_inner().sessions)
         }

@@ -6,7 +6,8 @@
 use tinycode_shared::proto::{
     CancelTurnRequest, CompactSessionRequest, CreateSessionRequest, DaemonStatus,
     DecideApprovalRequest, Event, GenerateReportRequest, GetTicketRequest, ListSessionsRequest,
-    ListTicketsRequest, ReportContent, SendMessageRequest, SessionInfo, SessionUpdate, Ticket,
+    ListTicketsRequest, ReportContent, SendMessageRequest, SessionInfo, SessionUpdate,
+    SetSessionModelRequest, Ticket,
 };
 
 /// A request for the daemon.
@@ -28,6 +29,8 @@ pub enum Rpc {
     Cancel(CancelTurnRequest),
     Decide(DecideApprovalRequest),
     Compact(CompactSessionRequest),
+    /// `Sessions.SetModel`: the followed session's next turns.
+    SetModel(SetSessionModelRequest),
     ListSessions(ListSessionsRequest),
     ListTickets(ListTicketsRequest),
     GetTicket(GetTicketRequest),

@@ -43,7 +43,7 @@ pub const COMMANDS: &[(&str, Command, &str)] = &[
     (
         "model",
         Command::Model,
-        "[provider/model] show the model, or set it for /new",
+        "[provider/model] show the model, or switch this session's (and /new's)",
     ),
     (
         "skills",

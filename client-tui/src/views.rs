@@ -172,6 +172,17 @@ fn ticket_text(t: &Ticket) -> String {
         t.queue,
         t.escalate_level
     );
+    if !t.confidence.is_empty() {
+        let c = tinycode_shared::render::confidence(&t.confidence);
+        out.push_str(&format!("confidence: {c}\n"));
+    }
+    if let Some(s) = &t.suggestion {
+        let held = tinycode_shared::render::suggestion(s);
+        out.push_str(&format!(
+            "NEEDS REVIEW: {held} — `tinycode triage review accept {}`\n",
+            t.id
+        ));
+    }
     for m in &t.messages {
         out.push_str(&format!("\n[{}] {}:\n{}\n", m.at, m.from, m.text));
     }
@@ -179,4 +190,44 @@ fn ticket_text(t: &Ticket) -> String {
         out.push_str(&format!("\nnote: {}\n", n.text));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use tinycode_shared::proto::{DecisionSuggested, FieldConfidence, Ticket};
+
+    #[test]
+    fn the_ticket_view_shows_the_models_confidence_and_a_held_decision() {
+        let c = |field: &str, value| FieldConfidence {
+            field: field.into(),
+            value,
+        };
+        let t = Ticket {
+            id: "T-1001".into(),
+            confidence: vec![c("queue", 0.97)],
+            suggestion: Some(DecisionSuggested {
+                category: "退款".into(),
+                priority: "P2".into(),
+                confidence: vec![c("category", 0.41)],
+                below: vec!["category".into()],
+                ..Default::default()
+            }),
+            ..Ticket::default()
+        };
+        let text = super::ticket_text(&t);
+        assert!(text.contains("confidence: queue high 0.97"), "{text}");
+        assert!(
+            text.contains("NEEDS REVIEW: suggested 退款 · P2 (category low 0.41; below: category)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("tinycode triage review accept T-1001"),
+            "{text}"
+        );
+        let plain = super::ticket_text(&Ticket::default());
+        assert!(
+            !plain.contains("confidence") && !plain.contains("REVIEW"),
+            "{plain}"
+        );
+    }
 }

@@ -237,6 +237,13 @@ async fn ticket_action(
             };
             drop(d.tickets().set_status(by(person, request)).await?);
         }
+        "review" => {
+            let request = ReviewTicketRequest {
+                ticket_id,
+                ..Default::default()
+            };
+            drop(d.tickets().review(by(person, request)).await?);
+        }
         "triage" => {
             let request = EnqueueTriageRequest {
                 ticket_ids: vec![ticket_id],

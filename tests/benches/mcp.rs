@@ -156,6 +156,8 @@ async fn call_overhead(everything: &Path, targets: &mut Targets) {
         origin: None,
         agents: None,
         reports: None,
+        confidence: Vec::new(),
+        review_below: Default::default(),
     };
     let time = async |name: &str, args: Value| {
         for _ in 0..50 {

@@ -148,6 +148,7 @@ fn session_events(n: usize) -> Vec<Payload> {
                 id: format!("call_{step}"),
                 name: "get_ticket".into(),
                 arguments_json: format!("{{\"ticket_id\":\"T-{}\"}}", 10_000 + n),
+                ..Default::default()
             };
             out.push(Payload::AssistantMessageAdded(AssistantMessageAdded {
                 text: "Looking at the ticket and the policy before deciding.".into(),

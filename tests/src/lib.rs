@@ -9,6 +9,7 @@
 pub mod helpdesk;
 pub mod mock_llm;
 pub mod pg;
+pub mod pg_tls;
 pub mod shared_desk;
 pub mod targets;
 
@@ -570,4 +571,26 @@ pub fn pending_approval(desk: &Desk, timeout: Duration) -> String {
     });
     assert!(asked, "no approval was listed");
     id
+}
+
+/// A ticket file a person decided (category, P2, queue; routed), as a desk
+/// that triaged it keeps it: history the offline model learns from.
+pub fn decided_ticket(
+    desk: &Desk,
+    id: &str,
+    subject: &str,
+    body: &str,
+    category: &str,
+    queue: &str,
+) {
+    let ticket = serde_json::json!({
+        "id": id, "subject": subject, "customer": "历史客户", "channel": "email",
+        "createdAt": "2026-09-01T09:00:00+08:00", "slaMinutes": 240, "status": "routed",
+        "category": category, "priority": "P2", "queue": queue,
+        "messages": [{"from": "customer", "text": body, "at": "2026-09-01T09:00:00+08:00"}]
+    });
+    desk.write(
+        &format!("tickets/{id}.json"),
+        &serde_json::to_string_pretty(&ticket).expect("JSON"),
+    );
 }

@@ -50,12 +50,22 @@ struct Script {
     replies: Arc<Mutex<VecDeque<Reply>>>,
     requests: Arc<Mutex<Vec<Bytes>>>,
     chunk_delay: Duration,
+    keys: Keys,
+}
+
+/// The `Authorization` header of every request, and the keys accepted
+/// (`None`: any, as a local server).
+#[derive(Clone, Default)]
+struct Keys {
+    seen: Arc<Mutex<Vec<String>>>,
+    accepted: Arc<Mutex<Option<Vec<String>>>>,
 }
 
 /// The running mock; stops with the test process.
 pub struct MockLlm {
     pub base_url: String,
     requests: Arc<Mutex<Vec<Bytes>>>,
+    keys: Keys,
 }
 
 impl MockLlm {
@@ -85,8 +95,10 @@ impl MockLlm {
             replies: Arc::new(Mutex::new(replies.into())),
             requests: Arc::new(Mutex::new(Vec::new())),
             chunk_delay,
+            keys: Keys::default(),
         };
         let requests = Arc::clone(&script.requests);
+        let keys = script.keys.clone();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
@@ -100,6 +112,7 @@ impl MockLlm {
                 let _ = tx.send(listener.local_addr().expect("addr"));
                 let app = Router::new()
                     .route("/v1/chat/completions", post(handle))
+                    .route("/v1/models", axum::routing::get(models))
                     .with_state(script);
                 let _ = axum::serve(listener, app).await;
             });
@@ -108,7 +121,20 @@ impl MockLlm {
         Self {
             base_url: format!("http://{addr}/v1"),
             requests,
+            keys,
         }
+    }
+
+    /// From now on only these bearer keys are accepted; any other request
+    /// is answered 401, as a provider does.
+    pub fn accept_keys(&self, keys: &[&str]) {
+        let keys = keys.iter().map(|k| k.to_string()).collect();
+        *self.keys.accepted.lock().expect("lock") = Some(keys);
+    }
+
+    /// The `Authorization` header of every request so far (`-`: none).
+    pub fn authorizations(&self) -> Vec<String> {
+        self.keys.seen.lock().expect("lock").clone()
     }
 
     /// Every request body received so far.
@@ -178,6 +204,9 @@ async fn handle(
     headers: axum::http::HeaderMap,
     body: Bytes,
 ) -> Response {
+    if let Some(refused) = check_key(&script.keys, &headers) {
+        return refused;
+    }
     let reply = match &script.responder {
         Some(responder) => responder(&serde_json::from_slice(&body).unwrap_or(Value::Null)),
         None => script
@@ -224,4 +253,30 @@ async fn handle(
         .headers_mut()
         .insert("content-type", "text/event-stream".parse().expect("header"));
     response
+}
+
+/// Record the request's key; a 401 when it is not one of those accepted.
+fn check_key(keys: &Keys, headers: &axum::http::HeaderMap) -> Option<Response> {
+    let sent = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("-")
+        .to_string();
+    keys.seen.lock().expect("lock").push(sent.clone());
+    let accepted = keys.accepted.lock().expect("lock").clone()?;
+    let key = sent.strip_prefix("Bearer ").unwrap_or_default();
+    if accepted.iter().any(|k| k == key) {
+        return None;
+    }
+    let body = json!({ "error": { "message": "Incorrect API key provided" } });
+    Some((StatusCode::UNAUTHORIZED, body.to_string()).into_response())
+}
+
+/// `GET /v1/models`: two models, behind the same key check.
+async fn models(State(script): State<Script>, headers: axum::http::HeaderMap) -> Response {
+    if let Some(refused) = check_key(&script.keys, &headers) {
+        return refused;
+    }
+    let body = json!({ "object": "list", "data": [{ "id": "gpt-test" }, { "id": "gpt-other" }] });
+    (StatusCode::OK, body.to_string()).into_response()
 }

@@ -196,7 +196,7 @@ fn bad_models_and_failing_providers_say_what_is_wrong() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("set OPENAI_API_KEY in the daemon's environment"),
+        err.contains("tinycode auth set openai") && err.contains("OPENAI_API_KEY"),
         "{err}"
     );
     assert_eq!(err.trim().lines().count(), 1, "{err}");

@@ -279,3 +279,100 @@ fn tokens_and_cost_per_ticket_come_from_the_providers_usage() {
     );
     desk.stop();
 }
+
+#[test]
+fn the_learner_on_bitext_reports_its_calibration_and_the_threshold_for_99_5_percent() {
+    let data =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/datasets/bitext-customer-support");
+    let desk = Desk::fixture();
+    let (train, test) = (data.join("train.csv"), data.join("test.csv"));
+    let args = [
+        "eval",
+        "--train",
+        train.to_str().unwrap(),
+        "--test",
+        test.to_str().unwrap(),
+        "--target-accuracy",
+        "0.995",
+    ];
+    let mut json = vec!["--json"];
+    json.extend(args);
+    let report: Value = serde_json::from_str(&desk.ok(&json)).unwrap();
+    let intent = field(&report, "intent");
+    assert!(intent["accuracy"].as_f64().unwrap() >= 0.995, "{intent:#}");
+    // Every test row's decision came with a confidence, calibrated.
+    assert_eq!(intent["withConfidence"], intent["scored"], "{intent:#}");
+    assert!(intent["ece"].as_f64().unwrap() < 0.05, "{intent:#}");
+    // Accuracy at coverage, and the threshold that reaches 99.5 %.
+    assert_eq!(intent["targetAccuracy"], 0.995);
+    assert_eq!(intent["reached"], true, "{intent:#}");
+    assert!(
+        intent["thresholdCoverage"].as_f64().unwrap() >= 0.9,
+        "{intent:#}"
+    );
+    let coverage = intent["coverage"].as_array().unwrap();
+    let at = |t: f64| {
+        coverage
+            .iter()
+            .find(|p| (p["threshold"].as_f64().unwrap_or(0.0) - t).abs() < 1e-6)
+            .unwrap_or_else(|| panic!("no point at {t}: {coverage:?}"))
+    };
+    assert_eq!(at(0.0)["coverage"], 1.0);
+    assert!(at(0.9)["accuracy"].as_f64().unwrap() >= at(0.0)["accuracy"].as_f64().unwrap());
+    let out = desk.ok(&args);
+    assert!(out.contains("for 99.50 % accuracy: confidence ≥"), "{out}");
+}
+
+#[test]
+fn with_history_the_scratch_desk_measures_the_desks_learned_model_not_the_rules() {
+    // People sent refunds to 技术支持 (the rules would say 售后组), parcels
+    // to 物流组.
+    let desk = Desk::fixture();
+    for i in 0..6 {
+        tinycode_tests::decided_ticket(
+            &desk,
+            &format!("H-{:03}", 10 + i),
+            &format!("退款：订单 {} 申请退款", 5000 + i),
+            "东西坏了，我要求退款，钱请退回原卡。",
+            "退款",
+            "技术支持",
+        );
+        tinycode_tests::decided_ticket(
+            &desk,
+            &format!("H-{:03}", 20 + i),
+            &format!("物流：包裹 {} 停滞", 6000 + i),
+            "快递好几天没有更新，包裹停在转运中心。",
+            "物流",
+            "物流组",
+        );
+    }
+    desk.ok(&["ticket", "list"]);
+    assert!(
+        tinycode_tests::wait_until(std::time::Duration::from_secs(60), || desk
+            .log()
+            .contains("learned from the desk's history examples=12")),
+        "{}",
+        desk.log()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let set = dir.path().join("labels.csv");
+    std::fs::write(
+        &set,
+        "subject,body,queue\n退款：订单 7712 申请退款,耳机有质量问题，我想申请退款。,技术支持\n",
+    )
+    .unwrap();
+    let queue_accuracy = |args: &[&str]| {
+        let mut all = vec!["eval", set.to_str().unwrap()];
+        all.extend_from_slice(args);
+        let report = desk.json(&all);
+        // proto3 JSON leaves a 0 out.
+        field(&report, "queue")["accuracy"].as_f64().unwrap_or(0.0)
+    };
+    assert_eq!(
+        queue_accuracy(&[]),
+        0.0,
+        "the scratch desk alone: the rules"
+    );
+    assert_eq!(queue_accuracy(&["--with-history"]), 1.0, "the desk's model");
+    desk.stop();
+}

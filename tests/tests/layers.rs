@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 const ENGINE_LAYERS: &[(&str, u32)] = &[
     ("offline", 6),
     ("context", 7),
+    ("auth", 7),
     ("config", 8),
     ("tools", 9),
     ("mcp", 10),

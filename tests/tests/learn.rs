@@ -5,22 +5,9 @@
 
 use std::time::Duration;
 
-use serde_json::json;
 use tinycode_tests::{Desk, wait_until};
 
-/// A decided ticket file, as a desk that triaged it keeps it.
-fn history(desk: &Desk, id: &str, subject: &str, body: &str, category: &str, queue: &str) {
-    let ticket = json!({
-        "id": id, "subject": subject, "customer": "历史客户", "channel": "email",
-        "createdAt": "2026-09-01T09:00:00+08:00", "slaMinutes": 240, "status": "routed",
-        "category": category, "priority": "P2", "queue": queue,
-        "messages": [{"from": "customer", "text": body, "at": "2026-09-01T09:00:00+08:00"}]
-    });
-    desk.write(
-        &format!("tickets/{id}.json"),
-        &serde_json::to_string_pretty(&ticket).unwrap(),
-    );
-}
+use tinycode_tests::decided_ticket as history;
 
 /// Six refunds a person routed to 技术支持 (the rules would say 售后组),
 /// and six parcels to 物流组.

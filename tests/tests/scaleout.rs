@@ -12,6 +12,15 @@ use tinycode_tests::pg::Schema;
 use tinycode_tests::shared_desk::{member, router, ticket_file};
 use tinycode_tests::{Desk, LineReader, kill, wait_until};
 
+/// A desk on `schema`'s shared log whose model is the scripted `mock`.
+fn on_mock(schema: &Schema, mock: &tinycode_tests::mock_llm::MockLlm) -> Desk {
+    Desk::fixture()
+        .with_env("TINYCODE_STORE_URL", &schema.url())
+        .with_env("OPENAI_BASE_URL", &mock.base_url)
+        .with_env("OPENAI_API_KEY", "sk-test")
+        .with_env("TINYCODE_MODEL", "openai/gpt-test")
+}
+
 /// The first approval `desk` lists as pending, once there is one.
 fn pending_approval(desk: &Desk) -> String {
     tinycode_tests::pending_approval(desk, Duration::from_secs(60))
@@ -358,14 +367,7 @@ fn a_message_sent_through_another_daemon_queues_where_the_session_runs() {
             Box::new(tinycode_tests::mock_llm::text("ok")),
         )
     });
-    let on = || {
-        Desk::fixture()
-            .with_env("TINYCODE_STORE_URL", &schema.url())
-            .with_env("OPENAI_BASE_URL", &mock.base_url)
-            .with_env("OPENAI_API_KEY", "sk-test")
-            .with_env("TINYCODE_MODEL", "openai/gpt-test")
-    };
-    let (a, b) = (on(), on());
+    let (a, b) = (on_mock(&schema, &mock), on_mock(&schema, &mock));
     a.ok(&["ticket", "list"]);
     b.ok(&["ticket", "list"]);
     let a_id = daemon_id(&a);
@@ -604,4 +606,47 @@ fn a_daemon_joining_with_a_copied_workspace_adopts_its_unchanged_files() {
     assert!(bytes > 0, "{status:#}");
     second.stop();
     first.stop();
+}
+
+#[test]
+fn a_cancel_sent_through_another_daemon_stops_the_turn_where_it_runs() {
+    let schema = Schema::new("cancel");
+    // The model never answers: only a cancel ends the turn.
+    let mock =
+        tinycode_tests::mock_llm::MockLlm::respond(|_| tinycode_tests::mock_llm::Reply::Hang);
+    let (a, b) = (on_mock(&schema, &mock), on_mock(&schema, &mock));
+    a.ok(&["ticket", "list"]);
+    b.ok(&["ticket", "list"]);
+    let session = a.new_session(&[]);
+    let stream = format!("session-{session}");
+    a.ok(&["session", "send", &session, "think forever"]);
+    assert!(wait_until(Duration::from_secs(30), || {
+        a.events(&["--stream", &stream])
+            .iter()
+            .any(|e| e.get("turnStarted").is_some())
+    }));
+    // Asked through B, which does not run it.
+    b.ok(&["session", "cancel", &session]);
+    let cancelled = wait_until(Duration::from_secs(30), || {
+        a.events(&["--stream", &stream])
+            .iter()
+            .any(|e| e["turnCompleted"]["outcome"] == "TURN_OUTCOME_CANCELLED")
+    });
+    assert!(cancelled, "{}\n{}", a.log(), b.log());
+    let events = a.events(&["--stream", &stream]);
+    let asked: Vec<&Value> = events
+        .iter()
+        .filter_map(|e| e.get("turnCancelRequested"))
+        .collect();
+    assert_eq!(asked.len(), 1, "{events:#?}");
+    assert_eq!(asked[0]["turn"], 1);
+    // Nothing runs any more: once B's sessions model has the end, a
+    // second cancel finds nothing.
+    let idle = wait_until(Duration::from_secs(10), || {
+        b.ok(&["session", "cancel", &session])
+            .contains("no turn was running")
+    });
+    assert!(idle, "{}", b.log());
+    a.stop();
+    b.stop();
 }

@@ -9,6 +9,7 @@ use tinycode_shared::proto::{
     AttachRequest, CancelTurnRequest, CompactSessionRequest, CreateSessionRequest,
     DeleteSessionRequest, ForkSessionRequest, GetSessionRequest, ListSessionsRequest,
     PruneSessionsRequest, RenameSessionRequest, SendMessageRequest, SessionInfo,
+    SetSessionModelRequest,
 };
 use tinycode_shared::render;
 
@@ -256,6 +257,26 @@ pub(super) async fn rename(
         title,
     };
     print_info(ctx, &client.rename(request).await?.into_inner());
+    Ok(())
+}
+
+/// `session model`: the session's next turns use another model.
+pub(super) async fn set_model(
+    ctx: &Ctx,
+    client: &mut Client,
+    id: String,
+    model: String,
+) -> anyhow::Result<()> {
+    let request = SetSessionModelRequest {
+        session_id: id,
+        model,
+    };
+    let s = client.set_model(request).await?.into_inner();
+    if ctx.json {
+        output::json_pretty(&render::message_json("tinycode.v1.SessionInfo", &s));
+    } else {
+        println!("{}  next turns use {}", s.id, s.model);
+    }
     Ok(())
 }
 

@@ -29,7 +29,9 @@ pub struct RunArgs {
     /// Continue the most recent session.
     #[arg(long = "continue", short = 'c')]
     pub continue_: bool,
-    /// provider/model for a new session (default: the daemon's).
+    /// provider/model: a new session's model, or (with --session / -c) the
+    /// session's model from this turn on (default: the session's, else the
+    /// daemon's).
     #[arg(long)]
     pub model: Option<String>,
     /// How a new session settles approvals: ask (a human decides, from any
@@ -134,6 +136,9 @@ pub enum SessionAction {
     Cancel { id: String },
     /// Give a session a new title.
     Rename { id: String, title: String },
+    /// The model of the session's next turns (`offline`, `openai/gpt-4o`,
+    /// …; `tinycode models` lists them); a running turn keeps its own.
+    Model { id: String, model: String },
     /// A new session with a copy of this one's history (up to --at).
     Fork {
         id: String,
@@ -198,7 +203,7 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<ExitCode> {
         client
             .create(CreateSessionRequest {
                 title,
-                model: args.model.unwrap_or_default(),
+                model: args.model.clone().unwrap_or_default(),
                 approve: default_approve(args.approve),
             })
             .await?
@@ -220,6 +225,7 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<ExitCode> {
             session_id: session.id.clone(),
             text: args.text,
             timeout_seconds: args.timeout.unwrap_or(0),
+            model: args.model.clone().unwrap_or_default(),
         })
         .await?
         .into_inner();
@@ -306,6 +312,7 @@ pub async fn session(ctx: &Ctx, action: SessionAction) -> anyhow::Result<ExitCod
         SessionAction::Send { id, text } => actions::send(ctx, client, id, text).await?,
         SessionAction::Cancel { id } => actions::cancel(client, id).await?,
         SessionAction::Rename { id, title } => actions::rename(ctx, client, id, title).await?,
+        SessionAction::Model { id, model } => actions::set_model(ctx, client, id, model).await?,
         SessionAction::Fork { id, at, title } => actions::fork(ctx, client, id, at, title).await?,
         SessionAction::Prune {
             older_than,

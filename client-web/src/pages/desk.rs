@@ -171,6 +171,13 @@ pub fn ticket(person: &Person, from: u64, v: &TicketView) -> Markup {
         }
         section.actions {
             h2 { "Act on this ticket" }
+            @if t.suggestion.is_some() {
+                form.review method="post" action=(post("review")) {
+                    (csrf(person))
+                    button type="submit" { "Accept the suggested decision" }
+                    " (or correct it with Classify and Route below)"
+                }
+            }
             form.reply method="post" action=(post("reply")) {
                 (csrf(person))
                 label { "Reply to the customer" textarea name="text" rows="4" required maxlength="20000" {} }
@@ -229,6 +236,12 @@ pub fn ticket_live(v: &TicketView) -> Markup {
             dt { "Category" } dd.category { (t.category) @if !t.intent.is_empty() { " · " (t.intent) } }
             dt { "Queue" } dd.queue { (t.queue) }
             @if t.escalate_level > 0 { dt { "Escalated" } dd { "level " (t.escalate_level) } }
+            @if !t.confidence.is_empty() {
+                dt { "Confidence" } dd.confidence { (tinycode_shared::render::confidence(&t.confidence)) }
+            }
+            @if let Some(s) = &t.suggestion {
+                dt { "Needs review" } dd.suggestion { (tinycode_shared::render::suggestion(s)) }
+            }
             dt { "Created" } dd { (t.created_at) " · SLA " (t.sla_minutes) " min" }
             @for c in &t.sla {
                 dt { "SLA" } dd class={ "sla-clock " (c.state) @if c.at_risk { " at-risk" } } { (sla::line(c)) }

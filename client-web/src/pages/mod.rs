@@ -200,4 +200,49 @@ mod tests {
         assert_eq!(at_ms(0), "");
         assert_eq!(at_ms(1_000), "1970-01-01 00:00:01");
     }
+
+    #[test]
+    fn a_ticket_shows_the_models_confidence_and_a_held_decision_escaped() {
+        use tinycode_shared::proto::{DecisionSuggested, FieldConfidence, Ticket};
+        let c = |field: &str, value| FieldConfidence {
+            field: field.into(),
+            value,
+        };
+        let view = TicketView {
+            ticket: Ticket {
+                id: "T-1001".into(),
+                confidence: vec![c("category", 0.97)],
+                suggestion: Some(DecisionSuggested {
+                    queue: "<b>售后组</b>".into(),
+                    confidence: vec![c("queue", 0.41)],
+                    below: vec!["queue".into()],
+                    ..Default::default()
+                }),
+                ..Ticket::default()
+            },
+            history: Vec::new(),
+            triage: None,
+            triage_events: Vec::new(),
+            queues: Vec::new(),
+            categories: Vec::new(),
+        };
+        let html = ticket_live(&view).into_string();
+        assert!(
+            html.contains(r#"<dd class="confidence">category high 0.97</dd>"#),
+            "{html}"
+        );
+        assert!(
+            html.contains("suggested → &lt;b&gt;售后组&lt;/b&gt; (queue low 0.41; below: queue)"),
+            "{html}"
+        );
+        let plain = TicketView {
+            ticket: Ticket::default(),
+            ..view
+        };
+        let html = ticket_live(&plain).into_string();
+        assert!(
+            !html.contains("confidence") && !html.contains("Needs review"),
+            "{html}"
+        );
+    }
 }

@@ -10,6 +10,7 @@ pub mod clock;
 pub mod files;
 pub mod fnv;
 pub mod heap;
+pub mod hex;
 pub mod ids;
 pub mod limits;
 pub mod paging;

@@ -106,7 +106,7 @@ pub fn checks(layout: &Layout) -> Vec<Check> {
     out.push(state_dir(&layout.state_dir));
     out.push(daemon(layout));
     if let Some(config) = &config {
-        out.push(provider(config));
+        out.push(provider(config, &layout.state_dir));
         out.extend(files(workspace, config));
     }
     out
@@ -182,22 +182,32 @@ fn daemon(layout: &Layout) -> Check {
     }
 }
 
-fn provider(config: &Config) -> Check {
+fn provider(config: &Config, state_dir: &Path) -> Check {
     let model = std::env::var("TINYCODE_MODEL")
         .ok()
         .filter(|m| !m.trim().is_empty())
         .unwrap_or_else(|| config.model.clone());
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-    match crate::model::catalog::resolve(&model, &config.providers, &env, Default::default()) {
+    // A key stored with `tinycode auth set` counts (read without opening it).
+    let stored = crate::auth::vault::Vault::stored(state_dir);
+    let keys = crate::auth::vault::StoredOrEnv(stored);
+    let resolved = crate::model::catalog::resolve_with(
+        &model,
+        &config.providers,
+        &env,
+        std::sync::Arc::new(keys),
+        Default::default(),
+    );
+    match resolved {
         Ok(crate::model::catalog::ModelChoice::Offline) => {
             Check::ok("model", "the embedded offline model (no key, no network)")
         }
-        Ok(_) => Check::ok("model", format!("{model} (its key is set)")),
+        Ok(_) => Check::ok("model", format!("{model} (its key is set or stored)")),
         Err(e) => Check::bad(
             "model",
             Verdict::Fail,
             e.to_string(),
-            "set the key in the daemon's environment, or pick another model (config `model`, $TINYCODE_MODEL)",
+            "set the key with `tinycode auth set PROVIDER` or in the daemon's environment, or pick another model (config `model`, $TINYCODE_MODEL)",
         ),
     }
 }

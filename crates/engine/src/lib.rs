@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod agent;
+pub mod auth;
 pub mod calls;
 pub mod config;
 pub mod connectors;

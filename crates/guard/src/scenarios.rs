@@ -179,6 +179,7 @@ async fn bench(model: Arc<dyn ModelProvider>) -> anyhow::Result<Bench> {
             workspace: ws.clone(),
             cluster,
             offline: model,
+            keys: Arc::new(tinycoded::model::keys::Environment),
         },
         defaults,
     )

@@ -41,18 +41,45 @@ pub fn words(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// Which features a text gives: its words, its word pairs, and the
+/// character n-grams of each word in a range of lengths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FeatureSet {
+    pub words: bool,
+    pub bigrams: bool,
+    /// Shortest and longest character n-gram (0, 0: none).
+    pub chars: (usize, usize),
+}
+
+impl FeatureSet {
+    /// What the learner uses: words, word pairs, character 3–5-grams.
+    pub const DEFAULT: Self = Self {
+        words: true,
+        bigrams: true,
+        chars: (3, 5),
+    };
+}
+
 /// Raw term counts of `text`'s features (not yet weighted).
 pub fn counts(text: &str) -> Vec<(u32, f32)> {
+    counts_with(text, &FeatureSet::DEFAULT)
+}
+
+/// [`counts`] with another feature set (the variants measured in the
+/// learning benchmark).
+pub fn counts_with(text: &str, set: &FeatureSet) -> Vec<(u32, f32)> {
     let words = words(text);
     let mut out: Vec<(u32, f32)> = Vec::with_capacity(words.len() * 8);
     for w in &words {
-        out.push((index(b'w', w), 1.0));
+        if set.words {
+            out.push((index(b'w', w), 1.0));
+        }
         let marked: Vec<char> = std::iter::once('<')
             .chain(w.chars())
             .chain(std::iter::once('>'))
             .collect();
-        for n in 3..=5 {
-            if marked.len() < n {
+        for n in set.chars.0.max(1)..=set.chars.1 {
+            if set.chars.1 == 0 || marked.len() < n {
                 break;
             }
             for gram in marked.windows(n) {
@@ -61,8 +88,10 @@ pub fn counts(text: &str) -> Vec<(u32, f32)> {
             }
         }
     }
-    for pair in words.windows(2) {
-        out.push((index(b'b', &format!("{} {}", pair[0], pair[1])), 1.0));
+    if set.bigrams {
+        for pair in words.windows(2) {
+            out.push((index(b'b', &format!("{} {}", pair[0], pair[1])), 1.0));
+        }
     }
     out.sort_unstable_by_key(|(i, _)| *i);
     let mut merged: Vec<(u32, f32)> = Vec::with_capacity(out.len());

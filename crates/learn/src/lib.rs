@@ -39,6 +39,29 @@ pub struct Classifier {
     /// (`calibrate.rs`), fitted on held-out examples; `None` with too few
     /// to hold any out: its confidence is unknown.
     pub(crate) temperature: Option<f32>,
+    /// The features it reads (the kept model: always the default).
+    pub(crate) features: features::FeatureSet,
+}
+
+/// How a classifier is trained: the features, the passes, class weights.
+/// [`Variant::DEFAULT`] is the learner's; the others are measured beside
+/// it in the learning benchmark (docs/BENCHMARKS.md).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Variant {
+    pub name: &'static str,
+    pub features: features::FeatureSet,
+    pub epochs: usize,
+    /// Weigh each class by the inverse of its share of the examples.
+    pub class_weights: bool,
+}
+
+impl Variant {
+    pub const DEFAULT: Self = Self {
+        name: "words + word pairs + char 3-5, 8 epochs",
+        features: features::FeatureSet::DEFAULT,
+        epochs: EPOCHS,
+        class_weights: false,
+    };
 }
 
 /// Examples needed before a fifth of them is held out to fit the
@@ -79,6 +102,14 @@ pub struct Prediction {
 impl Classifier {
     /// Train on `(text, label)` pairs; `None` with fewer than two labels.
     pub fn train<'a>(examples: impl IntoIterator<Item = (&'a str, &'a str)>) -> Option<Self> {
+        Self::train_variant(examples, &Variant::DEFAULT)
+    }
+
+    /// [`Classifier::train`] as `variant` says.
+    pub fn train_variant<'a>(
+        examples: impl IntoIterator<Item = (&'a str, &'a str)>,
+        variant: &Variant,
+    ) -> Option<Self> {
         let mut index: BTreeMap<&str, usize> = BTreeMap::new();
         let mut labelled = Vec::new();
         for (text, label) in examples {
@@ -96,7 +127,7 @@ impl Classifier {
         }
         let rows: Vec<_> = labelled
             .into_iter()
-            .map(|(text, class)| (features::counts(text), class))
+            .map(|(text, class)| (features::counts_with(text, &variant.features), class))
             .collect();
         let mut labels = vec![String::new(); index.len()];
         for (label, class) in &index {
@@ -113,18 +144,25 @@ impl Classifier {
             .map(|(c, class)| (idf.weigh(&c), class))
             .collect();
         let temperature = held_out_temperature(&examples, labels.len());
-        let model = Linear::train(&examples, labels.len(), EPOCHS);
+        let n = examples.len() as f32;
+        let weights: Vec<f32> = support
+            .iter()
+            .map(|&s| n / (labels.len() as f32 * s.max(1) as f32))
+            .collect();
+        let weights = variant.class_weights.then_some(weights.as_slice());
+        let model = Linear::train_weighted(&examples, labels.len(), variant.epochs, weights);
         Some(Self {
             labels,
             support,
             idf,
             model,
             temperature,
+            features: variant.features,
         })
     }
 
     pub fn predict(&self, text: &str) -> Prediction {
-        let x = self.idf.weigh(&features::counts(text));
+        let x = self.idf.weigh(&features::counts_with(text, &self.features));
         let scores = self.model.scores(&x);
         let (class, margin) = linear::best_of(&scores);
         Prediction {

@@ -50,6 +50,18 @@ impl Linear {
         classes: usize,
         epochs: usize,
     ) -> Self {
+        Self::train_weighted(examples, classes, epochs, None)
+    }
+
+    /// [`Linear::train`] with a weight per class scaling how far an
+    /// example of it may move the weights (class weights: rare classes
+    /// count as much as common ones).
+    pub fn train_weighted<E: std::borrow::Borrow<(Sparse, usize)>>(
+        examples: &[E],
+        classes: usize,
+        epochs: usize,
+        class_weights: Option<&[f32]>,
+    ) -> Self {
         let mut w = vec![0f32; classes * DIMS];
         // Sum over steps of each update × its step (the averaging trick:
         // average = w - u / steps).
@@ -76,8 +88,9 @@ impl Linear {
                 let loss = 1.0 - (right - best);
                 if wrong != usize::MAX && loss > 0.0 {
                     let norm: f32 = 2.0 * x.iter().map(|(_, v)| v * v).sum::<f32>();
+                    let c = C * class_weights.map_or(1.0, |w| w[*y]);
                     let tau = if norm > 0.0 {
-                        (loss / norm).min(C)
+                        (loss / norm).min(c)
                     } else {
                         0.0
                     };

@@ -240,6 +240,7 @@ impl Reader<'_> {
             idf,
             model: Linear { classes, weights },
             temperature,
+            features: crate::features::FeatureSet::DEFAULT,
         })
     }
 }

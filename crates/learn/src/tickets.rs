@@ -125,7 +125,32 @@ pub struct TicketLearner {
     kept: Option<PathBuf>,
 }
 
+/// The trained offline model, kept in the daemon's state directory.
+pub const KEPT_MODEL_FILE: &str = "offline-model.bin";
+
+/// The environment variable naming a kept model a daemon uses frozen
+/// (an eval's scratch desk measuring the live desk's model).
+pub const FROZEN_MODEL_ENV: &str = "TINYCODE_FROZEN_MODEL";
+
 impl TicketLearner {
+    /// A learner that uses the model kept at `frozen`, read before this
+    /// returns, and never trains: `eval --with-history` measures the live
+    /// desk's model in a scratch desk that has no history of its own.
+    pub async fn start_frozen(
+        store: &EventStore,
+        frozen: PathBuf,
+    ) -> Result<Arc<Self>, ProjectionError> {
+        let learner = Arc::new(Self {
+            learned: RwLock::new(Arc::new(Learned::default())),
+            projector: Projector::spawn(store, Arc::new(HistoryModel))?,
+            kept: Some(frozen),
+        });
+        if learner.read_back().await.is_none() {
+            tracing::warn!("the frozen offline model could not be read; the rules decide");
+        }
+        Ok(learner)
+    }
+
     /// Follow the log into the history model and learn in the background
     /// (whoever needs it — the offline model — is handed this learner):
     /// once the model has caught up (the daemon does not wait; until then

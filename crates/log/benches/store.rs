@@ -59,7 +59,9 @@ enum Backend {
 
 /// A schema of its own on the server, dropped after the run.
 async fn pg_schema(url: &str) -> (String, tokio_postgres::Client) {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+    // This side connection needs no TLS (a `require` URL would refuse it).
+    let url = url.replace("sslmode=require", "sslmode=prefer");
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
         .await
         .expect("PostgreSQL for the benchmark (TINYCODE_BENCH_PG=off skips it)");
     tokio::spawn(connection);
@@ -127,6 +129,23 @@ async fn appends(backend: Backend, writers: u64, per_writer: u64) -> Throughput 
             .expect("drop schema");
     }
     result
+}
+
+/// 64 writers in clear and over TLS (`sslmode=require`, a server with
+/// `ssl = on`), alternated, three runs each: what TLS costs.
+async fn tls_cost(url: &str) -> Vec<(&'static str, Vec<f64>)> {
+    let with = |mode: &str| {
+        let sep = if url.contains('?') { '&' } else { '?' };
+        format!("{url}{sep}sslmode={mode}")
+    };
+    let mut out = vec![("disable", Vec::new()), ("require", Vec::new())];
+    for _ in 0..3 {
+        for (mode, rates) in &mut out {
+            let t = appends(Backend::Postgres(with(mode)), 64, 500).await;
+            rates.push(t.rate());
+        }
+    }
+    out
 }
 
 /// A log of `total` events (20 writers, 100 events per append).
@@ -220,7 +239,8 @@ fn main() {
         let pg = match pg {
             Some(url) => Some((
                 appends(Backend::Postgres(url.clone()), 1, 2_000).await,
-                appends(Backend::Postgres(url), 64, 500).await,
+                appends(Backend::Postgres(url.clone()), 64, 500).await,
+                tls_cost(&url).await,
             )),
             None => None,
         };
@@ -248,7 +268,7 @@ fn main() {
             "  speed-up    {:.1}x (target >= 20x and >= 30k events/s)",
             many.rate() / one.rate()
         );
-        if let Some((one, many)) = &pg {
+        if let Some((one, many, tls)) = &pg {
             println!("durable appends on PostgreSQL (commit before ack)");
             for (name, t) in [("1 writer", one), ("64 writers", many)] {
                 println!(
@@ -260,6 +280,11 @@ fn main() {
                 );
             }
             println!("  64 writers target >= 10,000 events/s");
+            println!("PostgreSQL over TLS, 64 writers, 3 runs each, alternated (events/s):");
+            for (mode, rates) in tls {
+                let shown: Vec<String> = rates.iter().map(|r| format!("{r:.0}")).collect();
+                println!("  sslmode={mode:<8} {}", shown.join(" / "));
+            }
         }
         println!(
             "catch-up replay: {replayed} events in {replay_time:.2?} ({:.0} events/s; target <= 0.5 s)",

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::http::{Decoder, Endpoint, RetryPolicy, drive};
+use super::http::{AuthHeader, Decoder, Endpoint, RetryPolicy, drive};
+use super::keys::Keys;
 use super::{
     Message, ModelError, ModelEvent, ModelProvider, ModelRequest, ModelStream, StopReason,
     Thinking, ToolCall, Usage,
@@ -21,8 +22,9 @@ pub struct AnthropicProvider {
     pub(crate) provider: String,
     pub(crate) model: String,
     pub(crate) base_url: String,
-    pub(crate) api_key: String,
+    pub(crate) keys: std::sync::Arc<dyn Keys>,
     pub(crate) key_env: String,
+    pub(crate) key_required: bool,
     pub(crate) retry: RetryPolicy,
 }
 
@@ -31,7 +33,7 @@ impl std::fmt::Debug for AnthropicProvider {
         f.debug_struct("AnthropicProvider")
             .field("model", &self.model)
             .field("base_url", &self.base_url)
-            .field("api_key", &"<redacted>")
+            .field("key_env", &self.key_env)
             .finish()
     }
 }
@@ -44,14 +46,14 @@ impl ModelProvider for AnthropicProvider {
     fn stream(&self, mut request: ModelRequest) -> ModelStream {
         request.model = self.model.clone();
         let endpoint = Endpoint {
-            provider: "anthropic".into(),
+            provider: self.provider.clone(),
             model: self.model.clone(),
             url: format!("{}/v1/messages", self.base_url.trim_end_matches('/')),
-            headers: vec![
-                ("x-api-key".into(), self.api_key.clone()),
-                ("anthropic-version".into(), API_VERSION.into()),
-            ],
+            headers: vec![("anthropic-version".into(), API_VERSION.into())],
+            keys: std::sync::Arc::clone(&self.keys),
             key_env: self.key_env.clone(),
+            key_required: self.key_required,
+            auth: AuthHeader::Named("x-api-key"),
         };
         drive(
             endpoint,

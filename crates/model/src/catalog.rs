@@ -1,13 +1,18 @@
-//! `provider/model` → a provider, with base URLs and keys from the
-//! environment. Keys are read here and handed to the adapter; they never
-//! reach the log or the store.
+//! `provider/model` → a provider, with base URLs from config and the
+//! environment. Keys are asked of a [`Keys`] by the adapter on every
+//! request; they never reach the log or the store.
 
 use std::sync::Arc;
 
 use super::anthropic::AnthropicProvider;
-use super::http::RetryPolicy;
+use super::http::{AuthHeader, Endpoint, RetryPolicy, client, error_message};
+use super::keys::{Keys, Snapshot};
 use super::openai::OpenAiProvider;
+use super::redact::redact;
+pub use super::spec::{KeyHelperSpec, ProviderEndpoint, ProviderSpec, Wire};
 use super::{ModelError, ModelProvider};
+use serde_json::Value;
+use std::time::Duration;
 
 /// What `--model` / `TINYCODE_MODEL` / config `model` selected.
 #[derive(Clone)]
@@ -36,27 +41,6 @@ impl ModelChoice {
             Self::Remote(p) => p.name(),
         }
     }
-}
-
-/// Which wire format a provider speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wire {
-    /// OpenAI-compatible chat completions (OpenAI, Ollama, vLLM, OpenRouter…).
-    OpenAi,
-    /// Anthropic Messages.
-    Anthropic,
-}
-
-/// A provider from config `providers`: a custom base URL and key variable,
-/// for a new name (`"local": {"type": "openai", "baseUrl": …}`) or to
-/// override a built-in one.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProviderSpec {
-    pub name: String,
-    pub wire: Wire,
-    pub base_url: Option<String>,
-    /// The environment variable holding the key; when set, the key is required.
-    pub api_key_env: Option<String>,
 }
 
 struct Builtin {
@@ -132,17 +116,70 @@ pub fn register_secrets(providers: &[ProviderSpec], env: &dyn Fn(&str) -> Option
 }
 
 /// Resolve a model reference against the built-in providers and config
-/// `providers` (which win). `env` reads environment variables (injected so
-/// tests need not touch the process environment).
+/// `providers` (which win), with the key the environment holds now. `env`
+/// reads environment variables (injected so tests need not touch the
+/// process environment).
 pub fn resolve(
     reference: &str,
     providers: &[ProviderSpec],
     env: &dyn Fn(&str) -> Option<String>,
     retry: RetryPolicy,
 ) -> Result<ModelChoice, ModelError> {
+    let var = |k: &str| env(k).filter(|v| !v.trim().is_empty());
+    let key = endpoint(reference, providers, env)?
+        .and_then(|e| (!e.key_env.is_empty()).then(|| var(&e.key_env)).flatten());
+    resolve_with(reference, providers, env, Arc::new(Snapshot(key)), retry)
+}
+
+/// Resolve a model reference whose key is asked of `keys` on every request
+/// (the daemon's stored keys, helpers and environment).
+pub fn resolve_with(
+    reference: &str,
+    providers: &[ProviderSpec],
+    env: &dyn Fn(&str) -> Option<String>,
+    keys: Arc<dyn Keys>,
+    retry: RetryPolicy,
+) -> Result<ModelChoice, ModelError> {
+    let Some(e) = endpoint(reference, providers, env)? else {
+        return Ok(ModelChoice::Offline);
+    };
+    if e.required && !e.helper && !keys.configured(&e.provider, &e.key_env) {
+        return Err(ModelError::MissingKey {
+            advice: keys.advice(&e.provider, &e.key_env),
+            provider: e.provider,
+        });
+    }
+    Ok(ModelChoice::Remote(match e.wire {
+        Wire::Anthropic => Arc::new(AnthropicProvider {
+            provider: e.provider,
+            model: e.model,
+            base_url: e.base_url,
+            keys,
+            key_env: e.key_env,
+            key_required: e.required,
+            retry,
+        }),
+        Wire::OpenAi => Arc::new(OpenAiProvider {
+            provider: e.provider,
+            model: e.model,
+            base_url: e.base_url,
+            keys,
+            key_env: e.key_env,
+            key_required: e.required,
+            retry,
+        }),
+    }))
+}
+
+/// The provider a reference names (`None`: the offline model).
+pub fn endpoint(
+    reference: &str,
+    providers: &[ProviderSpec],
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<ProviderEndpoint>, ModelError> {
     let reference = reference.trim();
     if reference.is_empty() || reference == "offline" || reference.starts_with("offline/") {
-        return Ok(ModelChoice::Offline);
+        return Ok(None);
     }
     let Some((provider, model)) = reference.split_once('/').filter(|(_, m)| !m.is_empty()) else {
         return Err(ModelError::UnknownModel(reference.to_string()));
@@ -150,6 +187,7 @@ pub fn resolve(
     let var = |k: &str| env(k).filter(|v| !v.trim().is_empty());
     let builtin = BUILTINS.iter().find(|b| b.name == provider);
     let custom = providers.iter().find(|p| p.name == provider);
+    let helper = custom.is_some_and(|c| c.key_helper.is_some());
     let (wire, base_url, key_env, required) = match (custom, builtin) {
         (Some(spec), _) => {
             let base = spec
@@ -177,33 +215,114 @@ pub fn resolve(
         ),
         (None, None) => return Err(ModelError::UnknownModel(reference.to_string())),
     };
-    let api_key = key_env.as_deref().and_then(var);
-    if let Some(key) = &api_key {
-        tinycode_shared::secrets::register(key);
-    }
-    if required && api_key.is_none() {
-        return Err(ModelError::MissingKey {
-            provider: provider.into(),
-            env: key_env.unwrap_or_default(),
-        });
-    }
-    let key_env = key_env.unwrap_or_default();
-    Ok(ModelChoice::Remote(match wire {
-        Wire::Anthropic => Arc::new(AnthropicProvider {
-            provider: provider.into(),
-            model: model.into(),
-            base_url,
-            api_key: api_key.unwrap_or_default(),
-            key_env,
-            retry,
-        }),
-        Wire::OpenAi => Arc::new(OpenAiProvider {
-            provider: provider.into(),
-            model: model.into(),
-            base_url,
-            api_key,
-            key_env,
-            retry,
-        }),
+    Ok(Some(ProviderEndpoint {
+        provider: provider.to_string(),
+        model: model.to_string(),
+        wire,
+        base_url,
+        key_env: key_env.unwrap_or_default(),
+        required,
+        helper,
     }))
+}
+
+/// Every provider name the catalog knows: the built-in ones and config
+/// `providers`, each once, in that order.
+pub fn provider_names(providers: &[ProviderSpec]) -> Vec<String> {
+    let mut names: Vec<String> = BUILTINS.iter().map(|b| b.name.to_string()).collect();
+    for p in providers {
+        if !names.contains(&p.name) {
+            names.push(p.name.clone());
+        }
+    }
+    names
+}
+
+/// The models a provider serves (`GET …/models`, OpenAI's and Anthropic's
+/// list), with the key asked of `keys` now; sorted, each once.
+pub async fn list_models(
+    at: &ProviderEndpoint,
+    keys: Arc<dyn Keys>,
+) -> Result<Vec<String>, ModelError> {
+    let base = at.base_url.trim_end_matches('/');
+    let (url, auth, headers) = match at.wire {
+        Wire::OpenAi => (format!("{base}/models"), AuthHeader::Bearer, vec![]),
+        Wire::Anthropic => (
+            format!("{base}/v1/models"),
+            AuthHeader::Named("x-api-key"),
+            vec![(
+                "anthropic-version".to_string(),
+                super::anthropic::API_VERSION.to_string(),
+            )],
+        ),
+    };
+    let ep = Endpoint {
+        provider: at.provider.clone(),
+        model: String::new(),
+        url,
+        headers,
+        keys,
+        key_env: at.key_env.clone(),
+        key_required: at.required,
+        auth,
+    };
+    let credentials = ep.credentials().await?;
+    let mut request = client().get(&ep.url).timeout(Duration::from_secs(15));
+    for (k, v) in ep.headers.iter().chain(credentials.iter()) {
+        request = request.header(k.as_str(), v.as_str());
+    }
+    let connect = |message: String| ModelError::Connect {
+        provider: ep.provider.clone(),
+        url: ep.url.clone(),
+        message,
+    };
+    let response = request.send().await.map_err(|e| connect(e.to_string()))?;
+    let status = response.status().as_u16();
+    let body = response.text().await.map_err(|e| connect(e.to_string()))?;
+    let secret = credentials
+        .as_ref()
+        .map(|(_, v)| v.strip_prefix("Bearer ").unwrap_or(v).to_string());
+    let message = || {
+        redact(
+            &error_message(&body),
+            &secret.as_deref().into_iter().collect::<Vec<_>>(),
+        )
+    };
+    match status {
+        200..=299 => ep.keys.outcome(&ep.provider, Ok(())),
+        401 | 403 => return Err(ep.refused(status, message())),
+        _ => {
+            return Err(ModelError::Http {
+                provider: ep.provider.clone(),
+                status,
+                attempts: 1,
+                message: message(),
+            });
+        }
+    }
+    model_ids(&ep.provider, &body)
+}
+
+/// The ids of a model list (`data[].id`, or `models[].name`), sorted.
+fn model_ids(provider: &str, body: &str) -> Result<Vec<String>, ModelError> {
+    let parsed: Value = serde_json::from_str(body).map_err(|e| ModelError::Stream {
+        provider: provider.to_string(),
+        message: format!("the model list is not JSON: {e}"),
+    })?;
+    let mut ids: Vec<String> = parsed
+        .get("data")
+        .or_else(|| parsed.get("models"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|m| {
+            m.get("id")
+                .or_else(|| m.get("name"))
+                .and_then(Value::as_str)
+        })
+        .map(str::to_string)
+        .collect();
+    ids.sort();
+    ids.dedup();
+    Ok(ids)
 }

@@ -8,7 +8,9 @@ use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use serde_json::Value;
 
+use super::keys::Keys;
 use super::redact::redact;
+use std::sync::Arc;
 use tokio::sync::mpsc;
 
 use super::{ModelError, ModelEvent, ModelStream};
@@ -20,19 +22,58 @@ pub(crate) struct Endpoint {
     pub provider: String,
     pub model: String,
     pub url: String,
-    /// Extra headers (auth, versions). Values may hold secrets: never log.
+    /// Extra headers that are not credentials (versions).
     pub headers: Vec<(String, String)>,
-    /// Env var the key came from (for the 401 message).
+    /// Where the key comes from, asked on every request.
+    pub keys: Arc<dyn Keys>,
+    /// The environment variable the catalog names for the key.
     pub key_env: String,
+    /// A request without a key is refused before it is sent.
+    pub key_required: bool,
+    /// The header that carries the key.
+    pub auth: AuthHeader,
+}
+
+/// How a wire carries its key.
+#[derive(Clone, Copy)]
+pub(crate) enum AuthHeader {
+    /// `authorization: Bearer <key>`.
+    Bearer,
+    /// `<name>: <key>` (Anthropic's `x-api-key`).
+    Named(&'static str),
 }
 
 impl Endpoint {
-    /// The header values (and bearer tokens) that are credentials.
-    fn secrets(&self) -> Vec<&str> {
-        self.headers
-            .iter()
-            .map(|(_, v)| v.strip_prefix("Bearer ").unwrap_or(v))
-            .collect()
+    /// A 401/403: the key's outcome recorded, the error says how to set it.
+    pub(crate) fn refused(&self, status: u16, message: String) -> ModelError {
+        self.keys
+            .outcome(&self.provider, Err(&format!("{status}: {message}")));
+        ModelError::Auth {
+            provider: self.provider.clone(),
+            status,
+            advice: self.keys.advice(&self.provider, &self.key_env),
+            message,
+        }
+    }
+
+    /// The key for this request as a header, asked of [`Keys`] now.
+    pub(crate) async fn credentials(&self) -> Result<Option<(String, String)>, ModelError> {
+        let key = self.keys.key(&self.provider, &self.key_env).await?;
+        let Some(key) = key.filter(|k| !k.trim().is_empty()) else {
+            if self.key_required {
+                return Err(ModelError::MissingKey {
+                    provider: self.provider.clone(),
+                    advice: self.keys.advice(&self.provider, &self.key_env),
+                });
+            }
+            return Ok(None);
+        };
+        // Redacted by value from anything stored or logged from now on.
+        tinycode_shared::secrets::register(&key);
+        Ok(Some(match self.auth {
+            AuthHeader::Bearer => ("authorization".to_string(), format!("Bearer {key}")),
+            AuthHeader::Named(name) => (name.to_string(), key),
+        }))
     }
 }
 
@@ -85,7 +126,7 @@ fn retryable(status: u16) -> bool {
 }
 
 /// The most useful part of an error body: `error.message` when JSON.
-fn error_message(body: &str) -> String {
+pub(crate) fn error_message(body: &str) -> String {
     let parsed: Option<Value> = serde_json::from_str(body).ok();
     parsed
         .as_ref()
@@ -107,6 +148,11 @@ async fn open(
     body: &bytes::Bytes,
     retry: RetryPolicy,
 ) -> Result<reqwest::Response, ModelError> {
+    let credentials = ep.credentials().await?;
+    let secret = credentials
+        .as_ref()
+        .map(|(_, v)| v.strip_prefix("Bearer ").unwrap_or(v).to_string());
+    let secrets: Vec<&str> = secret.as_deref().into_iter().collect();
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -115,7 +161,7 @@ async fn open(
             .header("content-type", "application/json")
             .header("accept", "text/event-stream")
             .body(body.clone());
-        for (k, v) in &ep.headers {
+        for (k, v) in ep.headers.iter().chain(credentials.iter()) {
             request = request.header(k.as_str(), v.as_str());
         }
         let response = match request.send().await {
@@ -134,6 +180,7 @@ async fn open(
         };
         let status = response.status().as_u16();
         if response.status().is_success() {
+            ep.keys.outcome(&ep.provider, Ok(()));
             return Ok(response);
         }
         let retry_after = response
@@ -145,17 +192,10 @@ async fn open(
         // A server may echo the request's credentials: never keep them.
         let message = redact(
             &error_message(&response.text().await.unwrap_or_default()),
-            &ep.secrets(),
+            &secrets,
         );
         match status {
-            401 | 403 => {
-                return Err(ModelError::Auth {
-                    provider: ep.provider.clone(),
-                    status,
-                    message,
-                    env: ep.key_env.clone(),
-                });
-            }
+            401 | 403 => return Err(ep.refused(status, message)),
             404 => {
                 return Err(ModelError::NotFound {
                     provider: ep.provider.clone(),

@@ -3,18 +3,21 @@
 //! reason; a thin adapter per wire format (OpenAI-compatible chat
 //! completions, Anthropic Messages) over shared HTTP/SSE plumbing; and the
 //! catalog that turns `provider/model` plus the environment into a provider.
-//! API keys come from the environment only and are never logged or stored.
+//! Keys are asked of a [`keys::Keys`] on every request and never logged.
 
 #![forbid(unsafe_code)]
 
 pub mod anthropic;
 pub mod catalog;
 mod http;
+pub mod keys;
 pub mod mark;
 pub mod openai;
 pub mod redact;
+pub mod spec;
 pub mod tokens;
 
+pub use catalog::list_models;
 pub use http::{RetryPolicy, client as http_client};
 
 use std::pin::Pin;
@@ -84,6 +87,10 @@ pub struct ToolCall {
     pub raw_arguments: String,
     /// Why the arguments did not parse (truncated or malformed JSON).
     pub parse_error: Option<String>,
+    /// How sure the model was of the fields this call decides (field,
+    /// calibrated probability), when it says: the offline model does; a
+    /// remote provider's call carries none (unknown).
+    pub confidence: Vec<(String, f32)>,
 }
 
 impl ToolCall {
@@ -103,7 +110,14 @@ impl ToolCall {
             arguments,
             raw_arguments: raw,
             parse_error,
+            confidence: Vec::new(),
         }
+    }
+
+    /// The call with the model's confidence per field.
+    pub fn with_confidence(mut self, confidence: Vec<(String, f32)>) -> Self {
+        self.confidence = confidence;
+        self
     }
 }
 
@@ -188,15 +202,17 @@ pub enum ModelEvent {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ModelError {
-    #[error("{provider}: no API key; set {env} in the daemon's environment")]
-    MissingKey { provider: String, env: String },
-    #[error("{provider} rejected the credentials ({status}): {message}; check {env}")]
+    #[error("{provider}: no API key; {advice}")]
+    MissingKey { provider: String, advice: String },
+    #[error("{provider} rejected the credentials ({status}): {message}; check the key: {advice}")]
     Auth {
         provider: String,
         status: u16,
         message: String,
-        env: String,
+        advice: String,
     },
+    #[error("{provider}: the key could not be read: {message}")]
+    Key { provider: String, message: String },
     #[error("{provider} does not know model {model:?} ({status}): {message}")]
     NotFound {
         provider: String,

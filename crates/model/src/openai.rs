@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::http::{Decoder, Endpoint, RetryPolicy, drive};
+use super::http::{AuthHeader, Decoder, Endpoint, RetryPolicy, drive};
+use super::keys::Keys;
 use super::{
     Message, ModelError, ModelEvent, ModelProvider, ModelRequest, ModelStream, StopReason,
     ToolCall, Usage,
@@ -18,8 +19,9 @@ pub struct OpenAiProvider {
     pub(crate) provider: String,
     pub(crate) model: String,
     pub(crate) base_url: String,
-    pub(crate) api_key: Option<String>,
+    pub(crate) keys: std::sync::Arc<dyn Keys>,
     pub(crate) key_env: String,
+    pub(crate) key_required: bool,
     pub(crate) retry: RetryPolicy,
 }
 
@@ -29,7 +31,7 @@ impl std::fmt::Debug for OpenAiProvider {
             .field("provider", &self.provider)
             .field("model", &self.model)
             .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("key_env", &self.key_env)
             .finish()
     }
 }
@@ -41,16 +43,15 @@ impl ModelProvider for OpenAiProvider {
 
     fn stream(&self, mut request: ModelRequest) -> ModelStream {
         request.model = self.model.clone();
-        let mut headers = Vec::new();
-        if let Some(key) = &self.api_key {
-            headers.push(("authorization".to_string(), format!("Bearer {key}")));
-        }
         let endpoint = Endpoint {
             provider: self.provider.clone(),
             model: self.model.clone(),
             url: format!("{}/chat/completions", self.base_url.trim_end_matches('/')),
-            headers,
+            headers: Vec::new(),
+            keys: std::sync::Arc::clone(&self.keys),
             key_env: self.key_env.clone(),
+            key_required: self.key_required,
+            auth: AuthHeader::Bearer,
         };
         drive(
             endpoint,

@@ -318,7 +318,9 @@ async fn auth_and_unknown_model_errors_are_clear_and_not_retried() {
     let msg = err.to_string();
     assert!(matches!(err, ModelError::Auth { status: 401, .. }), "{msg}");
     assert!(
-        msg.contains("check OPENAI_API_KEY") && msg.contains("Incorrect API key"),
+        msg.contains("OPENAI_API_KEY")
+            && msg.contains("tinycode auth set openai")
+            && msg.contains("Incorrect API key"),
         "{msg}"
     );
     assert!(!msg.contains("sk-test-secret"), "never the key itself");
@@ -502,18 +504,21 @@ fn config_providers_set_base_urls_and_key_variables() {
             wire: Wire::OpenAi,
             base_url: Some("http://127.0.0.1:9/v1".into()),
             api_key_env: None,
+            key_helper: None,
         },
         ProviderSpec {
             name: "corp".into(),
             wire: Wire::Anthropic,
             base_url: Some("http://127.0.0.1:9".into()),
             api_key_env: Some("CORP_KEY".into()),
+            key_helper: None,
         },
         ProviderSpec {
             name: "openai".into(),
             wire: Wire::OpenAi,
             base_url: Some("http://proxy.internal/v1".into()),
             api_key_env: Some("PROXY_KEY".into()),
+            key_helper: None,
         },
     ];
     let none = |_: &str| None;
@@ -552,7 +557,7 @@ fn config_providers_set_base_urls_and_key_variables() {
 }
 
 #[test]
-fn the_catalog_reads_keys_from_the_environment_only() {
+fn the_catalog_resolves_references_and_names_the_missing_key() {
     let none = |_: &str| None;
     assert!(matches!(
         resolve("offline", &[], &none, fast_retry()),
@@ -567,7 +572,7 @@ fn the_catalog_reads_keys_from_the_environment_only() {
         .unwrap();
     assert_eq!(
         err.to_string(),
-        "openai: no API key; set OPENAI_API_KEY in the daemon's environment"
+        "openai: no API key; set it with `tinycode auth set openai` or OPENAI_API_KEY in the daemon's environment"
     );
     assert!(resolve("anthropic/claude", &[], &none, fast_retry()).is_err());
     // Local servers need no key; the model name may contain slashes.
@@ -583,7 +588,7 @@ fn the_catalog_reads_keys_from_the_environment_only() {
     let ModelChoice::Remote(p) = or else { panic!() };
     let debug = format!("{p:?}");
     assert!(
-        debug.contains("<redacted>") && !debug.contains("or-secret"),
+        debug.contains("OPENROUTER_API_KEY") && !debug.contains("or-secret"),
         "{debug}"
     );
     assert!(matches!(
@@ -594,4 +599,58 @@ fn the_catalog_reads_keys_from_the_environment_only() {
         resolve("openai", &[], &none, fast_retry()),
         Err(ModelError::UnknownModel(_))
     ));
+}
+
+/// A key that changes while the provider lives, as `tinycode auth set` does.
+struct Rotating(Mutex<Option<String>>, Mutex<Vec<bool>>);
+
+impl super::keys::Keys for Rotating {
+    fn key<'a>(&'a self, _provider: &'a str, _env: &'a str) -> super::keys::KeyFuture<'a> {
+        let key = self.0.lock().unwrap().clone();
+        Box::pin(async move { Ok(key) })
+    }
+    fn configured(&self, _provider: &str, _env: &str) -> bool {
+        true
+    }
+    fn outcome(&self, _provider: &str, result: Result<(), &str>) {
+        self.1.lock().unwrap().push(result.is_ok());
+    }
+}
+
+#[tokio::test]
+async fn every_request_asks_for_the_key_so_a_rotated_key_is_used_at_once() {
+    let (base, mock) = serve(vec![ok(fixture(OPENAI_TEXT))]).await;
+    let keys = Arc::new(Rotating(
+        Mutex::new(Some("sk-first".into())),
+        Mutex::default(),
+    ));
+    let env = |k: &str| (k == "OPENAI_BASE_URL").then(|| format!("{base}/v1"));
+    let ModelChoice::Remote(p) =
+        super::catalog::resolve_with("openai/gpt-4o", &[], &env, keys.clone(), fast_retry())
+            .unwrap()
+    else {
+        panic!()
+    };
+    collect(&p, request()).await.unwrap();
+    *keys.0.lock().unwrap() = Some("sk-second".into());
+    collect(&p, request()).await.unwrap();
+    let seen: Vec<String> = mock
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(h, _)| h["authorization"].to_str().unwrap().to_string())
+        .collect();
+    assert_eq!(seen, ["Bearer sk-first", "Bearer sk-second"]);
+    assert_eq!(*keys.1.lock().unwrap(), [true, true]);
+    // A key removed while the provider lives: the next request is refused
+    // before it is sent, naming how to set one.
+    *keys.0.lock().unwrap() = None;
+    let err = collect(&p, request()).await.unwrap_err();
+    assert!(matches!(err, ModelError::MissingKey { .. }), "{err}");
+    assert!(
+        err.to_string().contains("tinycode auth set openai"),
+        "{err}"
+    );
+    assert_eq!(mock.requests.lock().unwrap().len(), 2);
 }

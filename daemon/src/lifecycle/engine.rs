@@ -45,11 +45,9 @@ pub(super) struct Engine {
     pub(super) evals: Arc<crate::eval::Evals>,
     pub(super) reports: Arc<crate::reports::Reports>,
     pub(super) connectors: Arc<crate::connectors::Connectors>,
+    pub(super) credentials: Arc<crate::auth::Credentials>,
     pub(super) store: EventStore,
 }
-
-/// The trained offline model, kept in the state directory.
-const OFFLINE_MODEL_FILE: &str = "offline-model.bin";
 
 /// What every part of the engine is opened with.
 struct Opening<'a> {
@@ -87,9 +85,8 @@ impl Engine {
         let artifacts = layout.state_dir.join("artifacts");
         let defaults = crate::sessions::TurnDefaults::from_config(config, Some(artifacts.clone()));
         let eval_model = defaults.model.clone();
-        let sessions = opening
-            .sessions(&desk, &skills, &learner, defaults, stages)
-            .await?;
+        let opened = opening.sessions(&desk, &skills, &learner, defaults, stages);
+        let (sessions, credentials) = opened.await?;
         // MCP servers connect in the background: the daemon serves meanwhile.
         let mcp = Arc::new(crate::mcp::McpHub::start(
             &config.mcp_servers,
@@ -131,6 +128,7 @@ impl Engine {
         let reports = serve_reports(store, layout, config, &desk, &sessions, &evals);
         Ok(Self {
             connectors,
+            credentials,
             calls: crate::calls::DirectCalls::new(store.clone(), Arc::clone(&sessions)),
             extensions: crate::extensions::Extensions::new(workspace, Arc::clone(&mcp), skills),
             evals,
@@ -161,8 +159,14 @@ impl Opening<'_> {
         self.progress
             .stage("opening the approvals, sessions and triage");
         // The offline model learns from the desk's history, in the background.
-        let kept = self.state_dir.join(OFFLINE_MODEL_FILE);
-        let learner = crate::learn::tickets::TicketLearner::start(self.store, Some(kept))?;
+        let kept = self.state_dir.join(crate::learn::tickets::KEPT_MODEL_FILE);
+        let learner = match std::env::var_os(crate::learn::tickets::FROZEN_MODEL_ENV) {
+            Some(frozen) => {
+                let frozen = std::path::PathBuf::from(frozen);
+                crate::learn::tickets::TicketLearner::start_frozen(self.store, frozen).await?
+            }
+            None => crate::learn::tickets::TicketLearner::start(self.store, Some(kept))?,
+        };
         tracing::info!(
             tickets = report.tickets,
             imported = report.imported,
@@ -182,7 +186,20 @@ impl Opening<'_> {
         learner: &Arc<crate::learn::tickets::TicketLearner>,
         defaults: crate::sessions::TurnDefaults,
         stages: &mut Stages,
-    ) -> Result<Arc<crate::sessions::Sessions>, DaemonError> {
+    ) -> Result<
+        (
+            Arc<crate::sessions::Sessions>,
+            Arc<crate::auth::Credentials>,
+        ),
+        DaemonError,
+    > {
+        // Provider keys, asked on every model request.
+        let credentials = crate::auth::Credentials::open(
+            self.store.clone(),
+            self.state_dir,
+            self.config.providers.clone(),
+            Box::new(|k| std::env::var(k).ok()),
+        );
         let approvals = crate::approvals::Approvals::open(self.store.clone()).await?;
         stages.done("approvals");
         let sessions = crate::sessions::Sessions::open(
@@ -195,12 +212,13 @@ impl Opening<'_> {
                 cluster: Arc::clone(self.cluster),
                 // The offline model, handed the desk's learner (no global).
                 offline: Arc::new(crate::offline::OfflineModel::new(Some(Arc::clone(learner)))),
+                keys: Arc::clone(&credentials) as Arc<dyn crate::model::keys::Keys>,
             },
             defaults,
         )
         .await?;
         stages.done("sessions");
-        Ok(sessions)
+        Ok((sessions, credentials))
     }
 }
 

@@ -33,6 +33,7 @@ pub(super) async fn serve_until_stopped(
         evals: Arc::clone(&engine.evals),
         reports: Arc::clone(&engine.reports),
         connectors: Arc::clone(&engine.connectors),
+        credentials: Arc::clone(&engine.credentials),
         store: engine.store.clone(),
         desk: Arc::clone(&engine.desk),
         calls: Arc::clone(&engine.calls),

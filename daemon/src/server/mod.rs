@@ -10,6 +10,7 @@ mod events;
 mod extensions;
 mod knowledge;
 mod peer;
+mod providers;
 mod reports;
 mod sessions;
 pub mod starting;
@@ -31,6 +32,7 @@ use tinycode_shared::proto::evals_server::EvalsServer;
 use tinycode_shared::proto::events_server::EventsServer;
 use tinycode_shared::proto::extensions_server::ExtensionsServer;
 use tinycode_shared::proto::knowledge_server::KnowledgeServer;
+use tinycode_shared::proto::providers_server::ProvidersServer;
 use tinycode_shared::proto::reports_server::ReportsServer;
 use tinycode_shared::proto::sessions_server::SessionsServer;
 use tinycode_shared::proto::tickets_server::TicketsServer;
@@ -63,6 +65,7 @@ pub struct Shared {
     pub evals: Arc<crate::eval::Evals>,
     pub reports: Arc<crate::reports::Reports>,
     pub connectors: Arc<crate::connectors::Connectors>,
+    pub credentials: Arc<crate::auth::Credentials>,
     pub layout: Arc<Layout>,
     pub started: Instant,
     /// Ask the daemon to stop (Shutdown RPC).
@@ -202,6 +205,9 @@ async fn health()
     reporter
         .set_serving::<ConnectorsServer<connectors::ConnectorsService>>()
         .await;
+    reporter
+        .set_serving::<ProvidersServer<providers::ProvidersService>>()
+        .await;
     service
 }
 
@@ -238,6 +244,9 @@ fn add_services(routes: &mut tonic::service::RoutesBuilder, shared: Shared) {
         )))
         .add_service(ConnectorsServer::new(connectors::ConnectorsService::new(
             Arc::clone(&shared.connectors),
+        )))
+        .add_service(ProvidersServer::new(providers::ProvidersService::new(
+            Arc::clone(&shared.credentials),
         )))
         .add_service(TriageServer::new(triage::TriageService::new(shared)));
 }

@@ -140,6 +140,20 @@ impl IntoStatus for crate::connectors::ConnectorError {
     }
 }
 
+impl IntoStatus for crate::auth::AuthError {
+    fn into_status(self) -> Status {
+        use crate::auth::AuthError as E;
+        let message = self.to_string();
+        match self {
+            E::UnknownProvider(_) => Status::not_found(message),
+            E::BadKey(_) => Status::invalid_argument(message),
+            E::Master(_) | E::Helper { .. } => Status::failed_precondition(message),
+            E::Io(_) => Status::unavailable(message),
+            E::Store(e) => e.into_status(),
+        }
+    }
+}
+
 impl IntoStatus for crate::projection::ProjectionError {
     fn into_status(self) -> Status {
         use crate::projection::ProjectionError as E;

@@ -490,3 +490,40 @@ pub mod sla;
 mod tests;
 #[cfg(test)]
 mod tool_line_tests;
+
+/// A confidence in words: high from 0.9, medium from 0.6, else low.
+pub fn confidence_level(value: f32) -> &'static str {
+    if value >= 0.9 {
+        "high"
+    } else if value >= 0.6 {
+        "medium"
+    } else {
+        "low"
+    }
+}
+
+/// `category high 0.97, queue low 0.41` (empty: none known).
+pub fn confidence(fields: &[crate::proto::FieldConfidence]) -> String {
+    fields
+        .iter()
+        .map(|c| format!("{} {} {:.2}", c.field, confidence_level(c.value), c.value))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A decision held for review, in one line: `suggested 账户 · P2 → 技术支持
+/// (category low 0.55, queue high 0.93; below: category)`.
+pub fn suggestion(s: &crate::proto::DecisionSuggested) -> String {
+    let mut what = Vec::new();
+    if !s.category.is_empty() {
+        what.push(format!("{} · {}", s.category, s.priority));
+    }
+    if !s.queue.is_empty() {
+        what.push(format!("→ {}", s.queue));
+    }
+    let mut why = confidence(&s.confidence);
+    if !s.below.is_empty() {
+        why = format!("{why}; below: {}", s.below.join(", "));
+    }
+    format!("suggested {} ({why})", what.join(" "))
+}

@@ -13,6 +13,7 @@ fn finished(
             id: "c".into(),
             name: name.into(),
             arguments_json: args.into(),
+            ..Default::default()
         }),
         content: content.into(),
         is_error,

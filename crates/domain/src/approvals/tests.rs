@@ -22,6 +22,7 @@ fn asking(session: &str, turn: u64, tool: &str) -> ApprovalRequested {
             id: format!("call-{turn}"),
             name: tool.into(),
             arguments_json: "{}".into(),
+            ..Default::default()
         }),
         reason: "a human decides".into(),
         ..ApprovalRequested::default()

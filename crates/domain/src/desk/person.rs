@@ -15,6 +15,15 @@ use super::{Desk, DomainError, now};
 use crate::limits::MAX_TEXT;
 use crate::ticket::{Priority, Status};
 
+/// A person's answer to a held decision: empty fields accept the
+/// suggestion's.
+#[derive(Debug, Clone, Default)]
+pub struct Review {
+    pub category: String,
+    pub priority: String,
+    pub queue: String,
+}
+
 /// `text`, trimmed, when it is a message a person may add.
 fn text_of(field: &'static str, text: &str) -> Result<String, DomainError> {
     let text = text.trim();
@@ -138,6 +147,7 @@ impl Desk {
                     summary: String::new(),
                     origin: None,
                     by: Some(by.clone()),
+                    confidence: Vec::new(),
                 }),
                 note(said, &by),
             ])
@@ -172,9 +182,85 @@ impl Desk {
                     reason: reason.clone(),
                     origin: None,
                     by: Some(by.clone()),
+                    confidence: Vec::new(),
                 }),
                 note(said, &by),
             ])
+        })
+        .await
+    }
+
+    /// A person decides a model's decision held for review: the suggested
+    /// category, priority and queue, each replaced by a correction when one
+    /// is given. Recorded as the person's classification and routing (the
+    /// learner learns from them), which settles the suggestion.
+    pub async fn review_as(
+        &self,
+        id: &str,
+        correction: &Review,
+        by: ClientRef,
+    ) -> Result<Ticket, DomainError> {
+        let taxonomy = self.taxonomy();
+        let invalid = |field, problem| DomainError::Invalid { field, problem };
+        let category = match correction.category.trim() {
+            "" => None,
+            c => Some(taxonomy.category(c).map_err(|p| invalid("category", p))?),
+        };
+        let queue = match correction.queue.trim() {
+            "" => None,
+            q => Some(taxonomy.queue(q).map_err(|p| invalid("queue", p))?),
+        };
+        let priority = match correction.priority.trim() {
+            "" => None,
+            p => Some(Priority::parse(p).ok_or_else(|| {
+                invalid(
+                    "priority",
+                    format!("is {p:?}; one of {}", Priority::NAMES.join(", ")),
+                )
+            })?),
+        };
+        self.change_ticket(id, |t| {
+            let Some(s) = &t.suggestion else {
+                return Err(invalid(
+                    "ticket_id",
+                    format!("{} has no decision waiting for review", t.id),
+                ));
+            };
+            let corrected = category.is_some() || priority.is_some() || queue.is_some();
+            let verb = if corrected { "corrected" } else { "accepted" };
+            let mut out = Vec::new();
+            let category = category.clone().unwrap_or_else(|| s.category.clone());
+            if !category.is_empty() {
+                let priority = priority.map_or_else(|| s.priority.clone(), |p| p.as_str().into());
+                out.push(Payload::TicketClassified(TicketClassified {
+                    category: category.clone(),
+                    priority: priority.clone(),
+                    intent: s.intent.clone(),
+                    by: Some(by.clone()),
+                    ..Default::default()
+                }));
+                out.push(note(
+                    format!(
+                        "{} {verb} the suggested classification: {category} · {priority}",
+                        who(&by)
+                    ),
+                    &by,
+                ));
+            }
+            let queue = queue.clone().unwrap_or_else(|| s.queue.clone());
+            if !queue.is_empty() {
+                out.push(Payload::TicketRouted(TicketRouted {
+                    queue: queue.clone(),
+                    reason: format!("review: {verb}"),
+                    by: Some(by.clone()),
+                    ..Default::default()
+                }));
+                out.push(note(
+                    format!("{} {verb} the suggested queue: {queue}", who(&by)),
+                    &by,
+                ));
+            }
+            Ok(out)
         })
         .await
     }

@@ -145,12 +145,14 @@ async fn changes_go_to_the_log_then_the_file_and_leave_other_tickets_alone() {
                     priority: "P1".into(),
                     intent: "refund".into(),
                     summary: "未收到货要求退款".into(),
+                    ..Default::default()
                 }),
                 Payload::TicketRouted(TicketRouted {
                     by: None,
                     origin: None,
                     queue: "售后组".into(),
                     reason: "refund-policy".into(),
+                    ..Default::default()
                 }),
             ])
         })

@@ -115,6 +115,7 @@ mod tests {
                 source: "acme".into(),
                 conversation: "c-1".into(),
             }),
+            ..Default::default()
         };
         let head: Ticket = TicketHead::decode(full.encode_to_vec().as_slice())
             .unwrap()

@@ -46,6 +46,8 @@ pub struct TicketFilter {
     pub due_within: Option<i64>,
     /// Only tickets with a breached SLA clock.
     pub breached: bool,
+    /// Only tickets whose model decision waits for a person (`suggestion`).
+    pub needs_review: bool,
 }
 
 /// One page of `list_page`.
@@ -224,6 +226,7 @@ impl Desk {
                 && matches(&filter.priority, &t.priority)
                 && matches(&filter.category, &t.category)
                 && self.sla_matches(filter, &t, now)
+                && (!filter.needs_review || t.suggestion.is_some())
             {
                 if !unfiltered {
                     page.total += 1;
@@ -279,12 +282,11 @@ impl Desk {
                     && matches(&filter.category, &r.category)
             })
             .filter(|(r, _)| {
-                (filter.due_within.is_none() && !filter.breached)
-                    || self
-                        .stored_ticket(&r.id)
-                        .ok()
-                        .flatten()
-                        .is_some_and(|t| self.sla_matches(filter, &t, now))
+                (filter.due_within.is_none() && !filter.breached && !filter.needs_review)
+                    || self.stored_ticket(&r.id).ok().flatten().is_some_and(|t| {
+                        self.sla_matches(filter, &t, now)
+                            && (!filter.needs_review || t.suggestion.is_some())
+                    })
             })
             .collect::<Vec<_>>();
         let mut page = Page {

@@ -6,6 +6,7 @@ use tinycode_shared::proto::event::Payload;
 use tinycode_shared::proto::{Event, Ticket, TicketMessage, TicketNote, ToolOrigin};
 
 mod kinds;
+pub mod review;
 
 pub use kinds::{Channel, Priority, Status};
 
@@ -103,6 +104,8 @@ pub fn parse_ticket_file(text: &str) -> Result<Ticket, TicketFileError> {
         version: 0,
         sla: Vec::new(),
         external: None,
+        confidence: Vec::new(),
+        suggestion: None,
         extra_json: if extra.is_empty() {
             String::new()
         } else {
@@ -303,6 +306,8 @@ pub fn same_content(a: &Ticket, b: &Ticket) -> bool {
         let mut t = Ticket {
             version: 0,
             external: None,
+            confidence: Vec::new(),
+            suggestion: None,
             ..t.clone()
         };
         for m in &mut t.messages {
@@ -319,6 +324,7 @@ pub fn origin_of(event: &Event) -> Option<&ToolOrigin> {
         Payload::AgentReplyAdded(e) => e.origin.as_ref(),
         Payload::TicketClassified(e) => e.origin.as_ref(),
         Payload::TicketRouted(e) => e.origin.as_ref(),
+        Payload::DecisionSuggested(e) => e.origin.as_ref(),
         Payload::TicketEscalated(e) => e.origin.as_ref(),
         Payload::KnowledgeEdited(e) => e.origin.as_ref(),
         _ => None,
@@ -337,12 +343,17 @@ pub fn apply(ticket: &mut Ticket, event: &Event) {
         Payload::TicketImported(e) => replace(ticket, e.ticket.as_ref()),
         Payload::TicketCreated(e) => replace(ticket, e.ticket.as_ref()),
         Payload::TicketUpdatedFromFile(e) => {
-            // The file does not hold where the ticket came from: kept.
+            // The file does not hold where the ticket came from, nor the
+            // model's confidence and a held decision: kept.
             let external = ticket.external.take();
+            let confidence = std::mem::take(&mut ticket.confidence);
+            let suggestion = ticket.suggestion.take();
             replace(ticket, e.ticket.as_ref());
             if ticket.external.is_none() {
                 ticket.external = external;
             }
+            ticket.confidence = confidence;
+            ticket.suggestion = suggestion;
         }
         Payload::CustomerMessageAdded(e) => {
             ticket.messages.extend(e.message.clone());
@@ -355,12 +366,15 @@ pub fn apply(ticket: &mut Ticket, event: &Event) {
             ticket.category = e.category.clone();
             ticket.priority = e.priority.clone();
             ticket.intent = e.intent.clone();
+            review::decided(ticket, &["category", "priority", "intent"], &e.confidence);
             if Status::of(ticket) == Some(Status::Open) {
                 Status::Triaged.set(ticket);
             }
         }
+        Payload::DecisionSuggested(e) => review::suggested(ticket, e),
         Payload::TicketRouted(e) => {
             ticket.queue = e.queue.clone();
+            review::decided(ticket, &["queue"], &e.confidence);
             if Status::of(ticket) != Some(Status::Escalated) {
                 Status::Routed.set(ticket);
             }

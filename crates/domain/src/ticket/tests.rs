@@ -175,12 +175,14 @@ fn every_event_type_folds() {
             priority: "P1".into(),
             intent: "refund".into(),
             summary: "wants money back".into(),
+            ..Default::default()
         }),
         Payload::TicketRouted(TicketRouted {
             by: None,
             origin: None,
             queue: "售后组".into(),
             reason: "refunds".into(),
+            ..Default::default()
         }),
         Payload::AgentReplyAdded(AgentReplyAdded {
             by: None,
@@ -233,6 +235,7 @@ fn every_event_type_folds() {
                 origin: None,
                 queue: "技术支持".into(),
                 reason: String::new(),
+                ..Default::default()
             }),
         ),
     );

@@ -449,7 +449,7 @@ impl Turn<'_> {
             Rule::Ask(reason) => {
                 // A call that would fail its own checks fails now: nobody
                 // is asked to approve what cannot succeed.
-                let ctx = self.ctx.for_call(&call.id);
+                let ctx = self.ctx.for_model_call(call);
                 if let Err(refused) = self.tools.check(&call.name, &call.arguments, &ctx).await {
                     return (refused, false);
                 }
@@ -465,7 +465,7 @@ impl Turn<'_> {
         };
         match decision {
             Decision::Allow => {
-                let ctx = self.ctx.for_call(&call.id);
+                let ctx = self.ctx.for_model_call(call);
                 (
                     self.tools.call(&call.name, &call.arguments, &ctx).await,
                     false,

@@ -104,6 +104,8 @@ async fn env() -> Env {
             origin: None,
             agents: None,
             reports: None,
+            confidence: Vec::new(),
+            review_below: Default::default(),
         },
         cancel,
         tools: ToolRegistry::standard(),

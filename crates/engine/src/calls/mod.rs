@@ -370,6 +370,7 @@ impl DirectCalls {
             id: call_id.clone(),
             name: request.tool.clone(),
             arguments_json: request.arguments.to_string(),
+            ..Default::default()
         };
         let mut requested = DirectCallRequested {
             call_id: call_id.clone(),
@@ -531,6 +532,8 @@ impl DirectCalls {
                         origin: Some(origin),
                         agents: None,
                         reports: sessions.reports(),
+                        confidence: Vec::new(),
+                        review_below: Default::default(),
                     };
                     sessions.tools.call(&tool, &args, &ctx).await
                 })

@@ -27,7 +27,7 @@ pub const DEFAULT_MAX_TOOL_RESULT_CHARS: usize = 12_000;
 /// How long a daemon sharing the log may go unheard before its work is
 /// taken over (`store.leaseSeconds`).
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(15);
-const KEYS: [&str; 22] = [
+const KEYS: [&str; 23] = [
     "knowledgeDir",
     "ticketsDir",
     "queues",
@@ -50,6 +50,7 @@ const KEYS: [&str; 22] = [
     "sla",
     "reports",
     "connectors",
+    "triage",
 ];
 
 /// What a model's tokens cost: per million input and output tokens.
@@ -88,6 +89,9 @@ pub struct Config {
     /// `None` (the default) waits forever.
     pub approval_timeout: Option<Duration>,
     pub auto_triage: AutoTriage,
+    /// `triage.reviewBelow`: model decisions below these confidences wait
+    /// for a person.
+    pub review_below: crate::domain::ticket::review::ReviewBelow,
     /// `mcpServers`: MCP servers whose tools join the registry.
     pub mcp_servers: Vec<McpServerSpec>,
     /// `turnTimeoutSeconds`: a turn running longer ends `timed_out`;
@@ -207,6 +211,7 @@ impl Default for Config {
             compaction: Compaction::default(),
             approval_timeout: None,
             auto_triage: AutoTriage::default(),
+            review_below: Default::default(),
             store_url: None,
             lease: DEFAULT_LEASE,
             mcp_servers: Vec::new(),
@@ -513,6 +518,9 @@ impl File<'_> {
         let obj = self.obj;
         if let Some(v) = obj.get("autoTriage") {
             config.auto_triage = sections::auto_triage(v).map_err(|p| self.bad("autoTriage", p))?;
+        }
+        if let Some(v) = obj.get("triage") {
+            config.review_below = sections::review_below(v).map_err(|p| self.bad("triage", p))?;
         }
         if let Some(v) = obj.get("subAgents") {
             config.sub_agents = sections::sub_agents(v).map_err(|p| self.bad("subAgents", p))?;

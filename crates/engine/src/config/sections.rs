@@ -5,7 +5,7 @@
 use serde_json::{Map, Value};
 
 use super::{AutoTriage, Compaction};
-use crate::model::catalog::{ProviderSpec, Wire, builtin_wire};
+use crate::model::catalog::{KeyHelperSpec, ProviderSpec, Wire, builtin_wire};
 
 fn object<'a>(v: &'a Value, what: &str) -> Result<&'a Map<String, Value>, String> {
     v.as_object()
@@ -64,7 +64,18 @@ pub fn providers(v: &Value) -> Result<Vec<ProviderSpec>, String> {
             ));
         }
         let spec = object(spec, &at)?;
-        known_keys(spec, &["type", "baseUrl", "apiKeyEnv"], &at)?;
+        known_keys(
+            spec,
+            &[
+                "type",
+                "baseUrl",
+                "apiKeyEnv",
+                "apiKeyHelper",
+                "apiKeyHelperTtlSeconds",
+                "apiKeyHelperTimeoutSeconds",
+            ],
+            &at,
+        )?;
         // `type` may be left out when overriding a built-in provider.
         let wire = match (text(spec, "type", &at)?.as_deref(), builtin_wire(name)) {
             (Some("openai"), _) => Wire::OpenAi,
@@ -97,9 +108,29 @@ pub fn providers(v: &Value) -> Result<Vec<ProviderSpec>, String> {
             wire,
             base_url,
             api_key_env,
+            key_helper: key_helper(spec, &at)?,
         });
     }
     Ok(out)
+}
+
+/// `"apiKeyHelper": "pass show openai", "apiKeyHelperTtlSeconds": 300,
+/// "apiKeyHelperTimeoutSeconds": 10`.
+fn key_helper(spec: &Map<String, Value>, at: &str) -> Result<Option<KeyHelperSpec>, String> {
+    let Some(command) = text(spec, "apiKeyHelper", at)? else {
+        return Ok(None);
+    };
+    let ttl = number(spec, "apiKeyHelperTtlSeconds", 0..=86_400)
+        .map_err(|e| format!("{at}{e}"))?
+        .unwrap_or(300);
+    let timeout = number(spec, "apiKeyHelperTimeoutSeconds", 1..=120)
+        .map_err(|e| format!("{at}{e}"))?
+        .unwrap_or(10);
+    Ok(Some(KeyHelperSpec {
+        command,
+        ttl: std::time::Duration::from_secs(ttl),
+        timeout: std::time::Duration::from_secs(timeout),
+    }))
 }
 
 /// `"context": {"compactAboveTokens": 100000, "keepRecentMessages": 8}`
@@ -314,4 +345,41 @@ fn prices(v: &Value) -> Result<super::Prices, String> {
             ))
         })
         .collect()
+}
+
+/// `"triage": {"reviewBelow": 0.8}` (every field) or `{"reviewBelow":
+/// {"category": 0.8, "queue": 0.7}}`: thresholds from 0 to 1.
+pub fn review_below(v: &Value) -> Result<crate::domain::ticket::review::ReviewBelow, String> {
+    use crate::domain::ticket::review::{FIELDS, ReviewBelow};
+    let obj = object(v, "the section")?;
+    known_keys(obj, &["reviewBelow"], "")?;
+    let threshold = |at: &str, v: &Value| {
+        v.as_f64()
+            .filter(|t| (0.0..=1.0).contains(t))
+            .map(|t| t as f32)
+            .ok_or_else(|| format!("`reviewBelow{at}` must be a number from 0 to 1, got {v}"))
+    };
+    let mut review = ReviewBelow::default();
+    match obj.get("reviewBelow") {
+        None => {}
+        Some(Value::Object(fields)) => {
+            for (field, v) in fields {
+                if !FIELDS.contains(&field.as_str()) {
+                    return Err(format!(
+                        "`reviewBelow` names {field:?}; the fields with a confidence are {}",
+                        FIELDS.join(", ")
+                    ));
+                }
+                let t = threshold(&format!(".{field}"), v)?;
+                review.thresholds.insert(field.clone(), t);
+            }
+        }
+        Some(v) => {
+            let t = threshold("", v)?;
+            for field in FIELDS {
+                review.thresholds.insert(field.to_string(), t);
+            }
+        }
+    }
+    Ok(review)
 }

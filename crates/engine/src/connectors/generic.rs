@@ -34,9 +34,7 @@ pub fn sign(secret: &[u8], timestamp: i64, body: &[u8]) -> String {
 }
 
 /// Lower-case hex of `bytes` (signatures are written so).
-pub(super) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+pub(super) use tinycode_base::hex::encode as hex;
 
 /// HMAC-SHA256 keyed with `secret` (tinycode's, Chatwoot's and Zendesk's
 /// signatures).
@@ -53,15 +51,7 @@ fn unreachable_mac() -> ! {
     panic!("HMAC-SHA256 refused a key: it accepts keys of any length")
 }
 
-pub(super) fn hex_value(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
-}
+pub(super) use tinycode_base::hex::decode as hex_value;
 
 /// Check a request's signature (in constant time) and its timestamp.
 pub fn verify(

@@ -11,13 +11,23 @@ use tinycode_shared::proto::{ClassReport, ConfusionRow, FieldReport};
 #[derive(Debug, Default, Clone)]
 pub struct FieldOutcomes {
     pub rows: Vec<(String, Vec<Option<String>>)>,
+    /// Each decision that came with a confidence: (confidence, right).
+    pub confident: Vec<(f32, bool)>,
 }
 
 /// Column of the confusion matrix for predictions outside the labels.
 pub const OTHER: &str = "(other)";
 
 impl FieldOutcomes {
-    pub fn report(&self, field: &str) -> FieldReport {
+    /// The field's report; its calibration names the lowest confidence
+    /// threshold that reaches `target` accuracy.
+    pub fn report(&self, field: &str, target: f64) -> FieldReport {
+        let mut report = self.counts(field);
+        super::calibration::calibrate(&mut report, &self.confident, target);
+        report
+    }
+
+    fn counts(&self, field: &str) -> FieldReport {
         // Labels: every expected one, then any other predicted one, sorted.
         let mut labels: Vec<String> = self
             .rows
@@ -52,6 +62,7 @@ impl FieldOutcomes {
             confusion,
             classes,
             pass_k: ratio(tally.rows_all_right, self.rows.len() as u32),
+            ..FieldReport::default()
         }
     }
 
@@ -165,6 +176,7 @@ mod tests {
                     )
                 })
                 .collect(),
+            ..Default::default()
         }
     }
 
@@ -180,7 +192,7 @@ mod tests {
             ("shipping", &[Some("shipping")]),
             ("shipping", &[None]),
         ])
-        .report("category");
+        .report("category", 0.98);
         assert_eq!(f.labels, ["refund", "shipping", OTHER]);
         assert_eq!(f.confusion[0].counts, [3, 1, 0]);
         assert_eq!(f.confusion[1].counts, [0, 1, 1]);
@@ -206,7 +218,7 @@ mod tests {
             ("P2", &[Some("P2"), Some("P2"), Some("P2")]),
             ("P2", &[None, None, None]),
         ])
-        .report("priority");
+        .report("priority", 0.98);
         assert_eq!(f.scored, 12);
         assert!((f.accuracy - 8.0 / 12.0).abs() < 1e-12);
         assert!((f.pass_k - 0.5).abs() < 1e-12);

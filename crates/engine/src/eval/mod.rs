@@ -6,6 +6,7 @@
 //! run is recorded (`EvalStarted`, `EvalFinished` in stream `eval-<id>`),
 //! and the evals read model (`model.rs`) lists them.
 
+pub mod calibration;
 pub mod labels;
 pub mod metrics;
 mod model;
@@ -63,6 +64,10 @@ pub struct RunSpec {
     /// Prices per million input / output tokens (0: not given).
     pub price_input: f64,
     pub price_output: f64,
+    /// The accuracy the report's confidence threshold should reach.
+    pub target_accuracy: f64,
+    /// The scratch desk uses this desk's learned model, frozen.
+    pub with_history: bool,
 }
 
 pub struct Evals {
@@ -180,18 +185,10 @@ impl Evals {
         let (cancel_tx, cancel) = watch::channel(false);
         lock(&self.running).insert(id.clone(), cancel_tx);
         let measured = match train {
-            Some(train) => Ok(learner_eval(&train, &rows, &spec.target)),
+            Some(train) => Ok(learner_eval(&train, &rows, &spec)),
             None => {
-                self.agent_eval(
-                    &id,
-                    &model,
-                    &rows,
-                    runs,
-                    spec.concurrency,
-                    cancel,
-                    &progress,
-                )
-                .await
+                self.agent_eval(&id, &model, &rows, &spec, cancel, &progress)
+                    .await
             }
         };
         lock(&self.running).remove(&id);
@@ -284,22 +281,28 @@ impl Evals {
     }
 
     /// Triage every row `runs` times in a scratch desk, `concurrency` at once.
-    #[allow(clippy::too_many_arguments)]
     async fn agent_eval(
         &self,
         id: &str,
         model: &str,
         rows: &[Labelled],
-        runs: u32,
-        concurrency: usize,
+        spec: &RunSpec,
         cancel: watch::Receiver<bool>,
         progress: &mpsc::Sender<EvalProgress>,
     ) -> Result<EvalReport, EvalError> {
+        let (runs, concurrency) = (spec.runs.max(1), spec.concurrency.max(1));
         let root = self.state_dir.join("evals").join(id).join("scratch");
-        let scratch = Arc::new(
-            scratch::Scratch::start(&self.workspace, &self.config, &root, model, rows, runs)
-                .await?,
+        let kept = self.state_dir.join(crate::learn::tickets::KEPT_MODEL_FILE);
+        let history = spec.with_history.then_some(kept.as_path());
+        let started = scratch::Scratch::start(
+            &self.workspace,
+            &self.config,
+            &root,
+            model,
+            (rows, runs),
+            history,
         );
+        let scratch = Arc::new(started.await?);
         let total = rows.len() * runs as usize;
         let mut jobs: Vec<(u32, usize)> = (1..=runs)
             .flat_map(|run| (0..rows.len()).map(move |i| (run, i)))
@@ -322,7 +325,7 @@ impl Evals {
         }
         Ok(agent_report(
             rows,
-            runs,
+            (runs, target(spec)),
             &measured.results,
             measured.partial || measured.results.len() < total,
         ))
@@ -413,9 +416,26 @@ fn predicted(t: &tinycode_shared::proto::Ticket, field: &str) -> Option<String> 
     (!v.is_empty()).then_some(v)
 }
 
+/// The accuracy the confidence threshold should reach.
+fn target(spec: &RunSpec) -> f64 {
+    if spec.target_accuracy > 0.0 {
+        spec.target_accuracy
+    } else {
+        calibration::DEFAULT_TARGET
+    }
+}
+
+/// A run's confidence in `field`, when the model gave one.
+fn confidence_of(t: &tinycode_shared::proto::Ticket, field: &str) -> Option<f32> {
+    t.confidence
+        .iter()
+        .find(|c| c.field == field)
+        .map(|c| c.value)
+}
+
 fn agent_report(
     rows: &[Labelled],
-    runs: u32,
+    (runs, target): (u32, f64),
     results: &BTreeMap<(usize, u32), Option<scratch::Triaged>>,
     partial: bool,
 ) -> EvalReport {
@@ -446,11 +466,15 @@ fn agent_report(
                 })
                 .collect();
             row_right &= got.iter().all(|g| g.as_deref() == Some(expected.as_str()));
-            fields
-                .entry(field)
-                .or_default()
-                .rows
-                .push((expected.clone(), got));
+            let outcomes = fields.entry(field).or_default();
+            for (o, g) in outs.iter().zip(&got) {
+                if let Some(c) = o.and_then(|t| confidence_of(&t.ticket, field)) {
+                    outcomes
+                        .confident
+                        .push((c, g.as_deref() == Some(expected.as_str())));
+                }
+            }
+            outcomes.rows.push((expected.clone(), got));
         }
         if row_right {
             all_right += 1;
@@ -462,7 +486,7 @@ fn agent_report(
         runs,
         partial,
         measured: measured_rows,
-        fields: fields.iter().map(|(f, o)| o.report(f)).collect(),
+        fields: fields.iter().map(|(f, o)| o.report(f, target)).collect(),
         latency_p50_ms: percentile(&mut millis, 50.0),
         latency_p95_ms: percentile(&mut millis, 95.0),
         input_tokens: done.iter().map(|t| t.input_tokens).sum(),
@@ -483,8 +507,8 @@ fn agent_report(
 /// Train a fresh learner on `train` and measure it on `test`, for the
 /// `target` field (default `intent` when the sets have it, else
 /// `category`).
-fn learner_eval(train: &[Labelled], test: &[Labelled], target: &str) -> EvalReport {
-    let target = match target.trim() {
+fn learner_eval(train: &[Labelled], test: &[Labelled], spec: &RunSpec) -> EvalReport {
+    let target = match spec.target.trim() {
         "" if test.iter().any(|r| r.labels.contains_key("intent")) => "intent",
         "" => "category",
         t => FIELDS
@@ -505,11 +529,17 @@ fn learner_eval(train: &[Labelled], test: &[Labelled], target: &str) -> EvalRepo
             continue;
         };
         let started = Instant::now();
-        let got = model.as_ref().map(|m| m.predict(&row.text()).label);
+        let predicted = model.as_ref().map(|m| m.predict(&row.text()));
         millis.push(started.elapsed().as_secs_f64() * 1000.0);
+        if let Some(p) = &predicted
+            && let Some(c) = p.confidence
+        {
+            outcomes.confident.push((c, &p.label == expected));
+        }
+        let got = predicted.map(|p| p.label);
         outcomes.rows.push((expected.clone(), vec![got]));
     }
-    let field = outcomes.report(target);
+    let field = outcomes.report(target, self::target(spec));
     EvalReport {
         runs: 1,
         measured: outcomes.rows.len() as u32,
@@ -547,7 +577,7 @@ mod tests {
             row("please refund order 77", "refund"),
             row("my parcel 12 has not arrived", "shipping"),
         ];
-        let report = learner_eval(&train, &test, "");
+        let report = learner_eval(&train, &test, &RunSpec::default());
         assert_eq!(report.fields[0].field, "category");
         assert_eq!(report.fields[0].accuracy, 1.0);
         assert_eq!(report.measured, 2);

@@ -99,6 +99,7 @@ fn field_section(md: &mut String, f: &FieldReport) {
             c.label, c.support, c.precision, c.recall, c.f1
         );
     }
+    super::calibration::markdown(md, f);
 }
 
 /// The confusion matrix as a PNG.
@@ -140,6 +141,10 @@ pub fn write(dir: &Path, r: &EvalReport) -> Result<(), String> {
     std::fs::write(dir.join("report.md"), markdown(r)).map_err(|e| e.to_string())?;
     for f in &r.fields {
         chart(&dir.join(format!("confusion-{}.png", f.field)), f)?;
+        if f.with_confidence > 0 {
+            let path = dir.join(format!("reliability-{}.png", f.field));
+            super::calibration::chart(&path, f)?;
+        }
     }
     Ok(())
 }
@@ -156,8 +161,9 @@ mod tests {
                 ("退款".into(), vec![Some("退款".into())]),
                 ("物流".into(), vec![Some("退款".into())]),
             ],
+            confident: vec![(0.9, true), (0.6, false)],
         }
-        .report("category");
+        .report("category", 0.98);
         let report = EvalReport {
             eval_id: "ev1".into(),
             model: "offline".into(),
@@ -173,6 +179,14 @@ mod tests {
         assert!(md.contains("| category | 2 | 50.0 % |"), "{md}");
         assert!(md.contains("| 物流 | 0 | 1 | 0 |"), "{md}");
         let png = std::fs::read(dir.path().join("confusion-category.png")).unwrap();
+        assert_eq!(&png[1..4], b"PNG");
+        // The calibration: a reliability table, coverage, the threshold.
+        assert!(md.contains("expected calibration error"), "{md}");
+        assert!(
+            md.contains("confidence ≥ **0.900**, covering 50.0 %"),
+            "{md}"
+        );
+        let png = std::fs::read(dir.path().join("reliability-category.png")).unwrap();
         assert_eq!(&png[1..4], b"PNG");
     }
 }

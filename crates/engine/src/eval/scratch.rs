@@ -96,6 +96,8 @@ fn write_config(live: &Path, ws: &Path) -> Result<(), EvalError> {
             "store",
             "mcpServers",
             "autoTriage",
+            // Every decision is measured, none held for review.
+            "triage",
             "knowledgeDir",
             "ticketsDir",
         ] {
@@ -128,8 +130,13 @@ fn write_tickets(ws: &Path, rows: &[Labelled], runs: u32) -> Result<(), EvalErro
     Ok(())
 }
 
-/// Start this binary as the scratch desk's daemon (killed when dropped).
-fn spawn_daemon(ws: &Path, model: &str) -> Result<tokio::process::Child, EvalError> {
+/// Start this binary as the scratch desk's daemon (killed when dropped);
+/// with `frozen`, its offline model is that kept model, never retrained.
+fn spawn_daemon(
+    ws: &Path,
+    model: &str,
+    frozen: Option<&Path>,
+) -> Result<tokio::process::Child, EvalError> {
     let exe = std::env::current_exe().map_err(|e| EvalError::Scratch(e.to_string()))?;
     let mut cmd = tokio::process::Command::new(exe);
     cmd.arg("--workspace")
@@ -143,6 +150,10 @@ fn spawn_daemon(ws: &Path, model: &str) -> Result<tokio::process::Child, EvalErr
     if !model.is_empty() {
         cmd.env("TINYCODE_MODEL", model);
     }
+    match frozen {
+        Some(path) => cmd.env(crate::learn::tickets::FROZEN_MODEL_ENV, path),
+        None => cmd.env_remove(crate::learn::tickets::FROZEN_MODEL_ENV),
+    };
     cmd.spawn()
         .map_err(|e| EvalError::Scratch(format!("cannot start the scratch daemon: {e}")))
 }
@@ -177,20 +188,32 @@ async fn connect(ws: &Path) -> Result<DaemonChannel, EvalError> {
 }
 
 impl Scratch {
-    /// Build the scratch workspace under `root` and start its daemon.
+    /// Build the scratch workspace under `root` and start its daemon;
+    /// `history`: the live desk's kept offline model, copied in and used
+    /// frozen (`eval --with-history`).
     pub async fn start(
         live: &Path,
         config: &crate::config::Config,
         root: &Path,
         model: &str,
-        rows: &[Labelled],
-        runs: u32,
+        (rows, runs): (&[Labelled], u32),
+        history: Option<&Path>,
     ) -> Result<Self, EvalError> {
         let ws = root.join("workspace");
         copy_desk(live, config, &ws)?;
         write_config(live, &ws)?;
         write_tickets(&ws, rows, runs)?;
-        let child = spawn_daemon(&ws, model)?;
+        let frozen = match history {
+            Some(kept) => {
+                let copy = root.join("frozen-model.bin");
+                std::fs::copy(kept, &copy).map_err(|e| {
+                    io("cannot copy the desk's learned model (has the daemon trained one? `tinycode daemon status`)", kept, e)
+                })?;
+                Some(copy)
+            }
+            None => None,
+        };
+        let child = spawn_daemon(&ws, model, frozen.as_deref())?;
         let channel = connect(&ws).await?;
         Ok(Self {
             dir: root.to_path_buf(),

@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 
+pub(super) use crate::domain::ticket::review::level;
 use crate::learn::tickets::{Field, Learned, ticket_text};
 
 /// What the history says for one ticket.
@@ -72,6 +73,16 @@ impl History {
         }
     }
 
+    /// The calibrated confidence of the fields among `names` the history
+    /// decided (a field the rules decided has none: unknown).
+    pub fn confidence(&self, names: &[&str]) -> Vec<(String, f32)> {
+        self.used
+            .iter()
+            .filter(|(n, ..)| names.contains(n))
+            .filter_map(|(n, _, c)| c.map(|c| (n.to_string(), c)))
+            .collect()
+    }
+
     /// Examples behind the history's choice of `name` (None: the rules).
     pub fn support(&self, name: &str) -> Option<usize> {
         self.used
@@ -105,17 +116,6 @@ impl History {
             ));
         }
         parts.join(" · ")
-    }
-}
-
-/// A confidence in words: high from 0.9, medium from 0.6, else low.
-pub(super) fn level(confidence: f32) -> &'static str {
-    if confidence >= 0.9 {
-        "high"
-    } else if confidence >= 0.6 {
-        "medium"
-    } else {
-        "low"
     }
 }
 

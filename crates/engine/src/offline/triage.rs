@@ -27,7 +27,8 @@ pub(super) fn triage_step(req: &ModelRequest, s: &State<'_>, id: &str, ticket: &
                     "ticket_id": id, "category": d.category, "priority": d.priority, "intent": intent(ticket),
                     "summary": format!("{} [{}]", first_line(&found.text, 80), d.history.note()),
                 }),
-            )),
+            )
+            .with_confidence(d.history.confidence(&["category", "priority"]))),
         );
     }
     if d.level > 0 && s.first("escalate_ticket").is_none() {
@@ -45,7 +46,8 @@ pub(super) fn triage_step(req: &ModelRequest, s: &State<'_>, id: &str, ticket: &
             None => format!("{} 类工单，依据 {cite}", d.category),
         };
         let args = json!({ "ticket_id": id, "queue": queue, "reason": reason });
-        return (None, Some(tool("route_ticket", args)));
+        let call = tool("route_ticket", args).with_confidence(d.history.confidence(&["queue"]));
+        return (None, Some(call));
     }
     let queue = d.queue.take();
     (

@@ -53,6 +53,7 @@ pub(crate) fn approval_request(
             id: call.id.clone(),
             name: call.name.clone(),
             arguments_json: call.raw_arguments.clone(),
+            ..Default::default()
         }),
         reason: reason.to_string(),
         review_required: sessions.tools.review_required(&call.name),

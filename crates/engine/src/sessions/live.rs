@@ -108,6 +108,17 @@ impl Sessions {
                 tracing::warn!(session = id, turn = m.turn, error = %e, "cannot run a turn sent through another daemon");
             }
             let live = lock(&self.live).get(id).cloned();
+            // A cancel asked through another daemon, of a turn running here.
+            if let (Some(Payload::TurnCancelRequested(c)), Some(live)) = (&event.payload, &live)
+                && live.running.load(Ordering::Acquire) == c.turn
+            {
+                tracing::info!(
+                    session = id,
+                    turn = c.turn,
+                    "cancelled through another daemon"
+                );
+                live.cancel.send_replace(true);
+            }
             if let Some(live) = live
                 && live.running.load(Ordering::Acquire) == 0
                 && live.updates.receiver_count() > 0

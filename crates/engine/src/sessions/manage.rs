@@ -80,6 +80,33 @@ impl Sessions {
         self.get(&id)
     }
 
+    /// The session's next turns use `model` (a running turn keeps its
+    /// own); refused when the provider is unknown or has no key.
+    pub async fn set_model(
+        self: &Arc<Self>,
+        raw: &str,
+        model: &str,
+        by: ClientRef,
+    ) -> Result<SessionState, SessionError> {
+        let state = self.get(raw)?;
+        let model = model.trim();
+        self.usable_model(model, &self.defaults().providers)
+            .map_err(|message| SessionError::Model {
+                model: model.to_string(),
+                message,
+            })?;
+        if state.model != model {
+            let changed = tinycode_shared::proto::SessionModelChanged {
+                model: model.to_string(),
+                by: Some(by),
+                previous: state.model.clone(),
+            };
+            self.record(&state.id, vec![Payload::SessionModelChanged(changed)])
+                .await?;
+        }
+        self.get(&state.id)
+    }
+
     /// Cancel the running turn, then mark the session deleted (its events
     /// stay in the log). Returns whether a turn was cancelled.
     pub async fn delete(self: &Arc<Self>, raw: &str, by: ClientRef) -> Result<bool, SessionError> {

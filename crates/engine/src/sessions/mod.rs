@@ -108,6 +108,8 @@ pub struct TurnDefaults {
     pub sub_agents: crate::config::SubAgents,
     /// Config `permissions.allow`: tools that run without asking.
     pub allow: Vec<String>,
+    /// Config `triage.reviewBelow`: a model's decision below it is held.
+    pub review_below: crate::domain::ticket::review::ReviewBelow,
 }
 
 /// What a sent message became.
@@ -133,6 +135,8 @@ pub struct Parts {
     /// The offline model (with the desk's learner): what model `offline`
     /// resolves to.
     pub offline: Arc<dyn crate::model::ModelProvider>,
+    /// Provider keys, asked on every model request.
+    pub keys: Arc<dyn crate::model::keys::Keys>,
 }
 
 impl TurnDefaults {
@@ -156,6 +160,7 @@ impl TurnDefaults {
             approve: config.permission_mode,
             sub_agents: config.sub_agents.clone(),
             allow: config.allow.clone(),
+            review_below: config.review_below.clone(),
         }
     }
 }
@@ -188,6 +193,8 @@ pub struct Sessions {
     /// What model `offline` resolves to: the daemon's offline model, with
     /// the desk's learner.
     pub(crate) offline: Arc<dyn crate::model::ModelProvider>,
+    /// Provider keys, asked on every model request.
+    pub(crate) keys: Arc<dyn crate::model::keys::Keys>,
     /// The daemons sharing the log: whose turns are whose.
     pub(crate) cluster: Arc<Cluster>,
     /// The sessions read model (`model.rs`).
@@ -215,10 +222,11 @@ impl Sessions {
         model: &str,
         providers: &[crate::model::catalog::ProviderSpec],
     ) -> Result<(), String> {
-        crate::model::catalog::resolve(
+        crate::model::catalog::resolve_with(
             model,
             providers,
             &|k| std::env::var(k).ok(),
+            Arc::clone(&self.keys),
             crate::model::RetryPolicy::default(),
         )
         .map(|_| ())
@@ -263,6 +271,7 @@ impl Sessions {
 
     /// Replace what new turns get (a reload); running turns keep theirs.
     pub fn set_defaults(&self, defaults: TurnDefaults) {
+        self.keys.set_providers(&defaults.providers);
         *self.defaults.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(defaults);
     }
 
@@ -278,6 +287,7 @@ impl Sessions {
             workspace,
             cluster,
             offline,
+            keys,
         } = parts;
         // What other daemons append from here on is followed (a message
         // for a turn to run here included); what came before is settled
@@ -302,6 +312,7 @@ impl Sessions {
             defaults: std::sync::RwLock::new(Arc::new(defaults)),
             draining: std::sync::atomic::AtomicBool::new(false),
             offline,
+            keys,
             cluster,
             projector,
             send_locks: crate::sync::Striped::default(),

@@ -172,6 +172,34 @@ impl Sessions {
     }
 
     /// Cancel the running turn; `false` when none runs.
+    /// Cancel the session's running turn wherever it runs: here at once;
+    /// on another daemon sharing the log, by recording a
+    /// `TurnCancelRequested` that daemon follows. Whether a turn was running.
+    pub async fn cancel_anywhere(
+        self: &Arc<Self>,
+        raw: &str,
+        by: tinycode_shared::proto::ClientRef,
+    ) -> Result<bool, SessionError> {
+        if self.cancel(raw)? {
+            return Ok(true);
+        }
+        let state = self.get(raw)?;
+        let me = self.cluster.id();
+        let running = state
+            .turns
+            .iter()
+            .rev()
+            .find(|(_, t)| t.started && t.outcome.is_none() && t.runner != me)
+            .map(|(turn, _)| *turn);
+        let Some(turn) = running else {
+            return Ok(false);
+        };
+        let asked = tinycode_shared::proto::TurnCancelRequested { turn, by: Some(by) };
+        self.record(&state.id, vec![Payload::TurnCancelRequested(asked)])
+            .await?;
+        Ok(true)
+    }
+
     pub fn cancel(&self, raw: &str) -> Result<bool, SessionError> {
         let id = Self::checked_id(raw)?;
         self.get(&id)?;

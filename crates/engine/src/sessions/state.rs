@@ -168,7 +168,11 @@ pub fn entry(payload: &Payload) -> Option<(u64, Entry)> {
             let tool_calls = e
                 .tool_calls
                 .iter()
-                .map(|c| ToolCall::new(c.id.clone(), c.name.clone(), c.arguments_json.clone()))
+                .map(|c| {
+                    let confidence = c.confidence.iter().map(|f| (f.field.clone(), f.value));
+                    ToolCall::new(c.id.clone(), c.name.clone(), c.arguments_json.clone())
+                        .with_confidence(confidence.collect())
+                })
                 .collect();
             Some((
                 e.turn,
@@ -345,6 +349,7 @@ impl SessionState {
             Payload::SubAgentSpawned(e) => self.agent_spawned(e),
             Payload::SubAgentFinished(e) => self.agent_finished(e),
             Payload::SessionRenamed(e) => self.title = e.title.clone(),
+            Payload::SessionModelChanged(e) => self.model = e.model.clone(),
             Payload::SessionDeleted(_) => self.deleted = true,
             Payload::TurnStarted(e) => {
                 let t = self.turns.entry(e.turn).or_default();

@@ -34,6 +34,7 @@ pub(crate) fn defaults() -> TurnDefaults {
         allow: crate::permissions::SUB_AGENT_TOOLS
             .map(String::from)
             .to_vec(),
+        review_below: Default::default(),
     }
 }
 
@@ -69,6 +70,7 @@ pub(crate) async fn open_with(
             workspace: ws.to_path_buf(),
             cluster,
             offline: Arc::new(crate::offline::OfflineModel::default()),
+            keys: Arc::new(crate::model::keys::Environment),
         },
         d,
     )

@@ -233,6 +233,8 @@ impl<'a> Prepared<'a> {
                 }) as Arc<dyn crate::tools::agents::SubAgents>
             }),
             reports: sessions.reports(),
+            confidence: Vec::new(),
+            review_below: sessions.defaults().review_below.clone(),
         }
     }
 
@@ -509,6 +511,14 @@ pub(super) fn call_ref(c: &ToolCall) -> ToolCallRef {
         id: c.id.clone(),
         name: c.name.clone(),
         arguments_json: c.raw_arguments.clone(),
+        confidence: c
+            .confidence
+            .iter()
+            .map(|(field, value)| tinycode_shared::proto::FieldConfidence {
+                field: field.clone(),
+                value: *value,
+            })
+            .collect(),
     }
 }
 
@@ -539,6 +549,7 @@ fn payload(turn: u64, step: u32, message: &Message) -> Option<Payload> {
                 id: call_id.clone(),
                 name: name.clone(),
                 arguments_json: String::new(),
+                ..Default::default()
             }),
             content: content.clone(),
             is_error: *is_error,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tinycode_shared::proto::event::Payload;
 
 use super::{Live, SessionError, Sessions, session_stream};
-use crate::model::catalog::resolve;
+use crate::model::catalog::resolve_with;
 use crate::model::{ModelProvider, RetryPolicy};
 use crate::store::ExpectedVersion;
 
@@ -44,10 +44,11 @@ pub(super) fn provider_for(
     sessions: &Sessions,
     model: &str,
 ) -> Result<Arc<dyn ModelProvider>, SessionError> {
-    resolve(
+    resolve_with(
         model,
         &sessions.defaults().providers,
         &|k| std::env::var(k).ok(),
+        Arc::clone(&sessions.keys),
         RetryPolicy::default(),
     )
     .map(|c| c.provider(&sessions.offline))

@@ -7,11 +7,11 @@ use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use tinycode_shared::proto::event::Payload;
 use tinycode_shared::proto::{
-    AgentReplyAdded, Ticket, TicketClassified, TicketEscalated, TicketMessage, TicketNote,
-    TicketNoteAdded, TicketRouted,
+    AgentReplyAdded, DecisionSuggested, Ticket, TicketClassified, TicketEscalated, TicketMessage,
+    TicketNote, TicketNoteAdded, TicketRouted,
 };
 
-use super::{Tool, ToolContext, ToolError, ToolOutput};
+use super::{Tool, ToolContext, ToolError, ToolOutput, review};
 use crate::domain::desk::TicketFilter;
 use crate::domain::search::{Hit, Kind};
 use crate::domain::ticket::{Priority, Status, render_ticket_file, ticket_document};
@@ -67,8 +67,10 @@ async fn ticket_ready(
     classified: Option<&'static str>,
 ) -> Result<(), ToolError> {
     let t = ctx.desk.get_ticket(arg(args, "ticket_id"))?;
+    // A classification held for review counts: the next steps are held too.
     if let Some(tool) = classified
         && t.category.is_empty()
+        && t.suggestion.is_none()
     {
         return Err(ToolError::Invalid(format!(
             "{} is not classified yet; call classify_ticket before {tool}",
@@ -295,14 +297,38 @@ fn classify_ticket() -> FnTool {
                     .map_err(|e| ToolError::Invalid(format!("classify_ticket: {e}")))?;
                 let priority = arg(args, "priority");
                 let summary = arg(args, "summary").trim();
-                let mut payloads = vec![Payload::TicketClassified(TicketClassified {
-                    by: None,
-                    category: category.clone(),
-                    priority: priority.into(),
-                    intent: arg(args, "intent").into(),
-                    summary: summary.into(),
-                    origin: ctx.origin.clone(),
-                })];
+                let below = review::below(ctx);
+                let mut payloads = vec![if below.is_empty() {
+                    Payload::TicketClassified(TicketClassified {
+                        by: None,
+                        category: category.clone(),
+                        priority: priority.into(),
+                        intent: arg(args, "intent").into(),
+                        summary: summary.into(),
+                        origin: ctx.origin.clone(),
+                        confidence: ctx.confidence.clone(),
+                    })
+                } else {
+                    let suggestion = DecisionSuggested {
+                        category: category.clone(),
+                        priority: priority.into(),
+                        intent: arg(args, "intent").into(),
+                        summary: summary.into(),
+                        ..Default::default()
+                    };
+                    review::held(ctx, &below, suggestion)
+                }];
+                if !below.is_empty() {
+                    let why = review::why(ctx, &below);
+                    payloads.push(note(format!("待复核 {category} · {priority}: {why}")));
+                    let t = ctx
+                        .desk
+                        .change_ticket_once(arg(args, "ticket_id"), ctx.origin.as_ref(), |_| {
+                            Ok(payloads.clone())
+                        })
+                        .await?;
+                    return Ok(review::answer(&t, "classification", &why));
+                }
                 // The decision leaves a note on the ticket, as in TinyCode.
                 if !summary.is_empty() {
                     payloads.push(note(format!("分类 {category} · {priority}: {summary}")));
@@ -351,21 +377,40 @@ fn route_ticket() -> FnTool {
                     .queue(arg(args, "queue"))
                     .map_err(|e| ToolError::Invalid(format!("route_ticket: {e}")))?;
                 let reason = arg(args, "reason").trim();
-                let payloads = vec![
-                    Payload::TicketRouted(TicketRouted {
-                        by: None,
-                        queue: queue.clone(),
-                        reason: reason.into(),
-                        origin: ctx.origin.clone(),
-                    }),
-                    note(format!("路由 → {queue}: {reason}")),
-                ];
+                let below = review::below(ctx);
+                let held = |t: &Ticket| !below.is_empty() || t.suggestion.is_some();
                 let t = ctx
                     .desk
-                    .change_ticket_once(arg(args, "ticket_id"), ctx.origin.as_ref(), |_| {
-                        Ok(payloads.clone())
+                    .change_ticket_once(arg(args, "ticket_id"), ctx.origin.as_ref(), |t| {
+                        // A ticket whose classification waits for a person
+                        // is not routed by the model either.
+                        if held(t) {
+                            let suggestion = DecisionSuggested {
+                                queue: queue.clone(),
+                                reason: reason.into(),
+                                ..Default::default()
+                            };
+                            let why = review::why(ctx, &below);
+                            return Ok(vec![
+                                review::held(ctx, &below, suggestion),
+                                note(format!("待复核 → {queue}: {why}")),
+                            ]);
+                        }
+                        Ok(vec![
+                            Payload::TicketRouted(TicketRouted {
+                                by: None,
+                                queue: queue.clone(),
+                                reason: reason.into(),
+                                origin: ctx.origin.clone(),
+                                confidence: ctx.confidence.clone(),
+                            }),
+                            note(format!("路由 → {queue}: {reason}")),
+                        ])
                     })
                     .await?;
+                if t.suggestion.as_ref().is_some_and(|s| s.queue == queue) && t.queue != queue {
+                    return Ok(review::answer(&t, "routing", &review::why(ctx, &below)));
+                }
                 Ok(ToolOutput::ok(
                     format!("{} routed to {} → {}", t.id, t.queue, t.status),
                     ticket_details(&t),

@@ -10,6 +10,7 @@ pub mod agents;
 pub mod ask;
 mod business;
 pub mod report;
+mod review;
 pub mod schema;
 
 use std::collections::BTreeMap;
@@ -89,9 +90,30 @@ pub struct ToolContext {
     /// The desk's reports (`None`: `render_report` says they are not
     /// available here).
     pub reports: Option<Arc<dyn report::ReportSource>>,
+    /// How sure the model was of the fields this call decides (empty:
+    /// unknown, or a person's call).
+    pub confidence: Vec<tinycode_shared::proto::FieldConfidence>,
+    /// `triage.reviewBelow`: a decision below it is held for a person.
+    pub review_below: crate::domain::ticket::review::ReviewBelow,
 }
 
 impl ToolContext {
+    /// The context of a model's call: its id, and its confidence.
+    pub fn for_model_call(&self, call: &crate::model::ToolCall) -> Self {
+        let confidence = call
+            .confidence
+            .iter()
+            .map(|(field, value)| tinycode_shared::proto::FieldConfidence {
+                field: field.clone(),
+                value: *value,
+            })
+            .collect();
+        Self {
+            confidence,
+            ..self.for_call(&call.id)
+        }
+    }
+
     /// The context of one call: the origin names the call.
     pub fn for_call(&self, call_id: &str) -> Self {
         Self {

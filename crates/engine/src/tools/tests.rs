@@ -35,6 +35,8 @@ async fn setup() -> Setup {
             origin: None,
             agents: None,
             reports: None,
+            confidence: Vec::new(),
+            review_below: Default::default(),
         },
         registry: ToolRegistry::standard(),
         store,

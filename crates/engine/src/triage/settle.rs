@@ -243,6 +243,9 @@ impl Triage {
             let ours = crate::domain::ticket::origin_of(e).is_some_and(|o| o.session_id == session);
             match &e.payload {
                 Some(Payload::TicketClassified(_)) if ours => classified = true,
+                // Held for a person (`triage.reviewBelow`): the triage is
+                // done; the ticket waits in the review queue.
+                Some(Payload::DecisionSuggested(_)) if ours => (classified, placed) = (true, true),
                 Some(Payload::TicketRouted(_) | Payload::TicketEscalated(_)) if ours => {
                     placed = true
                 }

@@ -46,6 +46,17 @@ impl TryFrom<RunEvalRequest> for Spec {
                 )));
             }
         }
+        if !(0.0..1.0).contains(&req.target_accuracy) {
+            return Err(Status::invalid_argument(format!(
+                "`target_accuracy` must be from 0 (the default, 0.98) to below 1, got {}",
+                req.target_accuracy
+            )));
+        }
+        if req.with_history && !req.train.trim().is_empty() {
+            return Err(Status::invalid_argument(
+                "`with_history` measures the agent with the desk's learned model; `train` measures a fresh learner: use one",
+            ));
+        }
         let path = |p: &str| (!p.trim().is_empty()).then(|| PathBuf::from(p.trim()));
         Ok(Spec(RunSpec {
             labels: path(&req.labels),
@@ -61,6 +72,8 @@ impl TryFrom<RunEvalRequest> for Spec {
             target: req.target,
             price_input: req.price_input_per_mtok,
             price_output: req.price_output_per_mtok,
+            target_accuracy: req.target_accuracy,
+            with_history: req.with_history,
         }))
     }
 }

@@ -65,6 +65,8 @@ pub struct Send {
     pub session_id: String,
     pub text: String,
     pub timeout_seconds: u32,
+    /// Set: the session's model from this turn on.
+    pub model: String,
 }
 
 impl TryFrom<Request<SendMessageRequest>> for Send {
@@ -78,6 +80,7 @@ impl TryFrom<Request<SendMessageRequest>> for Send {
             session_id: req.session_id,
             text: req.text,
             timeout_seconds: req.timeout_seconds,
+            model: req.model,
         })
     }
 }

@@ -11,7 +11,8 @@ use tinycode_shared::proto::{
     CompactSessionResponse, CreateSessionRequest, DeleteSessionRequest, DeleteSessionResponse,
     Event, ForkSessionRequest, GetSessionRequest, ListSessionsRequest, ListSessionsResponse,
     PruneSessionsRequest, PruneSessionsResponse, RenameSessionRequest, SendMessageRequest,
-    SendMessageResponse, SessionInfo, SessionUpdate, session_update::Update,
+    SendMessageResponse, SessionInfo, SessionUpdate, SetSessionModelRequest,
+    session_update::Update,
 };
 use tonic::{Request, Response, Status};
 
@@ -99,6 +100,11 @@ impl SessionsApi for SessionsService {
         request: Request<SendMessageRequest>,
     ) -> Result<Response<SendMessageResponse>, Status> {
         let m = Send::try_from(request)?;
+        if !m.model.is_empty() {
+            let sessions = self.sessions();
+            let set = sessions.set_model(&m.session_id, &m.model, m.from.clone());
+            set.await.or_status()?;
+        }
         let sent = self
             .sessions()
             .send_timed(&m.session_id, &m.text, m.from, m.timeout_seconds)
@@ -115,8 +121,9 @@ impl SessionsApi for SessionsService {
         &self,
         request: Request<CancelTurnRequest>,
     ) -> Result<Response<CancelTurnResponse>, Status> {
-        let id = request.into_inner().session_id;
-        let cancelled = self.sessions().cancel(&id).or_status()?;
+        let (by, req) = caller_and(request);
+        let cancelling = self.sessions().cancel_anywhere(&req.session_id, by);
+        let cancelled = cancelling.await.or_status()?;
         Ok(Response::new(CancelTurnResponse { cancelled }))
     }
 
@@ -126,6 +133,15 @@ impl SessionsApi for SessionsService {
     ) -> Result<Response<SessionInfo>, Status> {
         let r = Rename::try_from(request)?;
         self.answer(self.sessions().rename(&r.session_id, &r.title, r.by).await)
+    }
+
+    async fn set_model(
+        &self,
+        request: Request<SetSessionModelRequest>,
+    ) -> Result<Response<SessionInfo>, Status> {
+        let (by, req) = caller_and(request);
+        let set = self.sessions().set_model(&req.session_id, &req.model, by);
+        self.answer(set.await)
     }
 
     async fn delete(

@@ -3,8 +3,8 @@
 
 use tinycode_shared::proto::{
     AddCustomerMessageRequest, ClassifyTicketRequest, ClientRef, CreateTicketRequest,
-    ListTicketsRequest, RouteTicketRequest, SearchHit, SearchRequest, SearchResponse,
-    SetTicketStatusRequest, TicketTextRequest, WatchTicketsRequest,
+    ListTicketsRequest, ReviewTicketRequest, RouteTicketRequest, SearchHit, SearchRequest,
+    SearchResponse, SetTicketStatusRequest, TicketTextRequest, WatchTicketsRequest,
 };
 use tonic::{Request, Status};
 
@@ -66,6 +66,7 @@ impl TryFrom<ListTicketsRequest> for ListTickets {
                     n => Some(n as i64),
                 },
                 breached: req.breached,
+                needs_review: req.needs_review,
             },
             limit,
             start,
@@ -212,6 +213,34 @@ impl TryFrom<Request<ClassifyTicketRequest>> for Classify {
             category: r.category,
             priority: r.priority,
             intent: r.intent,
+        })
+    }
+}
+
+/// `Tickets.Review`: a person's answer to a held decision.
+pub struct Review {
+    pub by: ClientRef,
+    pub ticket_id: String,
+    pub correction: crate::domain::desk::Review,
+}
+
+impl TryFrom<Request<ReviewTicketRequest>> for Review {
+    type Error = Status;
+
+    fn try_from(request: Request<ReviewTicketRequest>) -> Result<Self, Status> {
+        let (by, r) = caller_and(request);
+        validate::max_len("category", &r.category, MAX_NAME)?;
+        validate::max_len("priority", &r.priority, MAX_NAME)?;
+        validate::max_len("queue", &r.queue, MAX_NAME)?;
+        let correction = crate::domain::desk::Review {
+            category: r.category,
+            priority: r.priority,
+            queue: r.queue,
+        };
+        Ok(Self {
+            by,
+            ticket_id: r.ticket_id,
+            correction,
         })
     }
 }

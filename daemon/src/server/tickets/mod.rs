@@ -6,14 +6,17 @@ mod convert;
 use tinycode_shared::proto::tickets_server::Tickets;
 use tinycode_shared::proto::{
     AddCustomerMessageRequest, ClassifyTicketRequest, CreateTicketRequest, GetTicketRequest,
-    ListTicketsRequest, ListTicketsResponse, RouteTicketRequest, SearchRequest, SearchResponse,
-    SetTicketStatusRequest, Ticket, TicketChange, TicketTextRequest, WatchTicketsRequest,
+    ListTicketsRequest, ListTicketsResponse, ReviewTicketRequest, RouteTicketRequest,
+    SearchRequest, SearchResponse, SetTicketStatusRequest, Ticket, TicketChange, TicketTextRequest,
+    WatchTicketsRequest,
 };
 use tonic::{Request, Response, Status};
 
 use super::{IntoStatus, OrStatus, ResponseStream, Shared, stream_from};
 use crate::domain::search::Kind;
-use convert::{Change, Classify, Create, CustomerMessage, ListTickets, PersonText, Start, Watch};
+use convert::{
+    Change, Classify, Create, CustomerMessage, ListTickets, PersonText, Review, Start, Watch,
+};
 pub(super) use convert::{Query, search_response};
 
 pub struct TicketsService {
@@ -136,6 +139,19 @@ impl Tickets for TicketsService {
             self.shared
                 .desk
                 .route_as(&r.ticket_id, &r.value, &r.reason, r.by)
+                .await,
+        )
+    }
+
+    async fn review(
+        &self,
+        request: Request<ReviewTicketRequest>,
+    ) -> Result<Response<Ticket>, Status> {
+        let r = Review::try_from(request)?;
+        answer(
+            self.shared
+                .desk
+                .review_as(&r.ticket_id, &r.correction, r.by)
                 .await,
         )
     }

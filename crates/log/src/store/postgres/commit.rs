@@ -26,7 +26,7 @@ pub(crate) use super::super::batch::Request;
 use super::super::batch::{Accepted, accept};
 
 pub(super) struct Committer {
-    pub config: tokio_postgres::Config,
+    pub config: super::tls::Conn,
     pub target: String,
     pub client: Option<Prepared>,
     pub queue: mpsc::UnboundedReceiver<Request>,

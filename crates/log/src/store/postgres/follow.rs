@@ -11,7 +11,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use tinycode_shared::proto::Event;
 use tokio::sync::{broadcast, mpsc, watch};
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
 
 use super::{CHANNEL, READ_BATCH, Reader, connect};
 
@@ -22,7 +22,7 @@ const POLL: Duration = Duration::from_secs(1);
 const RELISTEN: Duration = Duration::from_secs(1);
 
 pub(super) struct Follower {
-    pub config: tokio_postgres::Config,
+    pub config: super::tls::Conn,
     pub target: String,
     pub reader: Arc<Reader>,
     pub committed: mpsc::UnboundedReceiver<Vec<Arc<Event>>>,
@@ -138,14 +138,15 @@ impl Follower {
 /// Keep a connection listening on [`CHANNEL`]; each notification's payload
 /// (a sequence) goes to `hints`. Reconnects until `stopping`.
 async fn listen(
-    config: tokio_postgres::Config,
+    config: super::tls::Conn,
     target: String,
     hints: mpsc::UnboundedSender<u64>,
     mut stopping: watch::Receiver<bool>,
 ) {
     while !*stopping.borrow() {
-        match config.connect(NoTls).await {
+        match config.pg.connect(config.tls.clone()).await {
             Ok((client, mut connection)) => {
+                config.health.reached();
                 let (tx, mut notes) = mpsc::unbounded_channel();
                 let driver = tokio::spawn(async move {
                     let mut messages =
@@ -190,6 +191,7 @@ async fn listen(
                 driver.abort();
             }
             Err(e) => {
+                config.health.failed(&super::cause(&e));
                 tracing::warn!(error = %e, %target, "cannot reach PostgreSQL to listen for new events")
             }
         }

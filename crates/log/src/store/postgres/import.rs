@@ -10,7 +10,7 @@ use prost::Message;
 use tinycode_shared::proto::Event;
 
 use super::commit::APPEND_LOCK;
-use super::{CHANNEL, StoreError, connect, describe, failed, schema, to_i64};
+use super::{CHANNEL, StoreError, connect, failed, schema, to_i64};
 
 /// Events per `INSERT`.
 const BATCH: usize = 2_048;
@@ -54,13 +54,7 @@ pub(crate) async fn import(url: &str, file: &Path) -> Result<u64, StoreError> {
 /// import's transaction under the append lock, once the log is found
 /// empty. The client, and the target as messages name it.
 async fn begin_on_empty(url: &str) -> Result<(tokio_postgres::Client, String), StoreError> {
-    let config: tokio_postgres::Config = url.parse().map_err(|e| {
-        StoreError::Unreachable(format!(
-            "the store URL {} is not valid: {e}",
-            super::redact(url)
-        ))
-    })?;
-    let target = describe(&config);
+    let (config, target) = super::conn_of(url)?;
     let client = connect(&config, &target).await?;
     schema::migrate(&client, &target).await?;
     let db = |e: tokio_postgres::Error| failed(&target, &e);

@@ -23,6 +23,7 @@
 mod commit;
 mod follow;
 mod import;
+pub(crate) mod tls;
 
 pub(crate) use import::import;
 mod schema;
@@ -35,7 +36,7 @@ use futures::future::BoxFuture;
 use prost::Message;
 use tinycode_shared::proto::{Event, event::Payload};
 use tokio::sync::{Mutex, broadcast, mpsc, oneshot, watch};
-use tokio_postgres::{Client, NoTls, Statement};
+use tokio_postgres::{Client, Statement};
 
 use super::backend::{Backend, Member};
 use super::{ExpectedVersion, StoreError, StoreOptions, StoreStats};
@@ -49,7 +50,7 @@ const READ_BATCH: i64 = 512;
 
 pub(crate) struct PgLog {
     target: String,
-    config: tokio_postgres::Config,
+    config: tls::Conn,
     reader: Mutex<Option<Arc<Reader>>>,
     appends: mpsc::UnboundedSender<Request>,
     /// Highest sequence published to live subscribers; reads stop there.
@@ -66,10 +67,7 @@ impl PgLog {
     /// Connect to `url` (`postgres://user@host:port/db`), apply the schema's
     /// migrations, and start following the log.
     pub(crate) async fn open(url: &str, options: StoreOptions) -> Result<Self, StoreError> {
-        let config: tokio_postgres::Config = url.parse().map_err(|e| {
-            StoreError::Unreachable(format!("the store URL {} is not valid: {e}", redact(url)))
-        })?;
-        let target = describe(&config);
+        let (config, target) = conn_of(url)?;
         let client = connect(&config, &target).await?;
         schema::migrate(&client, &target).await?;
         let reader = Arc::new(Reader::new(client, &target).await?);
@@ -161,6 +159,17 @@ impl PgLog {
 impl Backend for PgLog {
     fn name(&self) -> &'static str {
         "postgres"
+    }
+
+    /// While no connection to PostgreSQL can be made: since when and why
+    /// (`daemon status`); appends fail meanwhile and resume by themselves.
+    fn writes_paused(&self) -> Option<String> {
+        let (since, why) = self.config.health.unreachable()?;
+        let at = tinycode_shared::render::rfc3339(since, 0);
+        Some(format!(
+            "store unreachable since {at}: PostgreSQL at {}: {why}; appends fail until it answers again",
+            self.target
+        ))
     }
 
     fn append(
@@ -339,7 +348,7 @@ impl Backend for PgLog {
 /// Measure the log's table (with its indexes and TOAST) now and every 30 s
 /// on a connection of its own, for `daemon status`, until the log closes.
 async fn measure_size(
-    config: tokio_postgres::Config,
+    config: tls::Conn,
     target: String,
     size: Arc<AtomicU64>,
     mut stop: watch::Receiver<bool>,
@@ -357,7 +366,9 @@ async fn measure_size(
                 )
                 .await
         {
-            size.store(row.get::<_, i64>(0).max(0) as u64, Ordering::Relaxed);
+            // NULL when the table went away under the query.
+            let bytes = row.try_get::<_, Option<i64>>(0).ok().flatten();
+            size.store(bytes.unwrap_or(0).max(0) as u64, Ordering::Relaxed);
         }
         tokio::select! {
             _ = tokio::time::sleep(std::time::Duration::from_secs(30)) => {}
@@ -366,13 +377,24 @@ async fn measure_size(
     }
 }
 
-async fn connect(config: &tokio_postgres::Config, target: &str) -> Result<Client, StoreError> {
-    let (client, connection) = config.connect(NoTls).await.map_err(|e| {
-        StoreError::Unreachable(format!(
-            "cannot reach PostgreSQL at {target}: {}",
-            cause(&e)
-        ))
+/// The store URL read (its TLS settings included), and the target as
+/// messages name it (never the password).
+fn conn_of(url: &str) -> Result<(tls::Conn, String), StoreError> {
+    let config = tls::Conn::parse(url).map_err(|e| {
+        StoreError::Unreachable(format!("the store URL {} is not valid: {e}", redact(url)))
     })?;
+    let target = describe(&config.pg);
+    Ok((config, target))
+}
+
+async fn connect(config: &tls::Conn, target: &str) -> Result<Client, StoreError> {
+    let connecting = config.pg.connect(config.tls.clone());
+    let (client, connection) = connecting.await.map_err(|e| {
+        let why = format!("{}{}", cause(&e), tls_hint(&e, &config.settings));
+        config.health.failed(&why);
+        StoreError::Unreachable(format!("cannot reach PostgreSQL at {target}: {why}"))
+    })?;
+    config.health.reached();
     tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::warn!(error = %e, "a PostgreSQL connection of the store closed");
@@ -484,6 +506,24 @@ fn redact(url: &str) -> String {
             format!("{}{user}:***{}", &url[..scheme + 3], &url[at..])
         }
         _ => url.to_string(),
+    }
+}
+
+/// What to check when a TLS handshake failed.
+fn tls_hint(e: &tokio_postgres::Error, settings: &tls::Settings) -> String {
+    let text = format!("{e:?}");
+    if text.contains("InvalidCertificate") || text.contains("invalid peer certificate") {
+        format!(
+            " (sslmode={:?} checks the server's certificate against sslrootcert{}; is it the CA that signed it, and does the host name match?)",
+            settings.mode,
+            settings
+                .root
+                .as_ref()
+                .map(|r| format!(" {}", r.display()))
+                .unwrap_or_default()
+        )
+    } else {
+        String::new()
     }
 }
 
