@@ -42,23 +42,9 @@ pub(super) async fn migrate(client: &Client, target: &str) -> Result<(), StoreEr
     let db = |e: tokio_postgres::Error| {
         StoreError::Database(format!("migrating the schema at {target}: {}", cause(&e)))
     };
-    client
-        .batch_execute(
-            "CREATE TABLE IF NOT EXISTS tinycode_schema (
-                 version    INT PRIMARY KEY,
-                 applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
-             )",
-        )
-        .await
-        .or_else(|e| {
-            // Two daemons creating it at once: one wins, the other sees it.
-            if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) {
-                Ok(())
-            } else {
-                Err(e)
-            }
-        })
-        .map_err(db)?;
+    // The lock comes first: two sessions racing through `CREATE TABLE IF
+    // NOT EXISTS` can both miss the table and one then fails on its row
+    // type ("type tinycode_schema already exists").
     client
         .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
         .await
@@ -80,6 +66,14 @@ pub(super) async fn migrate(client: &Client, target: &str) -> Result<(), StoreEr
 
 /// Apply what is missing; returns the version found before.
 async fn apply(client: &Client) -> Result<i32, tokio_postgres::Error> {
+    client
+        .batch_execute(
+            "CREATE TABLE IF NOT EXISTS tinycode_schema (
+                 version    INT PRIMARY KEY,
+                 applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+             )",
+        )
+        .await?;
     let found: i32 = client
         .query_one("SELECT coalesce(max(version), 0) FROM tinycode_schema", &[])
         .await?

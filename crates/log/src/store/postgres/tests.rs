@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::super::conformance::Backing;
 use super::*;
 use crate::store::EventStore;
+use tokio_postgres::NoTls;
 
 /// The test database.
 pub(crate) fn test_url() -> String {
@@ -148,6 +149,24 @@ async fn a_schema_newer_than_the_code_is_refused() {
         matches!(err, StoreError::SchemaNewer { found, known } if found == known + 1),
         "{err}"
     );
+}
+
+/// Daemons starting together on an empty schema: every one opens (the
+/// schema table used to be created before the lock, and one of two racing
+/// `CREATE TABLE IF NOT EXISTS` failed on its row type).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daemons_opening_a_fresh_schema_at_once_all_open() {
+    for _ in 0..10 {
+        let backing = PgSchema::fresh().await;
+        let opens = (0..16).map(|_| {
+            let url = backing.url.clone();
+            tokio::spawn(async move { PgLog::open(&url, StoreOptions::default()).await })
+        });
+        for open in opens.collect::<Vec<_>>() {
+            let log = open.await.unwrap();
+            assert!(log.is_ok(), "{:?}", log.err().map(|e| e.to_string()));
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
