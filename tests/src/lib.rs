@@ -10,6 +10,7 @@ pub mod helpdesk;
 pub mod mock_llm;
 pub mod pg;
 pub mod pg_tls;
+pub mod proxy;
 pub mod shared_desk;
 pub mod targets;
 
@@ -310,7 +311,23 @@ impl Desk {
             .collect()
     }
 
-    /// The pid written in the state dir's lock file by the running daemon.
+    /// `ticket create` of a web ticket with `subject` (and a placeholder
+    /// customer and body).
+    pub fn create_ticket(&self, subject: &str) -> Output {
+        self.run(&[
+            "ticket",
+            "create",
+            "--subject",
+            subject,
+            "--customer",
+            "c",
+            "--channel",
+            "web",
+            "--body",
+            "b",
+        ])
+    }
+
     /// `tinycode session new ARGS…`; the new session's id.
     pub fn new_session(&self, args: &[&str]) -> String {
         let mut all = vec!["session", "new"];
@@ -322,6 +339,7 @@ impl Desk {
             .to_string()
     }
 
+    /// The pid written in the state dir's lock file by the running daemon.
     pub fn daemon_pid(&self) -> Option<u32> {
         std::fs::read_to_string(self.state_dir().join("tinycoded.lock"))
             .ok()?

@@ -213,17 +213,69 @@ impl TlsServer {
         server
     }
 
-    /// `pg_ctl start` (the instance was stopped, or is new).
+    /// `pg_ctl start` (the instance was stopped, crashed, or is new).
     pub fn start_again(&self) {
-        run(
-            as_postgres(&self.bin.join("pg_ctl"))
-                .args(["-w", "-t", "30", "-D"])
-                .arg(self.dir.path().join("data"))
-                .arg("-l")
-                .arg(self.dir.path().join("server.log"))
-                .arg("start"),
-            "pg_ctl start",
+        let out = as_postgres(&self.bin.join("pg_ctl"))
+            .args(["-w", "-t", "30", "-D"])
+            .arg(self.dir.path().join("data"))
+            .arg("-l")
+            .arg(self.dir.path().join("server.log"))
+            .arg("start")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "pg_ctl start: {}\n--- server log ---\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            self.log()
         );
+    }
+
+    /// `kill -9` of the postmaster, as a crash or the OOM killer does; its
+    /// backends follow it. Returns once no process of the instance is
+    /// left, so [`Self::start_again`] can start it (crash recovery).
+    pub fn crash(&self) {
+        let data = self.dir.path().join("data");
+        let pid: u32 = std::fs::read_to_string(data.join("postmaster.pid"))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let children = || -> Vec<u32> {
+            std::fs::read_dir("/proc")
+                .unwrap()
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+                .filter(|p| {
+                    std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
+                        s.rsplit(')')
+                            .next()
+                            .and_then(|r| r.split_whitespace().nth(1))
+                            == Some(pid.to_string().as_str())
+                    })
+                })
+                .collect()
+        };
+        let backends = children();
+        crate::kill(pid, "KILL");
+        let gone = crate::wait_until(std::time::Duration::from_secs(30), || {
+            !crate::alive(pid) && backends.iter().all(|b| !crate::alive(*b))
+        });
+        assert!(
+            gone,
+            "the instance's processes did not end after its postmaster was killed"
+        );
+        // A killed postmaster nobody reaped yet (a container's init may be
+        // slow to) still answers `kill(pid, 0)`, and PostgreSQL would take
+        // its lock file for a running server: every process of it is gone,
+        // so its files are stale: the data dir's and the socket's locks.
+        let _ = std::fs::remove_file(data.join("postmaster.pid"));
+        let socket = self.dir.path().join(format!(".s.PGSQL.{}", self.port));
+        let _ = std::fs::remove_file(socket.with_extension(format!("{}.lock", self.port)));
+        let _ = std::fs::remove_file(&socket);
     }
 
     /// `pg_ctl stop -m fast`: every connection is closed, none accepted.
@@ -237,24 +289,34 @@ impl TlsServer {
         );
     }
 
+    /// Run `sql` over the instance's Unix socket; its unaligned output.
+    pub fn query(&self, sql: &str) -> String {
+        let out = as_postgres(Path::new("psql"))
+            .args(["-h"])
+            .arg(self.dir.path())
+            .args([
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "postgres",
+                "-d",
+                "postgres",
+                "-Atc",
+                sql,
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "psql {sql}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
     /// Run `sql` over the instance's Unix socket.
     pub fn psql(&self, sql: &str) {
-        run(
-            as_postgres(Path::new("psql"))
-                .args(["-h"])
-                .arg(self.dir.path())
-                .args([
-                    "-p",
-                    &self.port.to_string(),
-                    "-U",
-                    "postgres",
-                    "-d",
-                    "postgres",
-                    "-Atc",
-                    sql,
-                ]),
-            &format!("psql {sql}"),
-        );
+        self.query(sql);
     }
 
     /// A store URL of this instance: `host` as written (the name TLS

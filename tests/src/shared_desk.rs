@@ -43,8 +43,13 @@ pub fn router(delay: Duration) -> MockLlm {
 /// A daemon of the shared desk: its own workspace copy and state, the
 /// shared log, auto-triage on.
 pub fn member(schema: &Schema, mock: &MockLlm, concurrency: u32) -> Desk {
+    member_at(&schema.url(), mock, concurrency)
+}
+
+/// A daemon of the shared desk whose log is at `url`.
+pub fn member_at(url: &str, mock: &MockLlm, concurrency: u32) -> Desk {
     let desk = Desk::fixture()
-        .with_env("TINYCODE_STORE_URL", &schema.url())
+        .with_env("TINYCODE_STORE_URL", url)
         .with_env("TINYCODE_LEASE_SECONDS", "3")
         .with_env("OPENAI_BASE_URL", &mock.base_url)
         .with_env("OPENAI_API_KEY", "sk-test")

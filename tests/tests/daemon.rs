@@ -151,18 +151,8 @@ fn socket_and_state_dir_are_private() {
     // Every file the daemon made in its state dir is private too (the
     // database, its log, the lock), while the workspace files it writes keep
     // the usual mode.
-    desk.ok(&[
-        "ticket",
-        "create",
-        "--subject",
-        "s",
-        "--customer",
-        "c",
-        "--channel",
-        "web",
-        "--body",
-        "b",
-    ]);
+    let created = desk.create_ticket("s");
+    assert_eq!(created.code, 0, "{}", created.stderr);
     let mut seen = 0;
     let mut dirs = vec![desk.state_dir()];
     while let Some(dir) = dirs.pop() {

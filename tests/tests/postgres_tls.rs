@@ -188,3 +188,31 @@ fn a_database_that_goes_away_is_said_in_status_and_appends_resume_when_it_return
     assert!(desk.ok(&["ticket", "list"]).contains(&id));
     desk.stop();
 }
+
+/// Several hosts in the URL with `target_session_attrs=read-write`: the
+/// daemon skips a server that takes no writes (a standby, here one set
+/// `default_transaction_read_only`) and works on the one that does; the
+/// log is only there.
+#[test]
+fn of_several_hosts_the_daemon_works_on_the_one_that_takes_writes() {
+    if !available() {
+        return;
+    }
+    let (standby, primary) = (TlsServer::start(), TlsServer::start());
+    standby.psql("ALTER SYSTEM SET default_transaction_read_only = on");
+    standby.psql("SELECT pg_reload_conf()");
+    let url = format!(
+        "postgres://postgres@localhost:{},localhost:{}/postgres?hostaddr=127.0.0.1,127.0.0.1&sslmode=require&target_session_attrs=read-write",
+        standby.port, primary.port
+    );
+    let (desk, out) = list_on(&url);
+    assert_eq!(out.code, 0, "{}\n{}", said(&out), desk.log());
+    let created = desk.create_ticket("on the primary");
+    assert_eq!(created.code, 0, "{}", created.stderr);
+    let count = |server: &TlsServer| {
+        server.query("SELECT count(*) FROM pg_tables WHERE tablename = 'tinycode_events'")
+    };
+    assert_eq!(count(&primary), "1");
+    assert_eq!(count(&standby), "0");
+    desk.stop();
+}

@@ -10,11 +10,23 @@
 //! whoever claims it first, through the claimed stream's expected version.
 //! A daemon that stops cleanly leaves at once. On the embedded log the
 //! daemon is alone and all of this is a no-op.
+//!
+//! Self-fencing: the lease is held from the moment the last acknowledged
+//! heartbeat was *sent* (by this machine's monotonic clock, so earlier than
+//! the store recorded it). Half a lease after that with no renewal the
+//! daemon is fenced ([`Cluster::fenced`]): no tool call and no turn starts
+//! ([`Cluster::hold`] waits), while the store itself refuses its appends
+//! once the lease has lapsed by the store's clock (`EventStore::fence`).
+//! A renewal that comes a full lease or more after the previous one counts
+//! a lapse ([`Cluster::lapses`]): work paused across it may have been taken
+//! over, and is checked before it goes on.
 
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::sync::watch;
 
 use crate::store::{EventStore, Member, StoreError};
 
@@ -26,6 +38,17 @@ pub struct Cluster {
     seen: RwLock<Vec<Member>>,
     /// Left: no heartbeat any more.
     left: std::sync::atomic::AtomicBool,
+    renewal: std::sync::Mutex<Renewal>,
+    /// Counts renewals, for [`Cluster::hold`]'s waiters.
+    renewed: watch::Sender<u64>,
+}
+
+/// The last acknowledged heartbeat: when it was sent (monotonic, and the
+/// wall clock for status), and how many times the lease lapsed.
+struct Renewal {
+    sent: Instant,
+    at: SystemTime,
+    lapses: u64,
 }
 
 impl Cluster {
@@ -42,20 +65,35 @@ impl Cluster {
             store,
             seen: RwLock::new(Vec::new()),
             left: std::sync::atomic::AtomicBool::new(false),
+            renewal: std::sync::Mutex::new(Renewal {
+                sent: Instant::now(),
+                at: SystemTime::now(),
+                lapses: 0,
+            }),
+            renewed: watch::Sender::new(0),
         });
+        if cluster.store.shared() {
+            cluster
+                .store
+                .fence(Some((cluster.me.id.clone(), cluster.lease)));
+        }
         cluster.beat().await?;
         let weak = Arc::downgrade(&cluster);
         tokio::spawn(async move {
             let every = lease / 4;
+            let mut wait = every;
             loop {
-                tokio::time::sleep(every).await;
+                tokio::time::sleep(wait).await;
                 let Some(cluster) = weak.upgrade() else {
                     return;
                 };
                 if cluster.left.load(std::sync::atomic::Ordering::Acquire) {
                     return;
                 }
+                wait = every;
                 if let Err(e) = cluster.beat().await {
+                    // Sooner again: the lease is running out.
+                    wait = every / 2;
                     crate::warn_limited!("heartbeat", error = %e, "the heartbeat to the shared log failed");
                 }
             }
@@ -67,10 +105,82 @@ impl Cluster {
         if self.left.load(std::sync::atomic::Ordering::Acquire) {
             return Ok(());
         }
+        let (sent, at) = (Instant::now(), SystemTime::now());
         self.store.heartbeat(self.me.clone()).await?;
+        self.renew(sent, at);
         let members = self.store.members().await?;
+        // Alone on the log: nobody to wake (a daemon joining wakes this one
+        // by its own appends, and this one learns of it at its next beat).
+        let others = members
+            .iter()
+            .any(|m| m.id != self.me.id && Duration::from_millis(m.heartbeat_age_ms) < self.lease);
+        self.store.wake_others(others);
         *self.seen.write().unwrap_or_else(|p| p.into_inner()) = members;
         Ok(())
+    }
+
+    /// The lease is held again from `sent`; a renewal a lease or more
+    /// after the previous one's sending is a lapse.
+    fn renew(&self, sent: Instant, at: SystemTime) {
+        let mut r = crate::sync::lock(&self.renewal);
+        let gap = Instant::now().saturating_duration_since(r.sent);
+        if gap >= self.lease {
+            r.lapses += 1;
+            tracing::warn!(
+                gap_ms = gap.as_millis() as u64,
+                lease_ms = self.lease.as_millis() as u64,
+                "the lease on the shared log had lapsed and is renewed; paused work checks whether it was taken over"
+            );
+        }
+        if sent > r.sent {
+            r.sent = sent;
+            r.at = at;
+        }
+        drop(r);
+        self.renewed.send_modify(|n| *n += 1);
+    }
+
+    /// Why this daemon must not start a tool call or a turn now: its lease
+    /// was last renewed half a lease ago or more (`None` on a log nobody
+    /// shares, or once it left).
+    pub fn fenced(&self) -> Option<String> {
+        if !self.store.shared() || self.left.load(std::sync::atomic::Ordering::Acquire) {
+            return None;
+        }
+        let r = crate::sync::lock(&self.renewal);
+        let age = r.sent.elapsed();
+        if age < self.lease / 2 {
+            return None;
+        }
+        let since = r.at + self.lease / 2;
+        let since = since
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        Some(format!(
+            "fenced since {}: the lease on the shared log was last renewed {:.1} s ago (lease {} s); no tool call or turn starts until it is renewed",
+            tinycode_shared::render::rfc3339(since, 0),
+            age.as_secs_f64(),
+            self.lease.as_secs_f64()
+        ))
+    }
+
+    /// How many times the lease lapsed so far.
+    pub fn lapses(&self) -> u64 {
+        crate::sync::lock(&self.renewal).lapses
+    }
+
+    /// Wait while fenced; returns [`Self::lapses`] once it may act (a
+    /// number above one read before means the lease lapsed meanwhile).
+    pub async fn hold(&self) -> u64 {
+        let mut renewed = self.renewed.subscribe();
+        let poll = (self.lease / 8).max(Duration::from_millis(50));
+        while self.fenced().is_some() {
+            tokio::select! {
+                _ = renewed.changed() => {}
+                () = tokio::time::sleep(poll) => {}
+            }
+        }
+        self.lapses()
     }
 
     /// This daemon's id.
@@ -116,9 +226,13 @@ impl Cluster {
     /// heard, when it cannot answer), this one included also on a log
     /// nobody else shares, and whether each is alive.
     pub async fn members(&self) -> Vec<(Member, bool)> {
-        match self.store.members().await {
-            Ok(members) => *self.seen.write().unwrap_or_else(|p| p.into_inner()) = members,
-            Err(e) => tracing::warn!(error = %e, "cannot list the daemons sharing the log"),
+        // Within half a lease: status answers while the store does not.
+        match tokio::time::timeout(self.lease / 2, self.store.members()).await {
+            Ok(Ok(members)) => *self.seen.write().unwrap_or_else(|p| p.into_inner()) = members,
+            Ok(Err(e)) => tracing::warn!(error = %e, "cannot list the daemons sharing the log"),
+            Err(_) => {
+                tracing::warn!("the daemons sharing the log were not listed within half a lease")
+            }
         }
         let mut all = self.seen.read().unwrap_or_else(|p| p.into_inner()).clone();
         if !all.iter().any(|m| m.id == self.me.id) {
@@ -137,6 +251,7 @@ impl Cluster {
     /// waiting out the lease.
     pub async fn leave(&self) {
         self.left.store(true, std::sync::atomic::Ordering::Release);
+        self.store.fence(None);
         if let Err(e) = self.store.leave(&self.me.id).await {
             tracing::warn!(error = %e, "could not leave the shared log's daemon list");
         }

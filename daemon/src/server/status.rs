@@ -93,7 +93,7 @@ impl IntoStatus for StoreError {
             | StoreError::NoHead { .. }
             | StoreError::Unreadable { .. } => Status::data_loss(message),
             StoreError::Io(_) | StoreError::Database(_) => Status::internal(message),
-            StoreError::Unreachable(_) => Status::unavailable(message),
+            StoreError::Unreachable(_) | StoreError::Fenced { .. } => Status::unavailable(message),
             StoreError::DiskFull { .. } => Status::resource_exhausted(message),
             StoreError::SchemaNewer { .. } => Status::failed_precondition(message),
         }

@@ -27,6 +27,9 @@ pub enum TurnOutcome {
     Cancelled,
     TimedOut,
     Failed(String),
+    /// This daemon's lease lapsed while the turn was paused and another
+    /// daemon took the turn over: it stops here and records nothing more.
+    HandedOver(String),
 }
 
 #[derive(Debug, Clone)]
@@ -174,6 +177,13 @@ pub trait Approver: Send + Sync {
     ) -> futures::future::BoxFuture<'a, Decision>;
 }
 
+/// Whether this daemon may act now. A turn asks before each step and each
+/// tool call: while its daemon's lease on a shared log is not renewed it
+/// waits; `Err(why)` when the turn was taken over meanwhile.
+pub trait Fence: Send + Sync {
+    fn hold(&self) -> futures::future::BoxFuture<'_, Result<(), String>>;
+}
+
 /// Everything a turn runs against.
 pub struct Turn<'a> {
     pub provider: &'a dyn ModelProvider,
@@ -185,6 +195,8 @@ pub struct Turn<'a> {
     /// Who compacts the history when the context outgrows
     /// `config.compact_above_tokens` mid-turn.
     pub compactor: Option<&'a dyn Compactor>,
+    /// Who says whether this daemon may act (`None`: always).
+    pub fence: Option<&'a dyn Fence>,
 }
 
 impl Turn<'_> {
@@ -229,15 +241,18 @@ impl Turn<'_> {
             r
         };
         if !pending.is_empty()
-            && let Err(i) = self
+            && let Err(outcome) = self
                 .run_calls(&pending, &mut result, &mut run, observe)
                 .await
         {
-            return end(result, interrupted(i));
+            return end(result, outcome);
         }
         loop {
             if result.steps >= self.config.max_steps {
                 return end(result, TurnOutcome::MaxSteps);
+            }
+            if let Err(outcome) = self.hold(&mut run).await {
+                return end(result, outcome);
             }
             result.steps += 1;
             observe(TurnEvent::StepStarted { step: result.steps });
@@ -262,12 +277,25 @@ impl Turn<'_> {
                 }
                 return end(result, TurnOutcome::Completed);
             }
-            if let Err(i) = self
+            if let Err(outcome) = self
                 .run_calls(&said.calls, &mut result, &mut run, observe)
                 .await
             {
-                return end(result, interrupted(i));
+                return end(result, outcome);
             }
+        }
+    }
+
+    /// Wait while the daemon is fenced (interruptible like a step); the
+    /// outcome that ends the turn when it may not go on.
+    async fn hold(&self, run: &mut Running) -> Result<(), TurnOutcome> {
+        let Some(fence) = self.fence else {
+            return Ok(());
+        };
+        match interruptible(fence.hold(), &mut run.cancel, run.deadline).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(why)) => Err(TurnOutcome::HandedOver(why)),
+            Err(i) => Err(interrupted(i)),
         }
     }
 
@@ -362,8 +390,10 @@ impl Turn<'_> {
         result: &mut TurnResult,
         run: &mut Running,
         observe: &mut (dyn FnMut(TurnEvent) + Send),
-    ) -> Result<(), Interrupt> {
+    ) -> Result<(), TurnOutcome> {
         for (i, call) in calls.iter().enumerate() {
+            // Handed over: nothing more is recorded, the taker answers.
+            self.hold(run).await?;
             observe(TurnEvent::ToolStarted(call.clone()));
             result.tool_calls += 1;
             let output =
@@ -379,7 +409,7 @@ impl Turn<'_> {
                                 &ToolOutput::error("not run: the turn was interrupted"),
                             ));
                         }
-                        return Err(interrupt);
+                        return Err(interrupted(interrupt));
                     }
                 };
             let (output, full_chars, artifact) = self.truncate(result.steps, call, output);

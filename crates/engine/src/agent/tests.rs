@@ -125,6 +125,7 @@ async fn run(
         config: &config,
         approver: None,
         compactor: None,
+        fence: None,
     };
     let mut events = Vec::new();
     let result = turn
@@ -492,6 +493,7 @@ mod offline_scenarios {
             config: &config,
             approver: None,
             compactor: None,
+            fence: None,
         };
         let mut calls = Vec::new();
         let result = turn
@@ -601,6 +603,7 @@ mod offline_scenarios {
             config: &config,
             approver: None,
             compactor: None,
+            fence: None,
         };
         let result = turn
             .run("", Vec::new(), "退款 时效 多久到账？", &mut |_| {})
@@ -668,6 +671,7 @@ async fn the_context_is_compacted_before_every_request_that_would_outgrow_the_li
         config: &config,
         approver: None,
         compactor: Some(&compactor),
+        fence: None,
     };
     let result = turn
         .run("system", long_history, "triage", &mut |_| {})

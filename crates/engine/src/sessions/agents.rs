@@ -430,6 +430,20 @@ impl SubAgents for Scope {
     }
 }
 
+/// The last answer text the turn produced (a worker's result).
+pub(super) fn final_text(messages: &[crate::model::Message]) -> String {
+    messages
+        .iter()
+        .rev()
+        .find_map(|m| match m {
+            crate::model::Message::Assistant { text, .. } if !text.trim().is_empty() => {
+                Some(text.clone())
+            }
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,7 @@ mod approver;
 mod attach;
 mod compaction;
 mod decisions;
+mod fence;
 mod jobs;
 mod live;
 mod manage;
@@ -236,6 +237,13 @@ impl Sessions {
     /// From now on no new turn starts (a restart drains first).
     pub fn begin_drain(&self) {
         self.draining.store(true, Ordering::Release);
+    }
+
+    /// Whether session `id` has a turn running or queued on this daemon.
+    pub fn working(&self, id: &str) -> bool {
+        lock(&self.live).get(id).is_some_and(|l| {
+            l.running.load(Ordering::Acquire) != 0 || l.queued.load(Ordering::Acquire) != 0
+        })
     }
 
     /// Turns running and not at a safe point (waiting for a person is

@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use super::approver::SessionApprover;
 use super::compaction::{MidTurn, compact};
 use super::jobs::{DeltaKind, Write};
-use super::write::{append, provider_for};
+use super::write::{append_end, provider_for};
 use super::writer::{acknowledged, spawn_writer};
 use super::{Live, SessionError, SessionState, Sessions};
 use crate::agent::{Turn, TurnConfig, TurnEvent, TurnOutcome, TurnResult, prompt};
@@ -38,7 +38,11 @@ pub(super) async fn run_turn(
     // one writer: the order is the order produced, and what queues while
     // an append is in flight is stored by the next one (one durable point
     // for several events, never awaited by the loop itself).
-    let (tx, writer) = spawn_writer(sessions, live, id, turn);
+    // A fenced daemon starts no turn (on a shared log: its lease is not
+    // renewed); `begin` then finds one another daemon took over.
+    sessions.cluster.hold().await;
+    let fence = Arc::new(super::fence::TurnFence::new(sessions, id, turn));
+    let (tx, writer) = spawn_writer(sessions, live, id, turn, Arc::clone(&fence));
     let prepared = if resume || begin(sessions, id, &tx, turn).await {
         Prepared::new(sessions, id, live, &tx, turn, resume).await
     } else {
@@ -51,9 +55,16 @@ pub(super) async fn run_turn(
         let _ = writer.await;
         return;
     };
-    let result = run.drive(&tx).await;
+    let result = run.drive(&tx, &fence).await;
+    if let Some(why) = fence.handed_over() {
+        // The daemon that took it over records its end.
+        tracing::warn!(session = %id, turn, why = %why, "a turn was handed over while this daemon's lease had lapsed");
+        drop(tx);
+        let _ = writer.await;
+        return;
+    }
     run.cancel_pending_approvals(&tx, &result.outcome).await;
-    run.complete(&result, tx, writer).await;
+    run.complete(&result, tx, writer, &fence).await;
 }
 
 /// Queue `TurnStarted`; `false` when the turn already began (on a shared
@@ -240,7 +251,11 @@ impl<'a> Prepared<'a> {
 
     /// Run the agent loop, handing what it produces to the writer in the
     /// order produced; then what an interruption left unreported.
-    async fn drive(&mut self, tx: &mpsc::UnboundedSender<Write>) -> TurnResult {
+    async fn drive(
+        &mut self,
+        tx: &mpsc::UnboundedSender<Write>,
+        fence: &super::fence::TurnFence,
+    ) -> TurnResult {
         let sessions = self.sessions;
         let ctx = self.tool_context();
         // A worker closed before its turn ran stops at once.
@@ -273,6 +288,7 @@ impl<'a> Prepared<'a> {
             config: &self.config,
             approver: Some(&approver),
             compactor: Some(&mid_turn),
+            fence: Some(fence),
         };
         let prior = self.so_far.len();
         let mut recorder = Recorder {
@@ -290,6 +306,9 @@ impl<'a> Prepared<'a> {
                 &mut |event| recorder.on(event),
             )
             .await;
+        if matches!(result.outcome, TurnOutcome::HandedOver(_)) {
+            return result;
+        }
         // The partial answer and the results of calls that never ran, so
         // the transcript stays whole.
         for message in result.messages.iter().skip(prior + recorder.stored) {
@@ -338,6 +357,7 @@ impl<'a> Prepared<'a> {
         result: &TurnResult,
         tx: mpsc::UnboundedSender<Write>,
         writer: tokio::task::JoinHandle<Option<String>>,
+        fence: &super::fence::TurnFence,
     ) {
         let sessions = self.sessions;
         let (mut outcome, mut error) = outcome_of(&result.outcome);
@@ -360,6 +380,8 @@ impl<'a> Prepared<'a> {
         }
         drop(tx);
         match writer.await.ok().flatten() {
+            // Taken over meanwhile: the taker records the end.
+            Some(_) if fence.handed_over().is_some() => return,
             Some(e) => {
                 outcome = Outcome::Failed;
                 error = format!("the turn stopped: an event could not be stored ({e})");
@@ -370,7 +392,7 @@ impl<'a> Prepared<'a> {
         if self.worker {
             let end = super::agents::WorkerEnd {
                 outcome,
-                text: final_text(&result.messages),
+                text: super::agents::final_text(&result.messages),
                 steps: result.steps,
                 tool_calls: result.tool_calls,
                 usage: model_usage(&result.usage),
@@ -383,9 +405,14 @@ impl<'a> Prepared<'a> {
             // Its workers end with it.
             sessions.stop_workers_of_turn(self.id, self.turn);
         }
-        // A failure is logged by `append`; the next start finds the turn
-        // unfinished and marks it interrupted.
-        let _ = append(sessions, self.live, self.id, completed(outcome, error)).await;
+        append_end(
+            sessions,
+            self.live,
+            self.id,
+            self.turn,
+            completed(outcome, error),
+        )
+        .await;
     }
 }
 
@@ -503,6 +530,8 @@ fn outcome_of(outcome: &TurnOutcome) -> (Outcome, String) {
         TurnOutcome::TimedOut => (Outcome::TimedOut, String::new()),
         // Whatever a provider said, no credential is stored.
         TurnOutcome::Failed(e) => (Outcome::Failed, crate::model::redact::redact(e, &[])),
+        // Never stored by this daemon (the taker records the end).
+        TurnOutcome::HandedOver(why) => (Outcome::Interrupted, why.clone()),
     }
 }
 
@@ -558,18 +587,6 @@ fn payload(turn: u64, step: u32, message: &Message) -> Option<Payload> {
         })),
         Message::User { .. } => None,
     }
-}
-
-/// The last answer text the turn produced (a worker's result).
-fn final_text(messages: &[Message]) -> String {
-    messages
-        .iter()
-        .rev()
-        .find_map(|m| match m {
-            Message::Assistant { text, .. } if !text.trim().is_empty() => Some(text.clone()),
-            _ => None,
-        })
-        .unwrap_or_default()
 }
 
 pub(super) fn model_usage(u: &Usage) -> ModelUsage {

@@ -20,6 +20,45 @@ pub(super) async fn append(
     append_all(sessions, live, id, vec![p]).await
 }
 
+/// Store the end of turn `turn` (`end`) even across an outage of the
+/// store: a transient failure is tried again with backoff (0.2 s … 5 s)
+/// until it is stored or the store closes — whoever waits for the turn's
+/// end (a triage, a client) is not left waiting by a database that came
+/// back. An append whose answer was lost may have been stored: the log is
+/// read before each retry.
+pub(super) async fn append_end(
+    sessions: &Sessions,
+    live: &Live,
+    id: &str,
+    turn: u64,
+    end: Payload,
+) {
+    let mut wait = std::time::Duration::from_millis(200);
+    let mut closing = sessions.store.closing();
+    loop {
+        match append(sessions, live, id, end.clone()).await {
+            Err(SessionError::Store(e)) if e.transient() => {}
+            // Stored, or logged by `append`: the next start finds the
+            // turn unfinished and marks it interrupted.
+            _ => return,
+        }
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            _ = closing.wait_for(|c| *c) => return,
+        }
+        wait = (wait * 2).min(std::time::Duration::from_secs(5));
+        let stored = match sessions.store.latest().await {
+            Ok(head) => {
+                sessions.read_at(head).await.is_ok() && sessions.turn_outcome(id, turn).is_some()
+            }
+            Err(_) => false,
+        };
+        if stored {
+            return;
+        }
+    }
+}
+
 /// Store events of the session in one append (one durable point) and
 /// publish them; returns the last one's sequence.
 pub(super) async fn append_all(

@@ -6,9 +6,11 @@ use std::sync::Arc;
 use tinycode_shared::proto::event::Payload;
 use tokio::sync::{mpsc, oneshot};
 
+use super::fence::TurnFence;
 use super::jobs::Write;
 use super::write::append_all;
 use super::{Live, Sessions};
+use crate::agent::Fence;
 
 /// One writer stores events and emits deltas in the order the turn
 /// produced them, so every attached client sees one order. What queued
@@ -16,12 +18,15 @@ use super::{Live, Sessions};
 /// append (up to [`WRITE_BATCH`] events). The first failed append stops
 /// the turn (as a cancel does) and fails it: nothing after an event that
 /// was never stored is stored or acknowledged. The task ends when every
-/// sender is gone, with the first failure.
+/// sender is gone, with the first failure. While the daemon is fenced it
+/// holds what it would store; once the turn was taken over it stores
+/// nothing more (see [`TurnFence`]).
 pub(super) fn spawn_writer(
     sessions: &Arc<Sessions>,
     live: &Arc<Live>,
     id: &str,
     turn: u64,
+    fence: Arc<TurnFence>,
 ) -> (
     mpsc::UnboundedSender<Write>,
     tokio::task::JoinHandle<Option<String>>,
@@ -58,6 +63,15 @@ pub(super) fn spawn_writer(
                     Ok(w) => batch.add(w),
                     Err(_) => break,
                 }
+            }
+            // Held while the daemon is fenced; nothing once the turn was
+            // taken over.
+            if failed.is_none()
+                && !batch.payloads.is_empty()
+                && let Err(why) = fence.hold().await
+            {
+                failed = Some(format!("handed over: {why}"));
+                live.cancel.send_replace(true);
             }
             let stored = match &failed {
                 Some(e) => Err(e.clone()),

@@ -52,8 +52,14 @@ impl Triage {
                     ExpectedVersion::NoStream,
                 )
                 .await;
-            if let Err(e) = queued {
-                crate::error_limited!("intake-queue", ticket = id, error = %e, "cannot queue a ticket for triage");
+            match queued {
+                Ok(_) => {}
+                Err(e) => {
+                    // The sweep (every half lease) queues it later.
+                    self.intake_missed
+                        .store(true, std::sync::atomic::Ordering::Release);
+                    crate::error_limited!("intake-queue", ticket = id, error = %e, "cannot queue a ticket for triage; it is queued once the store answers");
+                }
             }
         }
     }

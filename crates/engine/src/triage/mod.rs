@@ -92,6 +92,9 @@ pub struct Triage {
     cluster: Arc<Cluster>,
     /// Tickets lined up or running here (a ticket is lined up once).
     local: Mutex<HashSet<String>>,
+    /// The intake could not queue a ticket: the next sweep queues every
+    /// open ticket without a record.
+    intake_missed: std::sync::atomic::AtomicBool,
     /// The records (`board.rs`).
     board: ProjectorHandle,
     /// Work waiting for a slot, in order.
@@ -139,6 +142,7 @@ impl Triage {
             config: std::sync::RwLock::new(config),
             cluster,
             local: Mutex::new(HashSet::new()),
+            intake_missed: std::sync::atomic::AtomicBool::new(false),
             board,
             queue: Mutex::new(VecDeque::new()),
             turns: Mutex::new(HashMap::new()),
@@ -367,6 +371,11 @@ impl Triage {
         lock(&self.queue).push_back(job);
         self.wake.notify_one();
         true
+    }
+
+    /// Whether `ticket` is lined up or running here.
+    fn is_local(&self, ticket: &str) -> bool {
+        lock(&self.local).contains(ticket)
     }
 
     /// The job of `ticket` left this daemon (done, or held elsewhere).

@@ -52,6 +52,8 @@ impl Triage {
                 }
                 self.wake.notified().await;
             };
+            // A fenced daemon claims nothing new until its lease is renewed.
+            self.cluster.hold().await;
             tokio::spawn(Arc::clone(&self).run(job, Some(slot)));
         }
     }

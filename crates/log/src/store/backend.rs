@@ -89,6 +89,24 @@ pub trait Backend: Send + Sync + 'static {
         false
     }
 
+    /// The highest sequence in the log as its database has it now (others'
+    /// appends included, published here or not); a log only this process
+    /// writes answers [`Backend::last_sequence`].
+    fn latest(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(futures::future::ready(Ok(self.last_sequence())))
+    }
+
+    /// Whether another live daemon shares the log and must be woken by
+    /// this one's appends (PostgreSQL: `NOTIFY`, which serializes commits
+    /// across the whole server; a daemon alone on its log skips it).
+    fn wake_others(&self, _others: bool) {}
+
+    /// From now on refuse this process's appends when `id` has not been
+    /// heard from within `lease` by the store's clock ([`StoreError::Fenced`]):
+    /// a daemon cut off longer than its lease makes no change once another
+    /// may have taken its work. `None`: no such check (leaving, or alone).
+    fn fence(&self, _holder: Option<(String, std::time::Duration)>) {}
+
     /// Record that `me` is alive now, by the store's clock (a log only one
     /// daemon opens has nobody to tell: the default does nothing).
     fn heartbeat(&self, _me: Member) -> BoxFuture<'_, Result<(), StoreError>> {

@@ -77,6 +77,13 @@ pub enum StoreError {
     /// The store's database cannot be reached (PostgreSQL).
     #[error("{0}")]
     Unreachable(String),
+    /// This daemon's lease on the shared log lapsed: the database refuses
+    /// its appends until a heartbeat renews it (another daemon may have
+    /// taken its work meanwhile).
+    #[error(
+        "this daemon's lease on the shared log lapsed (not heard from within {lease_ms} ms by the database); its appends are refused until its heartbeat is renewed — another daemon may have taken over its work"
+    )]
+    Fenced { lease_ms: u64 },
     /// The store's database answered with an error (PostgreSQL).
     #[error("the event store's database failed: {0}")]
     Database(String),
@@ -87,6 +94,16 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// Whether the same append may succeed later by itself: the database
+    /// was away or answered with an error, the disk was full, this
+    /// daemon's lease had lapsed.
+    pub fn transient(&self) -> bool {
+        matches!(
+            self,
+            Self::Unreachable(_) | Self::Database(_) | Self::DiskFull { .. } | Self::Fenced { .. }
+        )
+    }
+
     /// The same error again, for each of several waiters (an I/O error
     /// keeps its text; nothing is wrapped twice).
     pub(crate) fn again(&self) -> Self {

@@ -222,6 +222,21 @@ impl EventStore {
         self.inner.log.heartbeat(me).await
     }
 
+    /// The log's head as its database has it now (see [`Backend::latest`]).
+    pub async fn latest(&self) -> Result<u64, StoreError> {
+        self.inner.log.latest().await
+    }
+
+    /// Whether appends wake other daemons (see [`Backend::wake_others`]).
+    pub fn wake_others(&self, others: bool) {
+        self.inner.log.wake_others(others);
+    }
+
+    /// Appends refused once `holder`'s lease lapsed (see [`Backend::fence`]).
+    pub fn fence(&self, holder: Option<(String, std::time::Duration)>) {
+        self.inner.log.fence(holder);
+    }
+
     /// The daemons sharing this log (see [`Backend::members`]).
     pub async fn members(&self) -> Result<Vec<Member>, StoreError> {
         self.inner.log.members().await

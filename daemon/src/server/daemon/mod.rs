@@ -108,7 +108,14 @@ impl Daemon for DaemonService {
                 .into_iter()
                 .map(|(file, reason)| WorkspaceProblem { file, reason })
                 .collect(),
-            writes_paused: self.shared.store.writes_paused().unwrap_or_default(),
+            writes_paused: [
+                self.shared.store.writes_paused(),
+                self.shared.triage.cluster().fenced(),
+            ]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join("; "),
             permission_mode: self.shared.sessions.defaults().approve.as_str().into(),
             needs_restart: self.shared.control.needs_restart(),
             startup: None,

@@ -29,6 +29,37 @@ pub(super) struct Follower {
     pub published: watch::Sender<u64>,
     pub live: broadcast::Sender<Arc<Event>>,
     pub stopping: watch::Receiver<bool>,
+    /// Who hears this log's notifications: another daemon's heartbeat
+    /// says it is there, and this one's appends start waking it.
+    pub peers: Peers,
+}
+
+/// What a heartbeat's notification tells the listener: this daemon (its
+/// id, from the fence) and whether its appends notify.
+#[derive(Clone)]
+pub(super) struct Peers {
+    pub fence: super::Fence,
+    pub notify: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Peers {
+    /// A notification's payload that is not a sequence: `daemon:<id>`,
+    /// sent with each heartbeat.
+    fn heard(&self, payload: &str) {
+        let Some(id) = payload.strip_prefix(super::BEAT_PREFIX) else {
+            return;
+        };
+        let mine = self
+            .fence
+            .read()
+            .ok()
+            .and_then(|f| f.as_ref().map(|(me, _)| me == id))
+            .unwrap_or(false);
+        if !mine {
+            self.notify
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
 }
 
 pub(super) async fn run(mut f: Follower) {
@@ -38,6 +69,7 @@ pub(super) async fn run(mut f: Follower) {
         f.target.clone(),
         hints_tx,
         f.stopping.clone(),
+        f.peers.clone(),
     ));
     let mut poll = tokio::time::interval(POLL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -135,29 +167,32 @@ impl Follower {
     }
 }
 
-/// Keep a connection listening on [`CHANNEL`]; each notification's payload
+/// Keep a connection listening on its schema's [`CHANNEL`]; each notification's payload
 /// (a sequence) goes to `hints`. Reconnects until `stopping`.
 async fn listen(
     config: super::tls::Conn,
     target: String,
     hints: mpsc::UnboundedSender<u64>,
     mut stopping: watch::Receiver<bool>,
+    peers: Peers,
 ) {
     while !*stopping.borrow() {
         match config.pg.connect(config.tls.clone()).await {
             Ok((client, mut connection)) => {
                 config.health.reached();
                 let (tx, mut notes) = mpsc::unbounded_channel();
+                let peers = peers.clone();
                 let driver = tokio::spawn(async move {
                     let mut messages =
                         futures::stream::poll_fn(move |cx| connection.poll_message(cx));
                     while let Some(message) = messages.next().await {
                         match message {
-                            Ok(AsyncMessage::Notification(n)) => {
-                                if let Ok(sequence) = n.payload().parse::<u64>() {
+                            Ok(AsyncMessage::Notification(n)) => match n.payload().parse::<u64>() {
+                                Ok(sequence) => {
                                     let _ = tx.send(sequence);
                                 }
-                            }
+                                Err(_) => peers.heard(n.payload()),
+                            },
                             Ok(_) => {}
                             Err(e) => {
                                 tracing::warn!(error = %e, "the PostgreSQL listening connection failed");
@@ -166,7 +201,12 @@ async fn listen(
                         }
                     }
                 });
-                match client.batch_execute(&format!("LISTEN {CHANNEL}")).await {
+                let listening = async {
+                    let row = client.query_one(&format!("SELECT {CHANNEL}"), &[]).await?;
+                    let channel: String = row.get(0);
+                    client.batch_execute(&format!("LISTEN \"{channel}\"")).await
+                };
+                match listening.await {
                     Ok(()) => loop {
                         tokio::select! {
                             note = notes.recv() => match note {

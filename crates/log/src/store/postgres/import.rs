@@ -9,7 +9,7 @@ use std::path::Path;
 use prost::Message;
 use tinycode_shared::proto::Event;
 
-use super::commit::APPEND_LOCK;
+use super::commit::lock_sql;
 use super::{CHANNEL, StoreError, connect, failed, schema, to_i64};
 
 /// Events per `INSERT`.
@@ -43,7 +43,10 @@ pub(crate) async fn import(url: &str, file: &Path) -> Result<u64, StoreError> {
         }
     };
     client
-        .execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &last.to_string()])
+        .execute(
+            &format!("SELECT pg_notify({CHANNEL}, $1)"),
+            &[&last.to_string()],
+        )
         .await
         .map_err(db)?;
     client.batch_execute("COMMIT").await.map_err(db)?;
@@ -59,9 +62,7 @@ async fn begin_on_empty(url: &str) -> Result<(tokio_postgres::Client, String), S
     schema::migrate(&client, &target).await?;
     let db = |e: tokio_postgres::Error| failed(&target, &e);
     client
-        .batch_execute(&format!(
-            "BEGIN; SELECT pg_advisory_xact_lock({APPEND_LOCK})"
-        ))
+        .batch_execute(&format!("BEGIN; {}", lock_sql()))
         .await
         .map_err(db)?;
     let held: i64 = client

@@ -16,9 +16,12 @@
 //! follower has published it, so a read after a write sees it.
 //!
 //! Connections: one for the committer, one shared by readers (queries
-//! pipeline on it), one that listens. Each reconnects on its next use
-//! after a failure. TLS is not supported yet: use a local socket, a
-//! private network or a tunnel.
+//! pipeline on it), one that listens, one for the heartbeat. Each
+//! reconnects on its next use after a failure; every one is made through
+//! `tls.rs`. Once the daemon sets its fence (`Backend::fence`), each
+//! append transaction checks, under the append lock and by the database's
+//! clock, that the daemon's heartbeat is within its lease, and refuses the
+//! batch otherwise.
 
 mod commit;
 mod follow;
@@ -26,27 +29,43 @@ mod import;
 pub(crate) mod tls;
 
 pub(crate) use import::import;
+mod reader;
 mod schema;
+
+use reader::{Reader, decode_row};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use prost::Message;
+
 use tinycode_shared::proto::{Event, event::Payload};
 use tokio::sync::{Mutex, broadcast, mpsc, oneshot, watch};
-use tokio_postgres::{Client, Statement};
+use tokio_postgres::Client;
 
 use super::backend::{Backend, Member};
 use super::{ExpectedVersion, StoreError, StoreOptions, StoreStats};
 use commit::Request;
 
-/// The channel `NOTIFY` uses; its payload is the last committed sequence.
-const CHANNEL: &str = "tinycode_events";
+/// The channel `NOTIFY` uses, as SQL: one per schema (a log), so desks
+/// sharing a database never wake each other; its payload is the last
+/// committed sequence.
+const CHANNEL: &str = "'tinycode_' || md5(coalesce(current_schema(), ''))";
 
 /// Events read per query while catching up.
 const READ_BATCH: i64 = 512;
+
+/// The daemon whose lease the database checks before each append, and the
+/// lease (see `Backend::fence`).
+type Fence = Arc<std::sync::RwLock<Option<(String, std::time::Duration)>>>;
+
+/// A heartbeat's notification: this prefix and the daemon's id, so the
+/// other daemons of the log start waking it at once.
+const BEAT_PREFIX: &str = "daemon:";
+
+/// A heartbeat with no fence set gives up after this long.
+const BEAT_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 pub(crate) struct PgLog {
     target: String,
@@ -61,6 +80,13 @@ pub(crate) struct PgLog {
     committer: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Bytes the log's table takes in the database, as last measured.
     size: Arc<AtomicU64>,
+    fence: Fence,
+    /// Whether appends `NOTIFY` (another daemon listens); on until the
+    /// cluster says this daemon is alone.
+    notify: Arc<std::sync::atomic::AtomicBool>,
+    /// The heartbeat's own connection: a slow read or a queue of appends
+    /// never delays it.
+    beat: Mutex<Option<Client>>,
 }
 
 impl PgLog {
@@ -78,7 +104,11 @@ impl PgLog {
         let (appends, queue) = mpsc::unbounded_channel();
         let (committed_tx, committed_rx) = mpsc::unbounded_channel();
         let transactions = Arc::new(AtomicU64::new(0));
+        let fence: Fence = Arc::default();
+        let notify = Arc::new(std::sync::atomic::AtomicBool::new(true));
         let committer = tokio::spawn(commit::run(commit::Committer {
+            fence: Arc::clone(&fence),
+            notify: Arc::clone(&notify),
             config: config.clone(),
             target: target.clone(),
             client: None,
@@ -96,6 +126,10 @@ impl PgLog {
             published: published_tx,
             live: live.clone(),
             stopping,
+            peers: follow::Peers {
+                fence: Arc::clone(&fence),
+                notify: Arc::clone(&notify),
+            },
         }));
         let size = Arc::new(AtomicU64::new(0));
         tokio::spawn(measure_size(
@@ -106,6 +140,9 @@ impl PgLog {
         ));
         Ok(Self {
             size,
+            fence,
+            notify,
+            beat: Mutex::new(None),
             target,
             config,
             reader: Mutex::new(Some(reader)),
@@ -130,6 +167,45 @@ impl PgLog {
         let reader = Arc::new(Reader::new(client, &self.target).await?);
         *slot = Some(Arc::clone(&reader));
         Ok(reader)
+    }
+
+    /// Upsert this daemon's row (`heartbeat_at = now()`) on the
+    /// heartbeat's connection, made first when there is none.
+    async fn beat_on(&self, slot: &mut Option<Client>, me: &Member) -> Result<(), StoreError> {
+        if slot.as_ref().is_none_or(Client::is_closed) {
+            *slot = Some(connect(&self.config, &self.target).await?);
+        }
+        let Some(client) = slot.as_ref() else {
+            return Err(StoreError::Closed);
+        };
+        client
+            .execute(
+                "INSERT INTO tinycode_daemons \
+                 (id, host, pid, socket, workspace, started_at, heartbeat_at) \
+                 VALUES ($1, $2, $3, $4, $5, to_timestamp($6), now()) \
+                 ON CONFLICT (id) DO UPDATE SET host = $2, pid = $3, socket = $4, \
+                 workspace = $5, started_at = to_timestamp($6), heartbeat_at = now()",
+                &[
+                    &me.id,
+                    &me.host,
+                    &i32::try_from(me.pid).unwrap_or(i32::MAX),
+                    &me.socket,
+                    &me.workspace,
+                    &(me.started_at as f64),
+                ],
+            )
+            .await
+            .map_err(|e| failed(&self.target, &e))?;
+        // Daemons alone on the log do not notify of their appends; this
+        // tells them another one is here.
+        client
+            .execute(
+                &format!("SELECT pg_notify({CHANNEL}, $1)"),
+                &[&format!("{BEAT_PREFIX}{}", me.id)],
+            )
+            .await
+            .map_err(|e| failed(&self.target, &e))?;
+        Ok(())
     }
 
     async fn read_stream_now(
@@ -259,29 +335,45 @@ impl Backend for PgLog {
         true
     }
 
+    fn latest(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
+        async move { self.reader().await?.head().await }.boxed()
+    }
+
+    fn wake_others(&self, others: bool) {
+        self.notify.store(others, Ordering::Relaxed);
+    }
+
+    fn fence(&self, holder: Option<(String, std::time::Duration)>) {
+        *self.fence.write().unwrap_or_else(|p| p.into_inner()) = holder;
+    }
+
+    /// On its own connection, within half a lease (a connection that
+    /// hangs is dropped and made again next time).
     fn heartbeat(&self, me: Member) -> BoxFuture<'_, Result<(), StoreError>> {
         async move {
-            let reader = self.reader().await?;
-            reader
-                .client
-                .execute(
-                    "INSERT INTO tinycode_daemons \
-                     (id, host, pid, socket, workspace, started_at, heartbeat_at) \
-                     VALUES ($1, $2, $3, $4, $5, to_timestamp($6), now()) \
-                     ON CONFLICT (id) DO UPDATE SET host = $2, pid = $3, socket = $4, \
-                     workspace = $5, started_at = to_timestamp($6), heartbeat_at = now()",
-                    &[
-                        &me.id,
-                        &me.host,
-                        &i32::try_from(me.pid).unwrap_or(i32::MAX),
-                        &me.socket,
-                        &me.workspace,
-                        &(me.started_at as f64),
-                    ],
-                )
-                .await
-                .map_err(|e| failed(&self.target, &e))?;
-            Ok(())
+            let limit = self
+                .fence
+                .read()
+                .ok()
+                .and_then(|f| f.as_ref().map(|(_, lease)| *lease / 2))
+                .unwrap_or(BEAT_LIMIT);
+            let mut slot = self.beat.lock().await;
+            let beat = tokio::time::timeout(limit, self.beat_on(&mut slot, &me)).await;
+            match beat {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(e)) => {
+                    *slot = None;
+                    Err(e)
+                }
+                Err(_) => {
+                    *slot = None;
+                    Err(StoreError::Unreachable(format!(
+                        "PostgreSQL at {}: no answer to the heartbeat within {} ms",
+                        self.target,
+                        limit.as_millis()
+                    )))
+                }
+            }
         }
         .boxed()
     }
@@ -344,7 +436,6 @@ impl Backend for PgLog {
     }
 }
 
-/// Connect, and drive the connection on its own task.
 /// Measure the log's table (with its indexes and TOAST) now and every 30 s
 /// on a connection of its own, for `daemon status`, until the log closes.
 async fn measure_size(
@@ -403,98 +494,30 @@ async fn connect(config: &tls::Conn, target: &str) -> Result<Client, StoreError>
     Ok(client)
 }
 
-/// A reading connection and its statements, prepared once.
-pub(super) struct Reader {
-    client: Client,
-    target: String,
-    head: Statement,
-    range: Statement,
-    stream: Statement,
-    version: Statement,
-}
-
-impl Reader {
-    pub(super) async fn new(client: Client, target: &str) -> Result<Self, StoreError> {
-        let prepare = async |sql: &str| client.prepare(sql).await.map_err(|e| failed(target, &e));
-        let head = prepare("SELECT coalesce(max(sequence), 0) FROM tinycode_events").await?;
-        let range = prepare(
-            "SELECT sequence, body FROM tinycode_events \
-             WHERE sequence BETWEEN $1 AND $2 ORDER BY sequence LIMIT $3",
-        )
-        .await?;
-        let stream = prepare(
-            "SELECT sequence, body FROM tinycode_events \
-             WHERE stream_id = $1 AND stream_version >= $2 AND sequence <= $3 \
-             ORDER BY stream_version LIMIT $4",
-        )
-        .await?;
-        let version = prepare(
-            "SELECT coalesce(max(stream_version), 0) FROM tinycode_events \
-             WHERE stream_id = $1 AND sequence <= $2",
-        )
-        .await?;
-        Ok(Self {
-            client,
-            target: target.to_string(),
-            head,
-            range,
-            stream,
-            version,
-        })
-    }
-
-    pub(super) fn is_closed(&self) -> bool {
-        self.client.is_closed()
-    }
-
-    /// The highest committed sequence.
-    pub(super) async fn head(&self) -> Result<u64, StoreError> {
-        let row = self
-            .client
-            .query_one(&self.head, &[])
-            .await
-            .map_err(|e| failed(&self.target, &e))?;
-        Ok(from_i64(row.get(0)))
-    }
-
-    /// Events `from..=to`, at most `max`, in order.
-    pub(super) async fn range(
-        &self,
-        from: u64,
-        to: u64,
-        max: usize,
-    ) -> Result<Vec<Event>, StoreError> {
-        let rows = self
-            .client
-            .query(
-                &self.range,
-                &[&to_i64(from), &to_i64(to), &to_i64(max as u64)],
-            )
-            .await
-            .map_err(|e| failed(&self.target, &e))?;
-        rows.iter().map(decode_row).collect()
-    }
-}
-
-fn decode_row(row: &tokio_postgres::Row) -> Result<Event, StoreError> {
-    let sequence = from_i64(row.get(0));
-    let body: &[u8] = row.get(1);
-    Event::decode(body).map_err(|source| StoreError::Corrupt { sequence, source })
-}
-
 /// `host:port/db` for messages (never the password).
 fn describe(config: &tokio_postgres::Config) -> String {
-    let host = config
+    let ports = config.get_ports();
+    let hosts: Vec<String> = config
         .get_hosts()
-        .first()
-        .map(|h| match h {
-            tokio_postgres::config::Host::Tcp(name) => name.clone(),
-            tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let host = match h {
+                tokio_postgres::config::Host::Tcp(name) => name.clone(),
+                tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
+            };
+            // One port for every host, or one each (libpq's rule).
+            let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+            format!("{host}:{port}")
         })
-        .unwrap_or_else(|| "localhost".into());
-    let port = config.get_ports().first().copied().unwrap_or(5432);
+        .collect();
+    let hosts = if hosts.is_empty() {
+        "localhost:5432".to_string()
+    } else {
+        hosts.join(",")
+    };
     let db = config.get_dbname().unwrap_or("postgres");
-    format!("{host}:{port}/{db}")
+    format!("{hosts}/{db}")
 }
 
 /// The URL without its password.
