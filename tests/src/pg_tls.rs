@@ -159,16 +159,7 @@ impl TlsServer {
         let client =
             "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=clientAuth\n";
         signed(d, "test-ca", "client", "/CN=certuser", Some(client));
-        if root() {
-            run(
-                Command::new("chown").args(["-R", "postgres"]).arg(d),
-                "chown",
-            );
-        }
-        run(
-            Command::new("chmod").args(["700", "."]).current_dir(d),
-            "chmod",
-        );
+        own(d);
         run(
             Command::new("chmod")
                 .args(["600", "server.key", "client.key"])
@@ -195,6 +186,7 @@ impl TlsServer {
         std::fs::write(
             data.join("pg_hba.conf"),
             "local all all trust\n\
+             local replication all trust\n\
              hostssl all certuser 127.0.0.1/32 cert\n\
              hostssl all postgres 127.0.0.1/32 trust\n",
         )
@@ -211,6 +203,66 @@ impl TlsServer {
         server.start_again();
         server.psql("CREATE ROLE certuser LOGIN SUPERUSER");
         server
+    }
+
+    /// A streaming standby of this instance (`pg_basebackup -R`) on a port
+    /// of its own, with the primary's certificates and `pg_hba.conf`. The
+    /// primary then acknowledges a commit only once the standby has
+    /// flushed it (`synchronous_standby_names = '*'`), so a failover loses
+    /// nothing acknowledged. Returns once the standby replicates in sync.
+    pub fn standby(&self) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        own(dir.path());
+        let data = dir.path().join("data");
+        run(
+            as_postgres(&self.bin.join("pg_basebackup"))
+                .arg("-h")
+                .arg(self.dir.path())
+                .args(["-p", &self.port.to_string(), "-U", "postgres"])
+                .args(["-X", "stream", "-R", "-D"])
+                .arg(&data),
+            "pg_basebackup",
+        );
+        let port = free_port();
+        append(
+            &data.join("postgresql.conf"),
+            &format!(
+                "port = {port}\nunix_socket_directories = '{}'\n",
+                dir.path().display()
+            ),
+        );
+        let standby = Self {
+            dir,
+            bin: self.bin.clone(),
+            port,
+            ca: self.ca.clone(),
+            other_ca: self.other_ca.clone(),
+            client_cert: self.client_cert.clone(),
+            client_key: self.client_key.clone(),
+        };
+        standby.start_again();
+        self.psql("ALTER SYSTEM SET synchronous_standby_names = '*'");
+        self.psql("SELECT pg_reload_conf()");
+        let in_sync = crate::wait_until(std::time::Duration::from_secs(30), || {
+            self.query("SELECT sync_state FROM pg_stat_replication") == "sync"
+        });
+        assert!(
+            in_sync,
+            "the standby did not replicate in sync\n{}",
+            standby.log()
+        );
+        standby
+    }
+
+    /// `pg_ctl promote`: this standby becomes a primary that takes writes.
+    pub fn promote(&self) {
+        run(
+            as_postgres(&self.bin.join("pg_ctl"))
+                .args(["-w", "-t", "30", "-D"])
+                .arg(self.dir.path().join("data"))
+                .arg("promote"),
+            "pg_ctl promote",
+        );
     }
 
     /// `pg_ctl start` (the instance was stopped, crashed, or is new).
@@ -332,6 +384,20 @@ impl TlsServer {
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
     }
+}
+
+/// `dir` the `postgres` user's (when we are root), closed to others.
+fn own(dir: &Path) {
+    if root() {
+        run(
+            Command::new("chown").args(["-R", "postgres"]).arg(dir),
+            "chown",
+        );
+    }
+    run(
+        Command::new("chmod").args(["700", "."]).current_dir(dir),
+        "chmod",
+    );
 }
 
 fn append(path: &Path, text: &str) {
