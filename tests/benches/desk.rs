@@ -1,14 +1,16 @@
 //! Support-domain benchmark (not a test): `cargo bench -p tinycode-tests --bench desk`.
 //!
-//! 1. Import of 10,000 generated ticket files by a starting daemon: time
-//!    until the socket answers, events/s, daemon RSS after.
+//! 1. The first start on 50,000 generated ticket files
+//!    (`TINYCODE_BENCH_TICKETS` changes it): time to the first answered
+//!    `ticket list`, the store on disk and per sled tree; then a restart:
+//!    time to the first answer and RSS (issue 32's targets).
 //! 2. Search latency (p50/p99) over 10,000 generated articles, in process.
 //! 3. `tinycode ticket list` round trip with 1,000 tickets: the whole CLI
 //!    process, median of 30 runs.
 //!
 //! Release binaries, real processes, a temp workspace. Figures go to
-//! docs/BENCHMARKS.md. Exits 1 when a target (search p50, list median) is
-//! missed.
+//! docs/BENCHMARKS.md. Exits 1 when a target (first start, store,
+//! restart, search p50, list median) is missed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::{Command, Stdio};
@@ -67,39 +69,102 @@ fn rss_kib(pid: u32) -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
-fn import(count: usize) {
-    let desk = Desk::new();
-    write_tickets(&desk, count);
-    let start = Instant::now();
-    let mut daemon = desk
-        .daemon_cmd()
+/// Wall time from `since` until `tinycode ticket list` first answers
+/// (during the start every call but `Daemon.GetStatus` is refused).
+fn until_served(desk: &Desk, since: Instant) -> Duration {
+    assert!(
+        wait_until(Duration::from_secs(600), || {
+            desk.run(&["ticket", "list", "--limit", "1"]).code == 0
+        }),
+        "the daemon never served\n{}",
+        desk.log()
+    );
+    since.elapsed()
+}
+
+fn daemon(desk: &Desk) -> std::process::Child {
+    desk.daemon_cmd()
         .arg("--workspace")
         .arg(desk.workspace())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
+        .unwrap()
+}
+
+/// Each sled tree of the stopped daemon's store: its name, keys and the
+/// bytes of its keys and values (what it holds, before sled's own
+/// overhead), largest first.
+fn trees(desk: &Desk) -> Vec<(String, usize, u64)> {
+    let db = sled::Config::new()
+        .path(desk.layout().db_path())
+        .open()
         .unwrap();
-    assert!(wait_until(Duration::from_secs(300), || {
-        std::os::unix::net::UnixStream::connect(desk.socket()).is_ok()
-    }));
-    let elapsed = start.elapsed();
-    let (rss, peak) = rss_kib(daemon.id());
+    let mut out: Vec<(String, usize, u64)> = db
+        .tree_names()
+        .into_iter()
+        .map(|name| {
+            let tree = db.open_tree(&name).unwrap();
+            let (mut keys, mut bytes) = (0, 0u64);
+            for (k, v) in tree.iter().flatten() {
+                keys += 1;
+                bytes += (k.len() + v.len()) as u64;
+            }
+            (String::from_utf8_lossy(&name).into_owned(), keys, bytes)
+        })
+        .filter(|(_, keys, _)| *keys > 0)
+        .collect();
+    out.sort_by_key(|t| std::cmp::Reverse(t.2));
+    out
+}
+
+/// The first start on `count` ticket files (to the first answered `ticket
+/// list`), the store it leaves (on disk, and per tree), then a restart:
+/// to the first answer, and the daemon's RSS then. Issue 32's targets are
+/// for 50,000 files.
+fn import(count: usize, targets: &mut Targets) {
+    let desk = Desk::new();
+    write_tickets(&desk, count);
+    settle_disk();
+    let start = Instant::now();
+    let mut first = daemon(&desk);
+    let served = until_served(&desk, start);
+    let (_, peak) = rss_kib(first.id());
     let status = desk.json(&["daemon", "status"]);
-    assert_eq!(
-        status["lastSequence"].as_u64().unwrap(),
-        count as u64 + 1,
-        "one event per ticket + DaemonStarted"
-    );
+    let store = status["storeBytes"].as_u64().unwrap() as f64 / 1_048_576.0;
     println!(
-        "import {count} ticket files: {:.2?} to serve ({:.0} events/s), daemon RSS {:.1} MiB (peak {:.1} MiB), store {:.1} MiB",
-        elapsed,
-        count as f64 / elapsed.as_secs_f64(),
-        rss as f64 / 1024.0,
+        "first start on {count} ticket files: {served:.2?} to the first answer \
+         ({:.0} files/s), peak RSS {:.1} MiB, store {store:.1} MiB ({:.0} bytes per ticket)",
+        count as f64 / served.as_secs_f64(),
         peak as f64 / 1024.0,
-        status["storeBytes"].as_u64().unwrap() as f64 / 1_048_576.0
+        store * 1_048_576.0 / count as f64,
     );
     desk.stop();
-    let _ = daemon.wait();
+    let _ = first.wait();
+    for (name, keys, bytes) in trees(&desk) {
+        println!(
+            "  tree {name}: {keys} keys, {:.1} MiB of keys and values ({:.0} bytes per ticket)",
+            bytes as f64 / 1_048_576.0,
+            bytes as f64 / count as f64
+        );
+    }
+    settle_disk();
+    let start = Instant::now();
+    let mut again = daemon(&desk);
+    let restart = until_served(&desk, start);
+    let (rss, _) = rss_kib(again.id());
+    println!(
+        "restart: {restart:.2?} to the first answer, RSS {:.1} MiB",
+        rss as f64 / 1024.0
+    );
+    if count == 50_000 {
+        targets.at_most("first start, 50,000 files", served.as_secs_f64(), 4.0, "s");
+        targets.at_most("store, 50,000 tickets", store, 60.0, "MiB");
+        targets.at_most("restart, 50,000 tickets", restart.as_secs_f64(), 0.3, "s");
+        targets.at_most("RSS after the restart", rss as f64 / 1024.0, 64.0, "MiB");
+    }
+    desk.stop();
+    let _ = again.wait();
 }
 
 /// The `p` quantile of sorted durations, in milliseconds.
@@ -228,7 +293,11 @@ fn main() {
     tinycode_tests::bin_dir();
     settle_disk();
     let mut targets = Targets::new();
-    import(10_000);
+    let tickets = std::env::var("TINYCODE_BENCH_TICKETS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(50_000);
+    import(tickets, &mut targets);
     search(10_000, &mut targets);
     list_round_trip(1_000, &mut targets);
     targets.finish();

@@ -178,7 +178,7 @@ impl Projection for TicketsModel {
     }
 
     fn version(&self) -> u32 {
-        6
+        7
     }
 
     /// The SLA schedule: made again when the settings changed, then loaded.
@@ -273,9 +273,7 @@ impl Projection for TicketsModel {
             .filter(|(key, _)| key.starts_with(TICKET_PREFIX))
             .filter_map(|(_, value)| value.map(decode_ticket))
             .collect::<Result<_, _>>()?;
-        for ticket in &changed {
-            super::ticket_index::index(writes, ticket)?;
-        }
+        super::ticket_index::index(writes, &changed)?;
         let touched: std::collections::BTreeSet<String> = writes
             .changed()
             .filter_map(|(key, _)| {
