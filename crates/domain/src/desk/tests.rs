@@ -757,13 +757,17 @@ async fn a_triage_sessions_model_use_counts_on_its_ticket() {
 }
 
 /// Postings in blocks: 80 ticket files read at the first start share
-/// terms (a batch of them writes blocks of up to 64), 10 of them change
-/// (their postings leave their blocks for rows of their own): every query
-/// ranks as the in-memory BM25 index does over the same tickets, and a
-/// rebuild ranks the same.
+/// terms (a batch of them writes blocks of up to 64); 10 of them change one
+/// at a time (their postings leave their blocks for rows of their own);
+/// then 20 files are edited while the desk is closed, so the next start
+/// re-indexes them in one batch — tickets leaving the same block together,
+/// into new blocks, some terms gone. Every query ranks as the in-memory
+/// BM25 index does over the same tickets, and a rebuild ranks the same.
 #[tokio::test]
 async fn the_stored_index_ranks_as_bm25_across_blocks_and_rows() {
     let (tmp, ws) = fixture_copy();
+    let db = tmp.path().join("db");
+    let file = |n: usize| ws.join(format!("tickets/T-{}.json", 2000 + n));
     for n in 0..80 {
         let ticket = serde_json::json!({
             "id": format!("T-{}", 2000 + n), "subject": format!("parcel late {n}"),
@@ -772,13 +776,9 @@ async fn the_stored_index_ranks_as_bm25_across_blocks_and_rows() {
             "messages": [{"from": "customer", "at": "2026-09-18T09:12:00+08:00",
                 "text": format!("order {n} parcel stuck 物流 停滞 {}", "x ".repeat(n % 7))}],
         });
-        std::fs::write(
-            ws.join(format!("tickets/T-{}.json", 2000 + n)),
-            ticket.to_string(),
-        )
-        .unwrap();
+        std::fs::write(file(n), ticket.to_string()).unwrap();
     }
-    let (desk, _, _) = open(&ws, &tmp.path().join("db")).await;
+    let (desk, _, store) = open(&ws, &db).await;
     desk.settled().await.unwrap();
     let blocks = crate::projection::rows(desk.projectors()[0].tree())
         .iter()
@@ -792,32 +792,67 @@ async fn the_stored_index_ranks_as_bm25_across_blocks_and_rows() {
             .unwrap();
     }
     desk.settled().await.unwrap();
-    let queries = ["parcel", "物流 停滞", "late 17", "更新", "order 3 parcel"];
-    let ranked = |desk: &Desk| -> Vec<Vec<(String, String)>> {
-        queries
-            .iter()
-            .map(|q| {
-                desk.search(q, 200, Some(Kind::Ticket))
-                    .unwrap()
-                    .iter()
-                    .map(|h| (h.id.clone(), format!("{:.9}", h.score)))
-                    .collect()
-            })
-            .collect()
-    };
-    let found = ranked(&desk);
-    assert_eq!(found[0].len(), 80, "every ticket with `parcel`");
-    let memory = in_memory(&desk);
-    for (q, hits) in queries.iter().zip(&found) {
-        let expected: Vec<(String, String)> = memory
-            .search(q, 200, Some(Kind::Ticket))
-            .iter()
-            .map(|h| (h.id.clone(), format!("{:.9}", h.score)))
-            .collect();
-        assert_eq!(hits, &expected, "{q}");
+    let queries = [
+        "parcel",
+        "物流 停滞",
+        "late 17",
+        "更新",
+        "order 3 parcel",
+        "stuck",
+        "refund",
+    ];
+    ranks_as_bm25(&desk, &queries);
+    closed(desk, store).await;
+    // Hand edits while the desk is down: `stuck` and `停滞` leave these
+    // tickets, `refund` comes.
+    for n in (1..80).step_by(4) {
+        let mut ticket: serde_json::Value = serde_json::from_str(&read(file(n))).unwrap();
+        ticket["messages"][0]["text"] = format!("order {n} parcel refund 物流").into();
+        std::fs::write(file(n), ticket.to_string()).unwrap();
+    }
+    let (desk, _, _) = reopen(&ws, &db).await;
+    desk.settled().await.unwrap();
+    assert_eq!(
+        desk.get_ticket("T-2005").unwrap().messages[0].text,
+        "order 5 parcel refund 物流"
+    );
+    let found = ranks_as_bm25(&desk, &queries);
+    for n in (1..80).step_by(4) {
+        let id = format!("T-{}", 2000 + n);
+        assert!(
+            found[6].iter().any(|(hit, _)| *hit == id),
+            "{id} has `refund`"
+        );
+        assert!(
+            !found[5].iter().any(|(hit, _)| *hit == id),
+            "{id} lost `stuck`"
+        );
     }
     desk.rebuild(Model::Tickets).await.unwrap();
-    assert_eq!(ranked(&desk), found, "a rebuild ranks the same");
+    assert_eq!(
+        ranks_as_bm25(&desk, &queries),
+        found,
+        "a rebuild ranks the same"
+    );
+}
+
+/// Each query's hits (id, score to 1e-9) from the stored index, checked
+/// against the in-memory BM25 index over the same tickets.
+fn ranks_as_bm25(desk: &Desk, queries: &[&str]) -> Vec<Vec<(String, String)>> {
+    let memory = in_memory(desk);
+    let ranks = |hits: &[crate::search::Hit]| -> Vec<(String, String)> {
+        hits.iter()
+            .map(|h| (h.id.clone(), format!("{:.9}", h.score)))
+            .collect()
+    };
+    let mut out = Vec::new();
+    for q in queries {
+        let stored = ranks(&desk.search(q, 200, Some(Kind::Ticket)).unwrap());
+        let expected = ranks(&memory.search(q, 200, Some(Kind::Ticket)));
+        assert_eq!(stored, expected, "{q}");
+        out.push(stored);
+    }
+    out
 }
 
 /// The in-memory BM25 index over the desk's tickets (what the stored one
