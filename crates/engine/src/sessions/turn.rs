@@ -43,16 +43,25 @@ pub(super) async fn run_turn(
     sessions.cluster.hold().await;
     let fence = Arc::new(super::fence::TurnFence::new(sessions, id, turn));
     let (tx, writer) = spawn_writer(sessions, live, id, turn, Arc::clone(&fence));
-    let prepared = if resume || begin(sessions, id, &tx, turn).await {
+    let begun = resume || begin(sessions, id, &tx, turn).await;
+    let prepared = if begun {
         Prepared::new(sessions, id, live, &tx, turn, resume).await
     } else {
         None
     };
     let Some(mut run) = prepared else {
         drop(tx);
-        // A failure was logged by the writer; the next start finds the
-        // turn unfinished.
-        let _ = writer.await;
+        // A turn that could not start had its failed end queued; when the
+        // writer could not store it (the database went away as the turn
+        // began), it is stored once the database is back, so whoever waits
+        // for the turn — a triage — is not left waiting on a live daemon.
+        if let Some(e) = writer.await.ok().flatten()
+            && begun
+            && fence.handed_over().is_none()
+        {
+            let why = format!("the turn could not start: an event could not be stored ({e})");
+            append_end(sessions, live, id, turn, failed(turn, why)).await;
+        }
         return;
     };
     let result = run.drive(&tx, &fence).await;
