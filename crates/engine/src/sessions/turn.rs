@@ -34,12 +34,9 @@ pub(super) async fn run_turn(
     turn: u64,
     resume: bool,
 ) {
-    // Every event of the turn, its start and end included, goes through
-    // one writer: the order is the order produced, and what queues while
-    // an append is in flight is stored by the next one (one durable point
-    // for several events, never awaited by the loop itself).
-    // A fenced daemon starts no turn (on a shared log: its lease is not
-    // renewed); `begin` then finds one another daemon took over.
+    // Every event of the turn goes through one writer: in the order
+    // produced, what queues behind an append stored by the next one. A
+    // fenced daemon starts no turn; `begin` finds one taken over.
     sessions.cluster.hold().await;
     let fence = Arc::new(super::fence::TurnFence::new(sessions, id, turn));
     let (tx, writer) = spawn_writer(sessions, live, id, turn, Arc::clone(&fence));
@@ -51,15 +48,9 @@ pub(super) async fn run_turn(
     };
     let Some(mut run) = prepared else {
         drop(tx);
-        // A turn that could not start had its failed end queued; when the
-        // writer could not store it (the database went away as the turn
-        // began), it is stored once the database is back, so whoever waits
-        // for the turn — a triage — is not left waiting on a live daemon.
-        if let Some(e) = writer.await.ok().flatten()
-            && begun
-            && fence.handed_over().is_none()
-        {
-            let why = format!("the turn could not start: an event could not be stored ({e})");
+        // Its failed end, lost with the database, is stored once it is back.
+        if let (Some(e), true, None) = (writer.await.ok().flatten(), begun, fence.handed_over()) {
+            let why = format!("the turn could not start: {e}");
             append_end(sessions, live, id, turn, failed(turn, why)).await;
         }
         return;
