@@ -165,6 +165,10 @@ pub enum Decision {
     /// A question (`ask_user`) settled: the text is the call's result (a
     /// person's answer, a declined question, nobody in reach).
     Answered(String),
+    /// No decision, and none can come now (the daemon is stopping): the
+    /// turn stops before this call, records nothing more, and the next
+    /// start resumes it here.
+    Unsettled(String),
 }
 
 impl RunPolicy {

@@ -13,7 +13,7 @@ use futures::StreamExt;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::context;
+use crate::context::{self, KEEP_RESULTS, context_estimate, elide_old_results};
 use crate::model::{Message, ModelEvent, ModelProvider, ModelRequest, StopReason, ToolCall, Usage};
 use crate::permissions::{Decision, Rule, RunPolicy, rule_for};
 use crate::tools::{ToolContext, ToolOutput, ToolRegistry};
@@ -30,6 +30,19 @@ pub enum TurnOutcome {
     /// This daemon's lease lapsed while the turn was paused and another
     /// daemon took the turn over: it stops here and records nothing more.
     HandedOver(String),
+    /// The daemon stopped while a call waited for a person: the turn stops
+    /// before that call and records nothing more; the next start resumes it.
+    Paused(String),
+}
+
+impl TurnOutcome {
+    /// Why the daemon stopped the turn before its end (see `Paused`).
+    pub fn paused(&self) -> Option<&str> {
+        match self {
+            Self::Paused(why) => Some(why),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -398,10 +411,12 @@ impl Turn<'_> {
             result.tool_calls += 1;
             let output =
                 match interruptible(self.execute(call), &mut run.cancel, run.deadline).await {
-                    Ok((output, denied)) => {
+                    Ok(Ok((output, denied))) => {
                         result.denied += u32::from(denied);
                         output
                     }
+                    // Nothing more runs: not this call, nor the next.
+                    Ok(Err(why)) => return Err(TurnOutcome::Paused(why)),
                     Err(interrupt) => {
                         for c in &calls[i..] {
                             result.messages.push(tool_result(
@@ -452,16 +467,16 @@ impl Turn<'_> {
     }
 
     /// Arguments check, permission gate, then the tool; `true` when the
-    /// gate or a person denied the call.
-    async fn execute(&self, call: &ToolCall) -> (ToolOutput, bool) {
+    /// gate or a person denied the call; `Err` when it stays unsettled.
+    async fn execute(&self, call: &ToolCall) -> Result<(ToolOutput, bool), String> {
         if let Some(problem) = &call.parse_error {
-            return (
+            return Ok((
                 ToolOutput::error(format!(
                     "the arguments of {} are not valid JSON ({problem}); call it again with one complete JSON object",
                     call.name
                 )),
                 false,
-            );
+            ));
         }
         let rule = self
             .tools
@@ -481,19 +496,20 @@ impl Turn<'_> {
                 // is asked to approve what cannot succeed.
                 let ctx = self.ctx.for_model_call(call);
                 if let Err(refused) = self.tools.check(&call.name, &call.arguments, &ctx).await {
-                    return (refused, false);
+                    return Ok((refused, false));
                 }
                 match self.approver {
                     Some(approver) => approver.settle(call, &reason).await,
                     // Nobody to ask a question: the tool says so.
                     None if call.name == crate::tools::ask::ASK_USER => {
-                        return (crate::tools::ask::nobody(), false);
+                        return Ok((crate::tools::ask::nobody(), false));
                     }
                     None => self.config.policy.settle(&reason),
                 }
             }
         };
-        match decision {
+        Ok(match decision {
+            Decision::Unsettled(why) => return Err(why),
             Decision::Allow => {
                 let ctx = self.ctx.for_model_call(call);
                 (
@@ -509,7 +525,7 @@ impl Turn<'_> {
                 ToolOutput::ok(text.clone(), serde_json::json!({ "answer": text })),
                 false,
             ),
-        }
+        })
     }
 }
 
@@ -553,42 +569,3 @@ fn tool_result(call: &ToolCall, output: &ToolOutput) -> Message {
 
 #[cfg(test)]
 mod tests;
-
-/// Tool results of the running turn a model always sees whole.
-const KEEP_RESULTS: usize = 2;
-
-/// Tokens the next request would hold: what the provider last counted plus
-/// chars/4 of the messages since, else chars/4 of everything.
-fn context_estimate(
-    system: &str,
-    history: &[Message],
-    messages: &[Message],
-    counted: Option<(u64, usize)>,
-) -> u64 {
-    use crate::model::tokens;
-    match counted {
-        Some((counted, seen)) if seen <= messages.len() => {
-            counted + tokens::estimate_request("", messages[seen..].iter())
-        }
-        _ => tokens::estimate_request(system, history.iter().chain(messages)),
-    }
-}
-
-/// Replace the content of every tool result but the last `keep` with a
-/// marker (the request only; what is stored stays whole).
-fn elide_old_results(messages: &mut [Message], keep: usize) {
-    let results: Vec<usize> = messages
-        .iter()
-        .enumerate()
-        .filter(|(_, m)| matches!(m, Message::ToolResult { .. }))
-        .map(|(i, _)| i)
-        .collect();
-    for &i in results.iter().take(results.len().saturating_sub(keep)) {
-        if let Message::ToolResult { content, .. } = &mut messages[i] {
-            let chars = content.chars().count();
-            *content = format!(
-                "[this earlier result ({chars} characters) is left out to keep the context under compactAboveTokens; call the tool again if you need it]"
-            );
-        }
-    }
-}

@@ -717,3 +717,82 @@ async fn the_context_is_compacted_before_every_request_that_would_outgrow_the_li
         .count();
     assert_eq!(stored, 0);
 }
+
+/// Settles every ask as the approver does when the daemon stops first.
+struct Stopping;
+
+impl Approver for Stopping {
+    fn settle<'a>(
+        &'a self,
+        _: &'a ToolCall,
+        _: &'a str,
+    ) -> futures::future::BoxFuture<'a, Decision> {
+        Box::pin(async { Decision::Unsettled("the daemon stopped".into()) })
+    }
+}
+
+#[tokio::test]
+async fn an_unsettled_ask_pauses_the_turn_before_that_call_and_runs_nothing_after_it() {
+    let env = env().await;
+    let model = Scripted::new(vec![
+        Step(
+            vec![call(
+                "c0",
+                "classify_ticket",
+                json!({"ticket_id": "T-1003", "category": "账户", "priority": "P0", "intent": "unfreeze"}),
+            )],
+            false,
+        ),
+        Step(
+            vec![
+                call(
+                    "c1",
+                    "escalate_ticket",
+                    json!({"ticket_id": "T-1003", "level": 2, "reason": "escalation-policy"}),
+                ),
+                call(
+                    "c2",
+                    "route_ticket",
+                    json!({"ticket_id": "T-1003", "queue": "售后组"}),
+                ),
+            ],
+            false,
+        ),
+        say("never asked for"),
+    ]);
+    let before = env.ctx.desk.get_ticket("T-1003").unwrap();
+    let config = TurnConfig::default();
+    let turn = Turn {
+        provider: model.as_ref(),
+        tools: &env.tools,
+        ctx: &env.ctx,
+        config: &config,
+        approver: Some(&Stopping),
+        compactor: None,
+        fence: None,
+    };
+    let mut events = Vec::new();
+    let result = turn
+        .run("system", Vec::new(), "go", &mut |e| events.push(e))
+        .await;
+    assert_eq!(
+        result.outcome,
+        TurnOutcome::Paused("the daemon stopped".into())
+    );
+    assert_eq!(result.outcome.paused(), Some("the daemon stopped"));
+    // Neither call of the second step has a result: a resumed turn runs
+    // both again.
+    let finished = events
+        .iter()
+        .filter(|e| matches!(e, TurnEvent::ToolFinished { .. }))
+        .count();
+    assert_eq!(finished, 1, "{events:?}");
+    assert_eq!(unanswered_calls(&result.messages).len(), 2);
+    let after = env.ctx.desk.get_ticket("T-1003").unwrap();
+    assert_eq!(
+        after.queue, before.queue,
+        "the call after the unsettled one ran"
+    );
+    assert_eq!(after.escalate_level, 0);
+    assert_eq!(model.requests.lock().unwrap().len(), 2);
+}

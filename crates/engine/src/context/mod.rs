@@ -5,6 +5,8 @@
 
 pub mod compact;
 
+use crate::model::Message;
+
 pub use tinycode_base::clock::parse_rfc3339;
 
 /// `text` cut to about `max` characters, or `None` when it fits. A JSON
@@ -133,6 +135,45 @@ pub fn save_artifact(
 }
 
 pub use crate::model::tokens::estimate_tokens;
+
+/// Tool results of the running turn a model always sees whole.
+pub(crate) const KEEP_RESULTS: usize = 2;
+
+/// Tokens the next request would hold: what the provider last counted plus
+/// chars/4 of the messages since, else chars/4 of everything.
+pub(crate) fn context_estimate(
+    system: &str,
+    history: &[Message],
+    messages: &[Message],
+    counted: Option<(u64, usize)>,
+) -> u64 {
+    use crate::model::tokens;
+    match counted {
+        Some((counted, seen)) if seen <= messages.len() => {
+            counted + tokens::estimate_request("", messages[seen..].iter())
+        }
+        _ => tokens::estimate_request(system, history.iter().chain(messages)),
+    }
+}
+
+/// Replace the content of every tool result but the last `keep` with a
+/// marker (the request only; what is stored stays whole).
+pub(crate) fn elide_old_results(messages: &mut [Message], keep: usize) {
+    let results: Vec<usize> = messages
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| matches!(m, Message::ToolResult { .. }))
+        .map(|(i, _)| i)
+        .collect();
+    for &i in results.iter().take(results.len().saturating_sub(keep)) {
+        if let Message::ToolResult { content, .. } = &mut messages[i] {
+            let chars = content.chars().count();
+            *content = format!(
+                "[this earlier result ({chars} characters) is left out to keep the context under compactAboveTokens; call the tool again if you need it]"
+            );
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -18,9 +18,10 @@ use super::Sessions;
 use super::jobs::Write;
 use super::writer::acknowledged;
 use crate::agent::Approver;
-use crate::approvals::Verdict;
+use crate::approvals::{ApprovalError, Verdict};
 use crate::model::ToolCall;
 use crate::permissions::{ApprovalMode, Decision, RunPolicy};
+use crate::store::StoreError;
 
 pub(super) struct SessionApprover {
     pub sessions: Arc<Sessions>,
@@ -172,6 +173,10 @@ impl SessionApprover {
             Ok(Verdict::Cancelled(why)) => {
                 Decision::Deny(format!("approval {id} was cancelled: {why}"))
             }
+            // It stays pending in the log: the turn resumes at this call.
+            Err(ApprovalError::Store(StoreError::Closed)) => Decision::Unsettled(format!(
+                "the daemon stopped before approval {id} was decided"
+            )),
             Err(e) => Decision::Deny(e.to_string()),
         }
     }

@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use super::approver::SessionApprover;
 use super::compaction::{MidTurn, compact};
 use super::jobs::{DeltaKind, Write};
-use super::write::{append_end, provider_for};
+use super::write::{append_end, failed, outcome_of, provider_for};
 use super::writer::{acknowledged, spawn_writer};
 use super::{Live, SessionError, SessionState, Sessions};
 use crate::agent::{Turn, TurnConfig, TurnEvent, TurnOutcome, TurnResult, prompt};
@@ -56,9 +56,10 @@ pub(super) async fn run_turn(
         return;
     };
     let result = run.drive(&tx, &fence).await;
-    if let Some(why) = fence.handed_over() {
-        // The daemon that took it over records its end.
-        tracing::warn!(session = %id, turn, why = %why, "a turn was handed over while this daemon's lease had lapsed");
+    // Taken over (its taker records the end), or the daemon stopped while it
+    // waited for a person (the next start resumes it).
+    if let Some(why) = fence.handed_over().or_else(|| result.outcome.paused()) {
+        tracing::warn!(session = %id, turn, why = %why, "the turn stops here and records nothing more");
         drop(tx);
         let _ = writer.await;
         return;
@@ -306,7 +307,10 @@ impl<'a> Prepared<'a> {
                 &mut |event| recorder.on(event),
             )
             .await;
-        if matches!(result.outcome, TurnOutcome::HandedOver(_)) {
+        if matches!(
+            result.outcome,
+            TurnOutcome::HandedOver(_) | TurnOutcome::Paused(_)
+        ) {
             return result;
         }
         // The partial answer and the results of calls that never ran, so
@@ -507,31 +511,6 @@ impl Recorder<'_> {
                 ))));
             }
         }
-    }
-}
-
-/// `TurnCompleted{FAILED}` with why.
-fn failed(turn: u64, error: String) -> Payload {
-    Payload::TurnCompleted(TurnCompleted {
-        turn,
-        outcome: Outcome::Failed as i32,
-        error,
-        ..TurnCompleted::default()
-    })
-}
-
-/// The loop's outcome as stored, with its error (no credential ever).
-fn outcome_of(outcome: &TurnOutcome) -> (Outcome, String) {
-    match outcome {
-        TurnOutcome::Completed => (Outcome::Completed, String::new()),
-        TurnOutcome::EmptyResponse => (Outcome::EmptyResponse, String::new()),
-        TurnOutcome::MaxSteps => (Outcome::MaxSteps, String::new()),
-        TurnOutcome::Cancelled => (Outcome::Cancelled, String::new()),
-        TurnOutcome::TimedOut => (Outcome::TimedOut, String::new()),
-        // Whatever a provider said, no credential is stored.
-        TurnOutcome::Failed(e) => (Outcome::Failed, crate::model::redact::redact(e, &[])),
-        // Never stored by this daemon (the taker records the end).
-        TurnOutcome::HandedOver(why) => (Outcome::Interrupted, why.clone()),
     }
 }
 

@@ -4,8 +4,10 @@
 use std::sync::Arc;
 
 use tinycode_shared::proto::event::Payload;
+use tinycode_shared::proto::{TurnCompleted, TurnOutcome as Outcome};
 
 use super::{Live, SessionError, Sessions, session_stream};
+use crate::agent::TurnOutcome;
 use crate::model::catalog::resolve_with;
 use crate::model::{ModelProvider, RetryPolicy};
 use crate::store::ExpectedVersion;
@@ -95,4 +97,31 @@ pub(super) fn provider_for(
         model: model.to_string(),
         message: e.to_string(),
     })
+}
+
+/// `TurnCompleted{FAILED}` with why.
+pub(super) fn failed(turn: u64, error: String) -> Payload {
+    Payload::TurnCompleted(TurnCompleted {
+        turn,
+        outcome: Outcome::Failed as i32,
+        error,
+        ..TurnCompleted::default()
+    })
+}
+
+/// The loop's outcome as stored, with its error (no credential ever).
+pub(super) fn outcome_of(outcome: &TurnOutcome) -> (Outcome, String) {
+    match outcome {
+        TurnOutcome::Completed => (Outcome::Completed, String::new()),
+        TurnOutcome::EmptyResponse => (Outcome::EmptyResponse, String::new()),
+        TurnOutcome::MaxSteps => (Outcome::MaxSteps, String::new()),
+        TurnOutcome::Cancelled => (Outcome::Cancelled, String::new()),
+        TurnOutcome::TimedOut => (Outcome::TimedOut, String::new()),
+        // Whatever a provider said, no credential is stored.
+        TurnOutcome::Failed(e) => (Outcome::Failed, crate::model::redact::redact(e, &[])),
+        // Never stored by this daemon (the taker records the end).
+        TurnOutcome::HandedOver(why) | TurnOutcome::Paused(why) => {
+            (Outcome::Interrupted, why.clone())
+        }
+    }
 }
