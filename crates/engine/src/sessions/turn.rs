@@ -57,9 +57,20 @@ pub(super) async fn run_turn(
     };
     let result = run.drive(&tx, &fence).await;
     // Taken over (its taker records the end), or the daemon stopped while it
-    // waited for a person (the next start resumes it).
-    if let Some(why) = fence.handed_over().or_else(|| result.outcome.paused()) {
-        tracing::warn!(session = %id, turn, why = %why, "the turn stops here and records nothing more");
+    // waited for a person (the next start resumes it): nothing more stored.
+    let left = match (fence.handed_over(), result.outcome.paused()) {
+        (Some(why), _) => Some((
+            why,
+            "a turn was handed over while this daemon's lease had lapsed",
+        )),
+        (None, Some(why)) => Some((
+            why,
+            "the daemon stops while the turn waits; its next start resumes it",
+        )),
+        (None, None) => None,
+    };
+    if let Some((why, what)) = left {
+        tracing::warn!(session = %id, turn, why = %why, "{what}");
         drop(tx);
         let _ = writer.await;
         return;
