@@ -583,6 +583,38 @@ async fn a_failed_append_fails_the_turn_and_nothing_after_it_is_stored() {
     drop(tmp);
 }
 
+#[tokio::test]
+async fn an_end_stored_whose_answer_was_lost_is_not_stored_again() {
+    let (tmp, ws) = fixture_copy();
+    let store = EventStore::open(&tmp.path().join("db")).unwrap();
+    let sessions = open(&ws, &store).await;
+    let s = sessions.create("T-1001", "", "", me()).await.unwrap();
+    // The append carrying the turn's end is stored, and its answer lost (a
+    // connection to PostgreSQL dying after the commit).
+    store.inject_lost_answer(|stream, payloads| {
+        stream.starts_with("session-")
+            && payloads
+                .iter()
+                .any(|p| matches!(p, Payload::TurnCompleted(_)))
+    });
+    let Sent { turn, .. } = sessions.send(&s.id, "triage T-1001", me()).await.unwrap();
+    until_done(&sessions, &s.id, turn).await;
+    // The session's next turn runs once the first one's task is over, its
+    // end handled.
+    let Sent { turn: next, .. } = sessions.send(&s.id, "thanks", me()).await.unwrap();
+    let events = until_done(&sessions, &s.id, next).await;
+    let ends: Vec<_> = events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            Some(Payload::TurnCompleted(c)) if c.turn == turn => Some(c.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ends.len(), 1, "{ends:?}");
+    assert_eq!(ends[0].outcome, TurnOutcome::Completed as i32, "{ends:?}");
+    drop(tmp);
+}
+
 fn rows(sessions: &Sessions) -> Vec<(Vec<u8>, Vec<u8>)> {
     crate::projection::rows(sessions.projector().tree())
 }

@@ -51,7 +51,7 @@ pub(super) async fn run_turn(
         // Its failed end, lost with the database, is stored once it is back.
         if let (Some(e), true, None) = (writer.await.ok().flatten(), begun, fence.handed_over()) {
             let why = format!("the turn could not start: {e}");
-            append_end(sessions, live, id, turn, failed(turn, why)).await;
+            append_end(sessions, live, id, turn, failed(turn, why), true).await;
         }
         return;
     };
@@ -394,7 +394,8 @@ impl<'a> Prepared<'a> {
             let _ = tx.send(Write::Store(Box::new(completed(outcome, error.clone()))));
         }
         drop(tx);
-        match writer.await.ok().flatten() {
+        let written = writer.await.ok().flatten();
+        match &written {
             // Taken over meanwhile: the taker records the end.
             Some(_) if fence.handed_over().is_some() => return,
             Some(e) => {
@@ -426,6 +427,7 @@ impl<'a> Prepared<'a> {
             self.id,
             self.turn,
             completed(outcome, error),
+            written.is_some(),
         )
         .await;
     }

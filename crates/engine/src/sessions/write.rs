@@ -27,16 +27,22 @@ pub(super) async fn append(
 /// until it is stored or the store closes — whoever waits for the turn's
 /// end (a triage, a client) is not left waiting by a database that came
 /// back. An append whose answer was lost may have been stored: the log is
-/// read before each retry.
+/// read before each retry, and before the first one after a failed write
+/// of the turn (`after_failure`: the writer's append that carried the end
+/// may have been stored), so an end is never stored twice.
 pub(super) async fn append_end(
     sessions: &Sessions,
     live: &Live,
     id: &str,
     turn: u64,
     end: Payload,
+    after_failure: bool,
 ) {
     let mut wait = std::time::Duration::from_millis(200);
     let mut closing = sessions.store.closing();
+    if after_failure && end_stored(sessions, id, turn).await {
+        return;
+    }
     loop {
         match append(sessions, live, id, end.clone()).await {
             Err(SessionError::Store(e)) if e.transient() => {}
@@ -49,15 +55,20 @@ pub(super) async fn append_end(
             _ = closing.wait_for(|c| *c) => return,
         }
         wait = (wait * 2).min(std::time::Duration::from_secs(5));
-        let stored = match sessions.store.latest().await {
-            Ok(head) => {
-                sessions.read_at(head).await.is_ok() && sessions.turn_outcome(id, turn).is_some()
-            }
-            Err(_) => false,
-        };
-        if stored {
+        if end_stored(sessions, id, turn).await {
             return;
         }
+    }
+}
+
+/// Whether the log (read now) has an end of `turn`; `false` when it
+/// cannot be read.
+async fn end_stored(sessions: &Sessions, id: &str, turn: u64) -> bool {
+    match sessions.store.latest().await {
+        Ok(head) => {
+            sessions.read_at(head).await.is_ok() && sessions.turn_outcome(id, turn).is_some()
+        }
+        Err(_) => false,
     }
 }
 

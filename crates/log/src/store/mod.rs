@@ -170,7 +170,13 @@ struct Inner {
     /// Tests: fail one append to a stream with this prefix, after letting
     /// this many through.
     fail: Mutex<Option<(String, u64)>>,
+    /// Tests: store the first append this matches, then answer it as a
+    /// connection that died before the answer came back.
+    lose_answer: Mutex<Option<LoseAnswer>>,
 }
+
+/// Which append's answer a test loses (stream, payloads).
+type LoseAnswer = Box<dyn Fn(&str, &[Payload]) -> bool + Send + Sync>;
 
 impl EventStore {
     /// Open (or create) the sled log at `path`.
@@ -206,6 +212,7 @@ impl EventStore {
                 local,
                 subscriber_queue: options.subscriber_queue.max(1),
                 fail: Mutex::new(None),
+                lose_answer: Mutex::new(None),
             }),
         }
     }
@@ -310,10 +317,18 @@ impl EventStore {
         // Nothing stored holds a secret the daemon knows, whatever carried
         // it here (a provider's echo, an MCP error, a customer's paste).
         let payloads = scrub_secrets(payloads);
-        self.inner
+        let lost = self.answer_lost(stream, &payloads);
+        let stored = self
+            .inner
             .log
             .append(stream.to_string(), expected, payloads)
-            .await
+            .await?;
+        if lost {
+            return Err(StoreError::Unreachable(
+                "injected: stored, but the answer was lost (test)".into(),
+            ));
+        }
+        Ok(stored)
     }
 
     /// Current durable version of `stream` (0 when it does not exist).
@@ -361,6 +376,27 @@ impl EventStore {
     #[doc(hidden)]
     pub fn inject_failure(&self, prefix: &str, appends: u64) {
         *crate::sync::lock(&self.inner.fail) = Some((prefix.to_string(), appends));
+    }
+
+    /// Tests: the first append `matches` accepts is stored, then answered
+    /// with a transient error, as when the connection to PostgreSQL died
+    /// after its commit.
+    #[doc(hidden)]
+    pub fn inject_lost_answer(
+        &self,
+        matches: impl Fn(&str, &[Payload]) -> bool + Send + Sync + 'static,
+    ) {
+        *crate::sync::lock(&self.inner.lose_answer) = Some(Box::new(matches));
+    }
+
+    /// Is this append the one whose answer is lost (once)?
+    fn answer_lost(&self, stream: &str, payloads: &[Payload]) -> bool {
+        let mut lose = crate::sync::lock(&self.inner.lose_answer);
+        let hit = lose.as_ref().is_some_and(|m| m(stream, payloads));
+        if hit {
+            *lose = None;
+        }
+        hit
     }
 
     /// Is this append the one to fail?
