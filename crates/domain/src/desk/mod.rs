@@ -121,6 +121,9 @@ pub struct Desk {
     mirror: ProjectorHandle,
     /// The mirror's checkpoint last written to its tree.
     mirror_persisted: AtomicU64,
+    /// Ticket files just imported, as read (`mirror::Seen`): the mirror
+    /// records one it finds unchanged without reading it again.
+    imported: Mutex<std::collections::HashMap<std::path::PathBuf, (mirror::Seen, u64)>>,
     /// The articles' search index, kept in step by the knowledge
     /// projection; lives in memory (the tickets' is in their tree).
     index: Arc<Mutex<SearchIndex>>,

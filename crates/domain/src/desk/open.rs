@@ -170,6 +170,7 @@ impl Desk {
             kb,
             mirror,
             mirror_persisted: AtomicU64::new(checkpoint),
+            imported: Mutex::default(),
             index,
             issued: AtomicU64::new(0),
             edit_lock: tokio::sync::Mutex::new(()),

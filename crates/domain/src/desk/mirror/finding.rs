@@ -6,7 +6,7 @@ use std::path::Path;
 use tinycode_shared::proto::event::Payload;
 use tinycode_shared::proto::{KnowledgeFileRead, TicketImported, TicketUpdatedFromFile};
 
-use super::{Desired, Finding, Kind, Record, content_hash, file_stem};
+use super::{Desired, Finding, Kind, Record, Seen, content_hash, file_stem};
 use crate::desk::{Desk, Stamp};
 use crate::ids::sanitize_id;
 use crate::knowledge::parse_article;
@@ -56,7 +56,20 @@ impl Desk {
             desired,
         };
         match kind {
-            Kind::Ticket => read.ticket_finding(),
+            Kind::Ticket => read.ticket_finding().map(|found| match found {
+                Finding::Import {
+                    expected, payload, ..
+                } => {
+                    let stamp = Stamp::of(&meta);
+                    let seen = Some(Seen { hash, stamp });
+                    Finding::Import {
+                        expected,
+                        payload,
+                        seen,
+                    }
+                }
+                other => other,
+            }),
             Kind::Article => read.article_finding(),
         }
     }
@@ -100,6 +113,7 @@ impl FileRead {
                     ticket: Some(ticket),
                     file,
                 })),
+                seen: None,
             });
         };
         if Desk::same_as_model(&text, &desired) {

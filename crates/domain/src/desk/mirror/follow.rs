@@ -220,7 +220,15 @@ impl Desk {
         let mut rejected = Vec::new();
         let mut written = Vec::new();
         for (kind, id) in touched {
-            if let Some(synced) = self.sync_file(*kind, id, last, false, &mut rejected)? {
+            let imported = match kind {
+                Kind::Ticket => self.unchanged_import(id, last)?,
+                Kind::Article => None,
+            };
+            let synced = match imported {
+                Some(synced) => Some(synced),
+                None => self.sync_file(*kind, id, last, false, &mut rejected)?,
+            };
+            if let Some(synced) = synced {
                 writes.put(synced.key, synced.record.encode());
                 if let Some(stamp) = synced.written {
                     written.push((self.file_path(*kind, id), stamp));

@@ -25,8 +25,8 @@ use std::time::Duration;
 
 use tinycode_shared::proto::event::Payload;
 
-use super::models::stored_article;
-use super::{Desk, DomainError, Stamp, article_stream, ticket_stream};
+use super::models::{decode_ticket_head, stored_article, ticket_key};
+use super::{Desk, DomainError, Stamp, article_stream, lock, ticket_stream};
 use crate::projection::{self, ProjectionError, decode_u64};
 use crate::store::ExpectedVersion;
 use crate::ticket::{parse_ticket_file, render_ticket_file, same_content};
@@ -58,6 +58,14 @@ struct Synced {
     key: Vec<u8>,
     record: Record,
     written: Option<Stamp>,
+}
+
+/// A file as the read-back found it: its content's hash and its stamp
+/// before it was read.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::desk) struct Seen {
+    hash: u64,
+    stamp: Stamp,
 }
 
 /// Files the mirror wrote, with their stamps.
@@ -163,10 +171,12 @@ enum Finding {
     /// workspace): ours and written again when its content is a version
     /// the log held; otherwise kept aside, then written from the model.
     Unrecorded { payload: Box<Payload> },
-    /// New or edited by hand: append this.
+    /// New or edited by hand: append this (`seen`: the ticket file as it
+    /// was read, set by `read_back`).
     Import {
         expected: ExpectedVersion,
         payload: Box<Payload>,
+        seen: Option<Seen>,
     },
     /// Differs from what the mirror recorded writing at version `after`:
     /// a hand edit (import `payload`), unless it is a later version whose
@@ -217,6 +227,40 @@ impl Desk {
                     ticket: None,
                 }),
         })
+    }
+
+    /// Remember a ticket file imported as `seen`, at stream `version`.
+    pub(super) fn just_imported(&self, path: PathBuf, seen: Seen, version: u64) {
+        lock(&self.imported).insert(path, (seen, version));
+    }
+
+    /// The record of a ticket file just imported and untouched since: the
+    /// model holds the version imported from it and the file has the stamp
+    /// it had when read, so it holds what was imported — neither read nor
+    /// rendered again (`None`: `sync_file` decides).
+    fn unchanged_import(&self, id: &str, sequence: u64) -> Result<Option<Synced>, DomainError> {
+        let path = self.file_path(Kind::Ticket, id);
+        let Some((seen, version)) = lock(&self.imported).remove(&path) else {
+            return Ok(None);
+        };
+        let stored = match self.tickets.tree().get(ticket_key(id)) {
+            Ok(bytes) => bytes.map(|b| decode_ticket_head(&b)).transpose()?,
+            Err(e) => return Err(crate::projection::ProjectionError::from(e).into()),
+        };
+        if stored.is_none_or(|t| t.version != version) || Stamp::read(&path) != Some(seen.stamp) {
+            return Ok(None);
+        }
+        let record = Record {
+            version,
+            sequence,
+            hash: seen.hash,
+            stamp: Some(seen.stamp),
+        };
+        Ok(Some(Synced {
+            key: self.record_key(&path),
+            record,
+            written: None,
+        }))
     }
 
     /// Bring one file up to the model; the record to store, if any, and
@@ -387,5 +431,44 @@ mod tests {
         // FNV-1a 64 of "abc", a published test vector.
         assert_eq!(content_hash("abc"), 0xe71f_a219_0541_574b);
         assert_eq!(Record::decode(b"short"), None);
+    }
+
+    #[tokio::test]
+    async fn a_ticket_file_just_imported_is_recorded_unread_only_while_untouched_and_current() {
+        let (tmp, ws) = crate::desk::tests::fixture_copy();
+        let (desk, _, store) = crate::desk::tests::open(&ws, &tmp.path().join("db")).await;
+        let path = desk.file_path(Kind::Ticket, "T-1001");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let version = desk.get_ticket("T-1001").unwrap().version;
+        let seen = Seen {
+            hash: content_hash(&text),
+            stamp: Stamp::read(&path).unwrap(),
+        };
+        // Untouched, the model at the version imported: recorded as read.
+        desk.just_imported(path.clone(), seen, version);
+        let synced = desk.unchanged_import("T-1001", 42).unwrap().unwrap();
+        assert_eq!(synced.key, desk.record_key(&path));
+        assert_eq!(
+            synced.record,
+            Record {
+                version,
+                sequence: 42,
+                hash: seen.hash,
+                stamp: Some(seen.stamp),
+            }
+        );
+        assert!(synced.written.is_none());
+        // Once only: the entry is taken.
+        assert!(desk.unchanged_import("T-1001", 43).unwrap().is_none());
+        // The model moved on since the import: the mirror decides.
+        desk.just_imported(path.clone(), seen, version - 1);
+        assert!(desk.unchanged_import("T-1001", 44).unwrap().is_none());
+        // The file changed after it was read: the mirror decides.
+        std::fs::write(&path, format!("{text}\n")).unwrap();
+        desk.just_imported(path.clone(), seen, version);
+        assert!(desk.unchanged_import("T-1001", 45).unwrap().is_none());
+        // Not imported by this read-back.
+        assert!(desk.unchanged_import("T-1002", 46).unwrap().is_none());
+        store.close().await.unwrap();
     }
 }

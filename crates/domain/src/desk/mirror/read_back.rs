@@ -11,7 +11,7 @@ use futures::StreamExt;
 use tinycode_shared::proto::TicketUpdatedFromFile;
 use tinycode_shared::proto::event::Payload;
 
-use super::{FileStamps, Finding, IMPORT_CONCURRENCY, Kind, Record, file_stem, list_dir};
+use super::{FileStamps, Finding, IMPORT_CONCURRENCY, Kind, Record, Seen, file_stem, list_dir};
 use crate::desk::models::article_content;
 use crate::desk::{Desk, DomainError, LoadReport, Stamp};
 use crate::store::{ExpectedVersion, StoreError};
@@ -241,10 +241,14 @@ impl Desk {
                     sorted.unknown.push((kind, id));
                 }
             }
-            Ok(Finding::Import { expected, payload }) => {
+            Ok(Finding::Import {
+                expected,
+                payload,
+                seen,
+            }) => {
                 sorted
                     .imports
-                    .push((kind.stream(&id), path, expected, *payload));
+                    .push((kind.stream(&id), path, expected, *payload, seen));
             }
             Ok(Finding::Changed { after, payload }) => {
                 if self.was_version(&kind.stream(&id), &payload, after).await? {
@@ -253,7 +257,7 @@ impl Desk {
                     let expected = ExpectedVersion::Exact(after);
                     sorted
                         .imports
-                        .push((kind.stream(&id), path, expected, *payload));
+                        .push((kind.stream(&id), path, expected, *payload, None));
                 }
             }
             Ok(Finding::NewArticle { payload }) => {
@@ -262,7 +266,9 @@ impl Desk {
                     0 => ExpectedVersion::NoStream,
                     version => ExpectedVersion::Exact(version),
                 };
-                sorted.imports.push((stream, path, expected, *payload));
+                sorted
+                    .imports
+                    .push((stream, path, expected, *payload, None));
             }
             Err(problem) => report
                 .warnings
@@ -287,23 +293,26 @@ impl Desk {
             imports.len() as u64,
         );
         let mut results = futures::stream::iter(imports)
-            .map(|(stream, path, expected, payload)| async move {
+            .map(|(stream, path, expected, payload, seen)| async move {
                 let updated = matches!(
                     payload,
                     Payload::TicketUpdatedFromFile(_) | Payload::KnowledgeUpdatedFromFile(_)
                 );
                 let article = stream.starts_with("kb-");
                 let appended = store.append(&stream, expected, vec![payload]).await;
-                (path, (article, updated), appended)
+                (path, (article, updated), appended, seen)
             })
             .buffer_unordered(IMPORT_CONCURRENCY);
         let mut last = 0;
         let mut lost_races = Vec::new();
-        while let Some((path, updated, appended)) = results.next().await {
+        while let Some((path, updated, appended, seen)) = results.next().await {
             progress.advance(1);
             match appended {
                 Ok(events) => {
                     last = last.max(events.last().map_or(0, |e| e.sequence));
+                    if let (Some(seen), Some(event)) = (seen, events.last()) {
+                        self.just_imported(path, seen, event.stream_version);
+                    }
                     match updated {
                         (false, false) => report.imported += 1,
                         (false, true) => report.updated += 1,
@@ -374,7 +383,9 @@ type Read = (Kind, PathBuf, Result<Finding, String>);
 
 /// An import to append: the stream, the file, the version expected, the
 /// event.
-type Import = (String, PathBuf, ExpectedVersion, Payload);
+/// A file to import: its stream, path, expected version, event, and the
+/// ticket file as it was read.
+type Import = (String, PathBuf, ExpectedVersion, Payload, Option<Seen>);
 
 /// The findings of a scan, by what is done with them.
 #[derive(Default)]
