@@ -92,6 +92,14 @@ fn daemon(desk: &Desk) -> std::process::Child {
         .unwrap()
 }
 
+/// Where the daemon says its start went (its log's start-up lines).
+fn stages(desk: &Desk) {
+    for line in desk.log().lines().filter(|l| l.contains("start-up")) {
+        let from = line.find("INFO").map_or(0, |i| i + 5);
+        println!("  {}", &line[from..]);
+    }
+}
+
 /// Each sled tree of the stopped daemon's store: its name, keys and the
 /// bytes of its keys and values (what it holds, before sled's own
 /// overhead), largest first.
@@ -139,6 +147,7 @@ fn import(count: usize, targets: &mut Targets) {
         peak as f64 / 1024.0,
         store * 1_048_576.0 / count as f64,
     );
+    stages(&desk);
     desk.stop();
     let _ = first.wait();
     for (name, keys, bytes) in trees(&desk) {
