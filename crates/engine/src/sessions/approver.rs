@@ -158,6 +158,16 @@ impl SessionApprover {
             },
         };
         let question = call.name == crate::tools::ask::ASK_USER;
+        self.decision(&id, question, verdict)
+    }
+
+    /// What the wait's verdict on approval `id` means for the call.
+    fn decision(
+        &self,
+        id: &str,
+        question: bool,
+        verdict: Result<Verdict, ApprovalError>,
+    ) -> Decision {
         match verdict {
             Ok(Verdict::Allowed) => Decision::Allow,
             Ok(Verdict::Answered { answer, by }) => {
@@ -173,10 +183,16 @@ impl SessionApprover {
             Ok(Verdict::Cancelled(why)) => {
                 Decision::Deny(format!("approval {id} was cancelled: {why}"))
             }
-            // It stays pending in the log: the turn resumes at this call.
-            Err(ApprovalError::Store(StoreError::Closed)) => Decision::Unsettled(format!(
-                "the daemon stopped before approval {id} was decided"
-            )),
+            // The daemon stops: the approval stays pending in the log and
+            // the turn resumes at this call. (The approvals model stopping
+            // while the daemon runs is an error the model is told.)
+            Err(ApprovalError::Store(StoreError::Closed))
+                if *self.sessions.store.closing().borrow() =>
+            {
+                Decision::Unsettled(format!(
+                    "the daemon stopped before approval {id} was decided"
+                ))
+            }
             Err(e) => Decision::Deny(e.to_string()),
         }
     }

@@ -597,8 +597,27 @@ async fn an_end_stored_whose_answer_was_lost_is_not_stored_again() {
                 .iter()
                 .any(|p| matches!(p, Payload::TurnCompleted(_)))
     });
+    let (_stop, stopping) = tokio::sync::watch::channel(false);
+    let mut attached = Arc::clone(&sessions)
+        .follow(&s.id, 1, stopping)
+        .await
+        .unwrap();
     let Sent { turn, .. } = sessions.send(&s.id, "triage T-1001", me()).await.unwrap();
     until_done(&sessions, &s.id, turn).await;
+    // An attached client sees the end, though its append's answer was
+    // lost (published from the log).
+    let seen_end = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(update) = attached.recv().await {
+            if let Ok(LiveUpdate::Event(e)) = update
+                && matches!(&e.payload, Some(Payload::TurnCompleted(c)) if c.turn == turn)
+            {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(seen_end, Ok(true), "the attached client never saw the end");
     // The session's next turn runs once the first one's task is over, its
     // end handled.
     let Sent { turn: next, .. } = sessions.send(&s.id, "thanks", me()).await.unwrap();

@@ -29,7 +29,9 @@ pub(super) async fn append(
 /// back. An append whose answer was lost may have been stored: the log is
 /// read before each retry, and before the first one after a failed write
 /// of the turn (`after_failure`: the writer's append that carried the end
-/// may have been stored), so an end is never stored twice.
+/// may have been stored), so an end is never stored twice; while the log
+/// cannot be read, nothing is appended. An end found stored that way was
+/// never published: its last events are, from the log.
 pub(super) async fn append_end(
     sessions: &Sessions,
     live: &Live,
@@ -40,35 +42,71 @@ pub(super) async fn append_end(
 ) {
     let mut wait = std::time::Duration::from_millis(200);
     let mut closing = sessions.store.closing();
-    if after_failure && end_stored(sessions, id, turn).await {
-        return;
-    }
+    let mut look = after_failure;
     loop {
+        if look {
+            match end_stored(sessions, id, turn).await {
+                Some(true) => return republish(sessions, live, id).await,
+                Some(false) => {}
+                None => {
+                    if !pause(&mut closing, &mut wait).await {
+                        return;
+                    }
+                    continue;
+                }
+            }
+        }
         match append(sessions, live, id, end.clone()).await {
             Err(SessionError::Store(e)) if e.transient() => {}
             // Stored, or logged by `append`: the next start finds the
             // turn unfinished and marks it interrupted.
             _ => return,
         }
-        tokio::select! {
-            () = tokio::time::sleep(wait) => {}
-            _ = closing.wait_for(|c| *c) => return,
-        }
-        wait = (wait * 2).min(std::time::Duration::from_secs(5));
-        if end_stored(sessions, id, turn).await {
+        if !pause(&mut closing, &mut wait).await {
             return;
         }
+        look = true;
     }
 }
 
-/// Whether the log (read now) has an end of `turn`; `false` when it
-/// cannot be read.
-async fn end_stored(sessions: &Sessions, id: &str, turn: u64) -> bool {
-    match sessions.store.latest().await {
-        Ok(head) => {
-            sessions.read_at(head).await.is_ok() && sessions.turn_outcome(id, turn).is_some()
+/// Wait `wait`, then double it (up to 5 s); `false` when the store closes.
+async fn pause(
+    closing: &mut tokio::sync::watch::Receiver<bool>,
+    wait: &mut std::time::Duration,
+) -> bool {
+    tokio::select! {
+        () = tokio::time::sleep(*wait) => {}
+        _ = closing.wait_for(|c| *c) => return false,
+    }
+    *wait = (*wait * 2).min(std::time::Duration::from_secs(5));
+    true
+}
+
+/// Whether the log (read now) has an end of `turn`; `None` when it cannot
+/// be read.
+async fn end_stored(sessions: &Sessions, id: &str, turn: u64) -> Option<bool> {
+    let head = sessions.store.latest().await.ok()?;
+    sessions.read_at(head).await.ok()?;
+    Some(sessions.turn_outcome(id, turn).is_some())
+}
+
+/// Publish the session's last events as the log has them: an append whose
+/// answer was lost was stored but never published (a follower drops the
+/// repeats and the triage waiting for the end sees it).
+async fn republish(sessions: &Sessions, live: &Live, id: &str) {
+    let Ok(Some(state)) = sessions.stored_state(id) else {
+        return;
+    };
+    let batch = super::writer::WRITE_BATCH as u64;
+    let from = state.last_version.saturating_sub(batch).max(1);
+    match sessions
+        .stored_versions(id, from, super::writer::WRITE_BATCH + 1)
+        .await
+    {
+        Ok(events) => live.publish(&events.into_iter().map(Arc::new).collect::<Vec<_>>()),
+        Err(e) => {
+            tracing::warn!(session = %id, error = %e, "could not publish the turn's stored end")
         }
-        Err(_) => false,
     }
 }
 

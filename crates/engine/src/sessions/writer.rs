@@ -108,7 +108,7 @@ pub(super) async fn acknowledged(
 }
 
 /// Most events one append of the writer carries.
-const WRITE_BATCH: usize = 64;
+pub(super) const WRITE_BATCH: usize = 64;
 
 /// Writes the writer stores in one append, and who waits for them.
 #[derive(Default)]
