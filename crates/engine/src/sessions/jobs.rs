@@ -8,6 +8,9 @@ use tokio::sync::oneshot;
 
 use super::SessionError;
 
+/// Most events one append of a turn's writer carries (`writer.rs`).
+pub(super) const WRITE_BATCH: usize = 64;
+
 /// What a session's actor does, one at a time, in the order received.
 pub(crate) enum Job {
     Turn(u64),

@@ -97,10 +97,10 @@ async fn republish(sessions: &Sessions, live: &Live, id: &str) {
     let Ok(Some(state)) = sessions.stored_state(id) else {
         return;
     };
-    let batch = super::writer::WRITE_BATCH as u64;
+    let batch = super::jobs::WRITE_BATCH as u64;
     let from = state.last_version.saturating_sub(batch).max(1);
     match sessions
-        .stored_versions(id, from, super::writer::WRITE_BATCH + 1)
+        .stored_versions(id, from, super::jobs::WRITE_BATCH + 1)
         .await
     {
         Ok(events) => live.publish(&events.into_iter().map(Arc::new).collect::<Vec<_>>()),

@@ -7,7 +7,7 @@ use tinycode_shared::proto::event::Payload;
 use tokio::sync::{mpsc, oneshot};
 
 use super::fence::TurnFence;
-use super::jobs::Write;
+use super::jobs::{WRITE_BATCH, Write};
 use super::write::append_all;
 use super::{Live, Sessions};
 use crate::agent::Fence;
@@ -106,9 +106,6 @@ pub(super) async fn acknowledged(
     tx.send(write(ack)).map_err(|_| stopped.to_string())?;
     stored.await.map_err(|_| stopped.to_string())?
 }
-
-/// Most events one append of the writer carries.
-pub(super) const WRITE_BATCH: usize = 64;
 
 /// Writes the writer stores in one append, and who waits for them.
 #[derive(Default)]
