@@ -94,7 +94,11 @@ fn daemon(desk: &Desk) -> std::process::Child {
 
 /// Where the daemon says its start went (its log's start-up lines).
 fn stages(desk: &Desk) {
-    for line in desk.log().lines().filter(|l| l.contains("start-up")) {
+    for line in desk
+        .log()
+        .lines()
+        .filter(|l| l.contains("start-up") || l.contains("read back"))
+    {
         let from = line.find("INFO").map_or(0, |i| i + 5);
         println!("  {}", &line[from..]);
     }

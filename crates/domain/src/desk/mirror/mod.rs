@@ -41,6 +41,8 @@ const VERSION: u32 = 1;
 const RECORD_PREFIX: &[u8] = b"f/";
 /// Files appended concurrently during an import (shares flushes).
 const IMPORT_CONCURRENCY: usize = 64;
+/// A scan of this many files or more is logged with its stages.
+const BULK_FILES: usize = 1000;
 /// A ticket or article file larger than this is never read (the largest
 /// limit of either kind).
 pub const MAX_FILE_BYTES: u64 = crate::limits::MAX_TICKET_FILE;

@@ -11,7 +11,9 @@ use futures::StreamExt;
 use tinycode_shared::proto::TicketUpdatedFromFile;
 use tinycode_shared::proto::event::Payload;
 
-use super::{FileStamps, Finding, IMPORT_CONCURRENCY, Kind, Record, Seen, file_stem, list_dir};
+use super::{
+    BULK_FILES, FileStamps, Finding, IMPORT_CONCURRENCY, Kind, Record, Seen, file_stem, list_dir,
+};
 use crate::desk::models::article_content;
 use crate::desk::{Desk, DomainError, LoadReport, Stamp};
 use crate::store::{ExpectedVersion, StoreError};
@@ -151,13 +153,18 @@ impl Desk {
     }
 
     /// Read `paths` and act on what each means: import, re-write, nothing.
+    /// A scan of [`BULK_FILES`] or more says in the daemon's log how long
+    /// reading, appending and folding took.
     async fn scan(
         &self,
         paths: Vec<(Kind, PathBuf)>,
         report: &mut LoadReport,
         progress: &Progress,
     ) -> Result<(), DomainError> {
+        let started = std::time::Instant::now();
+        let files = paths.len();
         let findings = self.read_all(paths, progress);
+        let read = started.elapsed();
         let mut sorted = Sorted::default();
         for (kind, path, found) in findings {
             self.note_refused(&path, &found);
@@ -167,12 +174,22 @@ impl Desk {
         self.rewrite(&sorted.stale, true)?;
         self.rewrite(&sorted.unknown, false)?;
         let last = self.import_all(sorted.imports, report, progress).await?;
+        let appended = started.elapsed();
         let tickets = self.tickets.clone();
         progress.following("indexing the imported files", "events", last, move || {
             tickets.applied()
         });
         self.tickets.wait_for(last).await?;
         self.kb.wait_for(last).await?;
+        if files >= BULK_FILES {
+            tracing::info!(
+                files,
+                read_ms = read.as_millis(),
+                appended_ms = (appended - read).as_millis(),
+                folded_ms = (started.elapsed() - appended).as_millis(),
+                "workspace files read back"
+            );
+        }
         Ok(())
     }
 
