@@ -56,20 +56,14 @@ impl Desk {
             desired,
         };
         match kind {
-            Kind::Ticket => read.ticket_finding().map(|found| match found {
-                Finding::Import {
-                    expected, payload, ..
-                } => {
+            Kind::Ticket => {
+                let mut found = read.ticket_finding();
+                if let Ok(Finding::Import { seen, .. }) = &mut found {
                     let stamp = Stamp::of(&meta);
-                    let seen = Some(Seen { hash, stamp });
-                    Finding::Import {
-                        expected,
-                        payload,
-                        seen,
-                    }
+                    *seen = Some(Seen { hash, stamp });
                 }
-                other => other,
-            }),
+                found
+            }
             Kind::Article => read.article_finding(),
         }
     }

@@ -245,10 +245,13 @@ impl Desk {
         let Some((seen, version)) = lock(&self.imported).remove(&path) else {
             return Ok(None);
         };
-        let stored = match self.tickets.tree().get(ticket_key(id)) {
-            Ok(bytes) => bytes.map(|b| decode_ticket_head(&b)).transpose()?,
-            Err(e) => return Err(crate::projection::ProjectionError::from(e).into()),
-        };
+        let stored = self
+            .tickets
+            .tree()
+            .get(ticket_key(id))
+            .map_err(ProjectionError::from)?
+            .map(|b| decode_ticket_head(&b))
+            .transpose()?;
         if stored.is_none_or(|t| t.version != version) || Stamp::read(&path) != Some(seen.stamp) {
             return Ok(None);
         }

@@ -409,8 +409,6 @@ impl Desk {
 /// One file read back: its kind, its path, and what it means.
 type Read = (Kind, PathBuf, Result<Finding, String>);
 
-/// An import to append: the stream, the file, the version expected, the
-/// event.
 /// A file to import: its stream, path, expected version, event, and the
 /// ticket file as it was read.
 type Import = (String, PathBuf, ExpectedVersion, Payload, Option<Seen>);
