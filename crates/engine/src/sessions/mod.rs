@@ -471,16 +471,19 @@ impl Sessions {
     /// The daemon running a turn (empty: unknown, or before daemons
     /// shared a log).
     pub fn turn_runner(&self, id: &str, turn: u64) -> String {
-        self.stored_state(id)
-            .ok()
-            .flatten()
-            .and_then(|s| s.turns.get(&turn).map(|t| t.runner.clone()))
+        self.stored_turn(id, turn)
+            .map(|t| t.runner)
             .unwrap_or_default()
     }
 
     /// A turn's outcome, once it has one.
     pub fn turn_outcome(&self, id: &str, turn: u64) -> Option<TurnOutcome> {
-        self.stored_state(id).ok()??.turns.get(&turn)?.outcome
+        self.stored_turn(id, turn)?.outcome
+    }
+
+    /// One turn as the model has it (`None` also when it cannot be read).
+    fn stored_turn(&self, id: &str, turn: u64) -> Option<state::TurnBrief> {
+        model::read_turn(self.projector.tree(), id, turn).ok()?
     }
 
     /// Stored events of a session from stream version `from` on, at most

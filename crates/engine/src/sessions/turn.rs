@@ -93,10 +93,8 @@ async fn begin(
             tracing::warn!(session = %id, error = %e, "the sessions model did not catch up before a turn");
         }
         let begun = sessions
-            .stored_state(id)
-            .ok()
-            .flatten()
-            .and_then(|s| s.turns.get(&turn).map(|t| t.started || t.outcome.is_some()));
+            .stored_turn(id, turn)
+            .map(|t| t.started || t.outcome.is_some());
         if begun == Some(true) {
             return false;
         }

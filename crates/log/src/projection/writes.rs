@@ -39,6 +39,21 @@ impl<'a> Writes<'a> {
         Ok(self.tree.get(key)?.map(|v| v.to_vec()))
     }
 
+    /// The rows under `prefix` as of this batch, in key order.
+    pub fn scan_prefix(&self, prefix: &[u8]) -> Result<Changes, ProjectionError> {
+        let mut rows = Changes::new();
+        for row in self.tree.scan_prefix(prefix) {
+            let (key, value) = row?;
+            rows.insert(key.to_vec(), Some(value.to_vec()));
+        }
+        let pending = self.pending.range(prefix.to_vec()..);
+        for (key, value) in pending.take_while(|(k, _)| k.starts_with(prefix)) {
+            rows.insert(key.clone(), value.clone());
+        }
+        rows.retain(|_, v| v.is_some());
+        Ok(rows)
+    }
+
     /// Nothing written in this batch.
     pub fn is_empty(&self) -> bool {
         self.pending.is_empty()
@@ -71,5 +86,38 @@ impl<'a> Writes<'a> {
         batch.insert(super::CHECKPOINT_KEY, &checkpoint.to_be_bytes());
         self.tree.apply_batch(batch)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scan_sees_the_batch_over_the_tree() {
+        let db = sled::Config::new().temporary(true).open().unwrap();
+        let tree = db.open_tree("t").unwrap();
+        for key in ["a/1", "a/2", "a/3", "b/1"] {
+            tree.insert(key, key.as_bytes()).unwrap();
+        }
+        let mut writes = Writes::new(&tree);
+        writes.remove(b"a/2".to_vec());
+        writes.put(b"a/3".to_vec(), b"new".to_vec());
+        writes.put(b"a/4".to_vec(), b"added".to_vec());
+        writes.put(b"b/2".to_vec(), b"other".to_vec());
+        let rows: Vec<(Vec<u8>, Vec<u8>)> = writes
+            .scan_prefix(b"a/")
+            .unwrap()
+            .into_iter()
+            .map(|(k, v)| (k, v.unwrap()))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (b"a/1".to_vec(), b"a/1".to_vec()),
+                (b"a/3".to_vec(), b"new".to_vec()),
+                (b"a/4".to_vec(), b"added".to_vec()),
+            ]
+        );
     }
 }
