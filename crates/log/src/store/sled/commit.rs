@@ -1,10 +1,18 @@
 //! Group commit, for writes and flushes alike. Appenders queue their
 //! request and wait; one committer thread takes every queued request, checks
-//! expected versions and assigns sequences in arrival order, writes all
-//! accepted events in one sled transaction, flushes once, publishes the
+//! expected versions and assigns sequences in arrival order, appends all
+//! accepted events to the log's segment copy in one record made durable by
+//! one `fdatasync`, writes them into sled in one transaction, publishes the
 //! now-durable events to live subscribers and then answers each appender.
 //! Requests arriving meanwhile form the next batch, so the cost of the
-//! transaction and of the flush is shared by everyone waiting.
+//! write and of the `fdatasync` is shared by everyone waiting.
+//!
+//! sled is not flushed per batch: the segment copy is what makes an append
+//! durable, and sled, flushed in the background (`FLUSH_EVERY_MS`), is
+//! the index a start brings up to the copy's head (`integrity::open` rolls
+//! the events sled lacks forward from the copy). Flushing sled as well
+//! cost a second `fdatasync` and sled's `sync_file_range`s on every
+//! append's path.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,6 +28,10 @@ use super::{StoreError, keys};
 
 pub(crate) use super::super::batch::Request;
 use super::super::batch::{Accepted, Sequenced, accept};
+
+/// How often sled writes what it holds to its files (in the background;
+/// see the module's note).
+pub(crate) const FLUSH_EVERY_MS: u64 = 500;
 
 pub(crate) struct Committer {
     queue: Mutex<Queue>,
@@ -40,12 +52,12 @@ struct Queue {
 struct Writer {
     events: sled::Tree,
     streams: sled::Tree,
-    db: sled::Db,
-    /// sled's data file: `Db::flush` ends with `sync_file_range`, which
-    /// neither flushes the device cache nor the file's metadata, so the
-    /// committer follows it with a real `fdatasync` of this file.
-    data_file: Option<std::fs::File>,
     next_sequence: u64,
+    db: sled::Db,
+    /// Whether sled has written any event to its files: the first batch of
+    /// a new log is flushed at once, so a start that finds sled reading
+    /// nothing knows its file was lost, not left behind by a crash.
+    sled_holds_events: bool,
     /// Last version of each stream touched since open (filled lazily).
     versions: HashMap<String, u64>,
     /// sled's own write error: sled refuses every later write of this
@@ -63,7 +75,6 @@ pub(crate) struct Files {
     pub db: sled::Db,
     pub events: sled::Tree,
     pub streams: sled::Tree,
-    pub data_file: Option<std::fs::File>,
     pub segments: SegmentLog,
     pub space: Arc<super::super::space::DiskSpace>,
 }
@@ -113,8 +124,8 @@ impl Committer {
     /// The committer loop, on its own thread.
     pub(crate) fn run(&self, files: Files) {
         let mut writer = Writer {
-            data_file: files.data_file,
             next_sequence: self.durable_sequence() + 1,
+            sled_holds_events: self.durable_sequence() > 0,
             db: files.db,
             events: files.events,
             streams: files.streams,
@@ -166,7 +177,7 @@ impl Committer {
         if accepted.is_empty() {
             return;
         }
-        if let Err((e, sticky)) = write_and_flush(writer, &accepted) {
+        if let Err((e, sticky)) = write_batch(writer, &accepted) {
             self.fsyncs.fetch_add(1, Ordering::Relaxed);
             if sticky {
                 tracing::error!(error = %e, "writing the event store failed; appends are refused until the daemon restarts");
@@ -203,10 +214,10 @@ impl Committer {
 type Row = ([u8; 8], Vec<u8>, Vec<u8>, u32);
 
 /// The batch into the segment copy (durable), then one transaction over
-/// both trees, one flush. A failure of the copy leaves nothing behind and
+/// both trees (flushed in the background). A failure of the copy leaves nothing behind and
 /// the next batch tries again; sled's own failure is sticky (`true`: sled
 /// refuses every later write until the daemon restarts).
-fn write_and_flush(writer: &mut Writer, accepted: &[Accepted]) -> Result<(), (StoreError, bool)> {
+fn write_batch(writer: &mut Writer, accepted: &[Accepted]) -> Result<(), (StoreError, bool)> {
     let rows: Vec<Row> = accepted
         .iter()
         .flat_map(|(_, events)| events.iter())
@@ -239,10 +250,9 @@ fn write_and_flush(writer: &mut Writer, accepted: &[Accepted]) -> Result<(), (St
             TransactionError::Storage(e) => sticky(StoreError::from(e)),
             TransactionError::Abort(()) => sticky(StoreError::Io("transaction aborted".into())),
         })?;
-    writer.db.flush().map_err(|e| sticky(e.into()))?;
-    if let Some(file) = &writer.data_file {
-        file.sync_data()
-            .map_err(|e| sticky(StoreError::Io(format!("fdatasync failed: {e}"))))?;
+    if !writer.sled_holds_events {
+        writer.db.flush().map_err(|e| sticky(e.into()))?;
+        writer.sled_holds_events = true;
     }
     Ok(())
 }

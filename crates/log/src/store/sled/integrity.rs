@@ -81,15 +81,16 @@ pub(super) fn open(
             segments,
         });
     }
-    // The copy is written before sled: a crash between the two leaves
-    // sled without the copy's last record — a batch never acknowledged,
-    // whole in the copy. It is rolled forward into sled.
-    let last_batch = segments.last_record_first();
+    // The copy is made durable first and sled is flushed in the background
+    // (`commit.rs`): a crash leaves sled a prefix of the log, without the
+    // copy's last records. They are rolled forward into sled from the copy.
+    // A sled that reads nothing is not a crash's doing (the first batch of
+    // a log is flushed at once): its file was lost or damaged.
     if !intact
         && readable == highest
-        && readable + 1 >= last_batch
+        && readable > 0
         && readable < acked.sequence
-        && roll_forward_last_batch(path, db, events, streams, readable, acked)?
+        && roll_forward_tail(path, db, events, streams, readable, acked)?
     {
         return Ok(Opened {
             last_sequence: acked.sequence,
@@ -154,9 +155,10 @@ fn copy_behind(
     Ok(())
 }
 
-/// Write the copy's last batch, after `readable`, into sled; `true` when
-/// that brought sled up to the durable head (flushed).
-fn roll_forward_last_batch(
+/// Write the copy's events after `readable` into sled; `true` when that
+/// brought sled up to the durable head (flushed). `false`: the copy cannot
+/// give them all (damaged), and nothing was written.
+fn roll_forward_tail(
     path: &Path,
     db: &sled::Db,
     events: &sled::Tree,
@@ -172,7 +174,7 @@ fn roll_forward_last_batch(
     tracing::info!(
         from = readable + 1,
         to = acked.sequence,
-        "the last group commit reached the log's copy but not sled before the crash; written to sled from the copy"
+        "sled had not written the log's last events when the daemon stopped; written to sled from the log's segment copy"
     );
     Ok(true)
 }
@@ -423,11 +425,15 @@ pub struct Report {
 
 /// Check the whole log: every event's checksum and sequence, no gap but
 /// the recovered ones, stream versions 1, 2, 3… with an index entry each,
-/// and the running hash against the durable head.
+/// and the running hash against the durable head. Acknowledged events
+/// sled lacks at its end are a problem unless the segment copy is whole
+/// (`copy_whole`): sled is flushed in the background, and a start writes
+/// them into sled from the copy.
 pub(super) fn verify(
     events: &sled::Tree,
     streams: &sled::Tree,
     acked: Option<Head>,
+    copy_whole: bool,
 ) -> Result<Report, StoreError> {
     let mut check = Verifier {
         streams,
@@ -443,6 +449,7 @@ pub(super) fn verify(
     }
     if let Some(a) = acked
         && a.sequence > check.report.last_sequence
+        && !copy_whole
     {
         let missing = format!(
             "events {}–{} were acknowledged but are not in the log",

@@ -72,17 +72,12 @@ impl SledLog {
         let (live, _) = broadcast::channel(options.live_buffer.max(1));
         let space = Arc::new(super::space::DiskSpace::new(path, options.reserve_bytes));
         let committer = Arc::new(Committer::new(opened.last_sequence, live.clone()));
-        // sled 0.34 keeps its log in `<path>/db`.
-        let data_file = std::fs::File::open(path.join("db"))
-            .inspect_err(|e| tracing::warn!(error = %e, "cannot open sled's data file for fdatasync; relying on sled's flush alone"))
-            .ok();
         let thread = {
             let committer = Arc::clone(&committer);
             let files = Files {
                 db: db.clone(),
                 events: events.clone(),
                 streams: streams.clone(),
-                data_file,
                 segments: opened.segments,
                 space: Arc::clone(&space),
             };
@@ -115,11 +110,14 @@ impl SledLog {
             .open()
             .map_err(|e| unreadable(path, e))?;
         let (head, copy_problems) = segments::verify(path)?;
+        // A whole copy gives the events sled had not written when the
+        // daemon stopped (the next start writes them into sled).
+        let copy_whole = head.sequence > 0 && copy_problems.is_empty();
         let head = (head.sequence > 0)
             .then_some(head)
             .or_else(|| head::peek(&head::path_of(path)));
-        let mut report =
-            integrity::verify(&db.open_tree("events")?, &db.open_tree("streams")?, head)?;
+        let (events, streams) = (db.open_tree("events")?, db.open_tree("streams")?);
+        let mut report = integrity::verify(&events, &streams, head, copy_whole)?;
         report.problems.extend(copy_problems);
         if head.is_none() && report.events > 0 {
             report.problems.push(
@@ -294,7 +292,7 @@ fn open_checked(
     let db = sled::Config::new()
         .path(path)
         .cache_capacity(options.cache_bytes)
-        .flush_every_ms(None)
+        .flush_every_ms(Some(commit::FLUSH_EVERY_MS))
         .open()
         .map_err(|e| unreadable(path, e))?;
     let events = db.open_tree("events").map_err(|e| unreadable(path, e))?;
