@@ -58,6 +58,9 @@ struct Writer {
     /// a new log is flushed at once, so a start that finds sled reading
     /// nothing knows its file was lost, not left behind by a crash.
     sled_holds_events: bool,
+    /// sled's data file, for that first flush only: sled's flush ends with
+    /// `sync_file_range`, which does not flush the device's cache.
+    data_file: Option<std::fs::File>,
     /// Last version of each stream touched since open (filled lazily).
     versions: HashMap<String, u64>,
     /// sled's own write error: sled refuses every later write of this
@@ -75,6 +78,8 @@ pub(crate) struct Files {
     pub db: sled::Db,
     pub events: sled::Tree,
     pub streams: sled::Tree,
+    /// sled's data file when the log is new (see `Writer::data_file`).
+    pub data_file: Option<std::fs::File>,
     pub segments: SegmentLog,
     pub space: Arc<super::super::space::DiskSpace>,
 }
@@ -126,6 +131,7 @@ impl Committer {
         let mut writer = Writer {
             next_sequence: self.durable_sequence() + 1,
             sled_holds_events: self.durable_sequence() > 0,
+            data_file: files.data_file,
             db: files.db,
             events: files.events,
             streams: files.streams,
@@ -252,6 +258,10 @@ fn write_batch(writer: &mut Writer, accepted: &[Accepted]) -> Result<(), (StoreE
         })?;
     if !writer.sled_holds_events {
         writer.db.flush().map_err(|e| sticky(e.into()))?;
+        if let Some(file) = writer.data_file.take() {
+            file.sync_data()
+                .map_err(|e| sticky(StoreError::Io(format!("fdatasync failed: {e}"))))?;
+        }
         writer.sled_holds_events = true;
     }
     Ok(())

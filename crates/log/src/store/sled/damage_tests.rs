@@ -369,6 +369,37 @@ async fn sled_first_page_zeroed_is_rebuilt_from_the_copy() {
     recovers_every_event(dir.path()).await;
 }
 
+/// A kill -9 in a new log's first group commit, after the copy's write and
+/// before sled's flush: sled reads nothing, the copy holds that one batch.
+#[tokio::test]
+async fn a_crash_in_a_new_logs_first_batch_rolls_it_forward() {
+    let dir = tempfile::tempdir().unwrap();
+    written(dir.path(), 1).await;
+    tamper(dir.path(), |events| {
+        events.remove(1u64.to_be_bytes()).unwrap();
+    });
+    let store = retried(|| EventStore::open(dir.path())).unwrap();
+    assert_eq!(store.last_sequence(), 1);
+    assert_eq!(store.read_range(1, u64::MAX, 10).await.unwrap().len(), 1);
+    store.close().await.unwrap();
+    drop(store);
+    // With more than that batch in the copy, a sled reading nothing lost
+    // its file: refused.
+    let dir = tempfile::tempdir().unwrap();
+    written(dir.path(), 3).await;
+    tamper(dir.path(), |events| {
+        for seq in 1..=3u64 {
+            events.remove(seq.to_be_bytes()).unwrap();
+        }
+    });
+    assert!(matches!(
+        retried(|| EventStore::open(dir.path())),
+        Err(StoreError::Behind { lost_from: 1, .. })
+    ));
+    let report = EventStore::verify(dir.path()).unwrap();
+    assert!(!report.problems.is_empty(), "verify agrees with the start");
+}
+
 #[tokio::test]
 async fn a_crash_between_the_copy_and_sled_rolls_the_last_batch_forward() {
     let dir = tempfile::tempdir().unwrap();

@@ -7,6 +7,9 @@ use std::path::Path;
 use tinycode_shared::proto::event::Payload;
 use tinycode_shared::proto::{Event, LogRecovered};
 
+use sled::Transactional;
+use sled::transaction::{ConflictableTransactionError, TransactionError};
+
 use super::head::{self, Head};
 use super::keys::{decode_checked, decode_sequence, encode_event, stream_key};
 use super::segments::{self, SegmentLog};
@@ -85,10 +88,11 @@ pub(super) fn open(
     // (`commit.rs`): a crash leaves sled a prefix of the log, without the
     // copy's last records. They are rolled forward into sled from the copy.
     // A sled that reads nothing is not a crash's doing (the first batch of
-    // a log is flushed at once): its file was lost or damaged.
+    // a log is flushed at once), unless the copy holds only that batch (a
+    // kill -9 before its flush): otherwise its file was lost or damaged.
     if !intact
         && readable == highest
-        && readable > 0
+        && (readable > 0 || segments.last_record_first() == 1)
         && readable < acked.sequence
         && roll_forward_tail(path, db, events, streams, readable, acked)?
     {
@@ -157,7 +161,7 @@ fn copy_behind(
 
 /// Write the copy's events after `readable` into sled; `true` when that
 /// brought sled up to the durable head (flushed). `false`: the copy cannot
-/// give them all (damaged), and nothing was written.
+/// give them all, one after another (damaged), and nothing was written.
 fn roll_forward_tail(
     path: &Path,
     db: &sled::Db,
@@ -166,9 +170,26 @@ fn roll_forward_tail(
     readable: u64,
     acked: Head,
 ) -> Result<bool, StoreError> {
-    let rolled = roll_forward(path, events, streams, readable + 1)?;
-    if rolled != acked.sequence {
+    let Some(rows) = copy_rows(path, readable + 1, acked.sequence)? else {
         return Ok(false);
+    };
+    // Both trees in one transaction a chunk: sled's background flush may
+    // write any moment, and an event must never be there without its
+    // stream-index entry (a crash between chunks leaves a shorter prefix,
+    // which the next start rolls forward again).
+    for chunk in rows.chunks(4096) {
+        (events, streams)
+            .transaction(|(ev, st)| {
+                for (sequence, value, stream_key) in chunk {
+                    ev.insert(&sequence.to_be_bytes(), value.as_slice())?;
+                    st.insert(stream_key.as_slice(), &sequence.to_be_bytes())?;
+                }
+                Ok::<_, ConflictableTransactionError<()>>(())
+            })
+            .map_err(|e| match e {
+                TransactionError::Storage(e) => StoreError::from(e),
+                TransactionError::Abort(()) => StoreError::Io("transaction aborted".into()),
+            })?;
     }
     db.flush()?;
     tracing::info!(
@@ -179,32 +200,39 @@ fn roll_forward_tail(
     Ok(true)
 }
 
-/// Write the copy's events from `from` on into sled (both trees); returns
-/// the last sequence written (`from - 1`: none, or the copy is damaged).
-fn roll_forward(
-    path: &Path,
-    events: &sled::Tree,
-    streams: &sled::Tree,
-    from: u64,
-) -> Result<u64, StoreError> {
-    let mut batch = (sled::Batch::default(), sled::Batch::default());
-    let mut last = from - 1;
+/// One event for sled: sequence, stored value, stream-index key.
+type CopyRow = (u64, Vec<u8>, Vec<u8>);
+
+/// The copy's events `from..=to`, or `None` unless it gives every one of
+/// them whole and in order.
+fn copy_rows(path: &Path, from: u64, to: u64) -> Result<Option<Vec<CopyRow>>, StoreError> {
+    let mut rows = Vec::new();
+    let mut next = from;
+    let mut broken = None;
     let (_, stopped) = segments::for_each(path, from, |sequence, value| {
+        if broken.is_some() {
+            return Ok(());
+        }
+        if sequence != next || sequence > to {
+            broken = Some(format!(
+                "the copy gives event {sequence} where {next} belongs"
+            ));
+            return Ok(());
+        }
         let (event, _) = decode_checked(sequence, value)?;
-        batch.0.insert(&sequence.to_be_bytes(), value);
-        batch.1.insert(
+        rows.push((
+            sequence,
+            value.to_vec(),
             stream_key(&event.stream_id, event.stream_version),
-            &sequence.to_be_bytes(),
-        );
-        last = sequence;
+        ));
+        next += 1;
         Ok(())
     })?;
-    if stopped.is_some() {
-        return Ok(from - 1);
+    if let Some(why) = stopped.or(broken) {
+        tracing::warn!(%why, "the log's segment copy cannot give the events sled lacks");
+        return Ok(None);
     }
-    events.apply_batch(batch.0)?;
-    streams.apply_batch(batch.1)?;
-    Ok(last)
+    Ok((next == to + 1).then_some(rows))
 }
 
 /// Remove sled's events from `from` on and their stream-index entries.
@@ -427,8 +455,9 @@ pub struct Report {
 /// the recovered ones, stream versions 1, 2, 3… with an index entry each,
 /// and the running hash against the durable head. Acknowledged events
 /// sled lacks at its end are a problem unless the segment copy is whole
-/// (`copy_whole`): sled is flushed in the background, and a start writes
-/// them into sled from the copy.
+/// (`copy_whole`) and sled reads some (a start refuses a sled that reads
+/// none): sled is flushed in the background, and a start writes them into
+/// sled from the copy.
 pub(super) fn verify(
     events: &sled::Tree,
     streams: &sled::Tree,
@@ -449,7 +478,7 @@ pub(super) fn verify(
     }
     if let Some(a) = acked
         && a.sequence > check.report.last_sequence
-        && !copy_whole
+        && !(copy_whole && check.report.last_sequence > 0)
     {
         let missing = format!(
             "events {}–{} were acknowledged but are not in the log",

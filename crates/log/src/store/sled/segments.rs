@@ -154,6 +154,8 @@ fn parse(bytes: &[u8]) -> Result<(Record<'_>, usize), String> {
 struct Scanned {
     end: u64,
     last: Option<Head>,
+    /// The first sequence of the last whole record.
+    last_first: u64,
     stopped: Option<String>,
     damaged: bool,
 }
@@ -181,6 +183,7 @@ fn scan_file(
     let bytes = std::fs::read(path).map_err(|e| io("cannot read the log segment", path, e))?;
     let mut at = 0usize;
     let mut last: Option<Head> = None;
+    let mut last_first = 0;
     let mut stopped = None;
     let mut damaged = false;
     while at < bytes.len() {
@@ -190,6 +193,7 @@ fn scan_file(
                     each(&record)?;
                 }
                 last = Some(record.head);
+                last_first = record.first;
                 at += len;
                 continue;
             }
@@ -219,6 +223,7 @@ fn scan_file(
             at as u64
         },
         last,
+        last_first,
         stopped,
         damaged,
     })
@@ -231,6 +236,8 @@ pub struct SegmentLog {
     /// `None` before the first record (a new log) or after sealing one.
     current: Option<(File, u64)>,
     head: Head,
+    /// The first sequence of the last record (0: none yet).
+    last_first: u64,
 }
 
 impl SegmentLog {
@@ -269,16 +276,31 @@ impl SegmentLog {
                     .map_err(|e| io("cannot cut the torn tail of", &path, e))?;
             }
             let current = (scanned.end < SEGMENT_BYTES).then_some((file, scanned.end));
-            return Ok((Self { dir, current, head }, Some(head)));
+            return Ok((
+                Self {
+                    dir,
+                    current,
+                    head,
+                    last_first: scanned.last_first,
+                },
+                Some(head),
+            ));
         }
         Ok((
             Self {
                 dir,
                 current: None,
                 head: Head::default(),
+                last_first: 0,
             },
             None,
         ))
+    }
+
+    /// The first sequence of the last record (1: the copy holds one, the
+    /// log's first group commit).
+    pub fn last_record_first(&self) -> u64 {
+        self.last_first
     }
 
     /// Continue from `head` (a log whose segments were just written).
@@ -331,6 +353,7 @@ impl SegmentLog {
         let end = len + buf.len() as u64;
         self.current = (end < SEGMENT_BYTES).then_some((file, end));
         self.head = head;
+        self.last_first = first;
         Ok(head)
     }
 
@@ -411,6 +434,7 @@ pub fn rebuild(
         dir: temp.clone(),
         current: None,
         head: Head::default(),
+        last_first: 0,
     };
     let mut batch: Vec<(u64, Vec<u8>, u32)> = Vec::new();
     let mut bytes = 0usize;
