@@ -244,18 +244,11 @@ fn write_batch(writer: &mut Writer, accepted: &[Accepted]) -> Result<(), (StoreE
         .collect();
     writer.segments.append(&copy).map_err(|e| (e, false))?;
     let sticky = |e: StoreError| (e, true);
-    (&writer.events, &writer.streams)
-        .transaction(|(ev, st)| {
-            for (seq, body, skey, _) in &rows {
-                ev.insert(&seq[..], body.as_slice())?;
-                st.insert(skey.as_slice(), &seq[..])?;
-            }
-            Ok::<_, ConflictableTransactionError<()>>(())
-        })
-        .map_err(|e| match e {
-            TransactionError::Storage(e) => sticky(StoreError::from(e)),
-            TransactionError::Abort(()) => sticky(StoreError::Io("transaction aborted".into())),
-        })?;
+    insert_events(&writer.events, &writer.streams, || {
+        rows.iter()
+            .map(|(seq, body, skey, _)| (&seq[..], body.as_slice(), skey.as_slice()))
+    })
+    .map_err(sticky)?;
     if !writer.sled_holds_events {
         writer.db.flush().map_err(|e| sticky(e.into()))?;
         if let Some(file) = writer.data_file.take() {
@@ -265,4 +258,30 @@ fn write_batch(writer: &mut Writer, accepted: &[Accepted]) -> Result<(), (StoreE
         writer.sled_holds_events = true;
     }
     Ok(())
+}
+
+/// Events into both trees in one sled transaction, each a (sequence key,
+/// stored value, stream-index key); `rows` is called again when sled
+/// retries the transaction. The committer's writes and a start's
+/// roll-forward from the segment copy (`integrity.rs`) both go through it.
+pub(super) fn insert_events<'r, I>(
+    events: &sled::Tree,
+    streams: &sled::Tree,
+    rows: impl Fn() -> I,
+) -> Result<(), StoreError>
+where
+    I: Iterator<Item = (&'r [u8], &'r [u8], &'r [u8])>,
+{
+    (events, streams)
+        .transaction(|(ev, st)| {
+            for (sequence, body, stream_key) in rows() {
+                ev.insert(sequence, body)?;
+                st.insert(stream_key, sequence)?;
+            }
+            Ok::<_, ConflictableTransactionError<()>>(())
+        })
+        .map_err(|e| match e {
+            TransactionError::Storage(e) => StoreError::from(e),
+            TransactionError::Abort(()) => StoreError::Io("transaction aborted".into()),
+        })
 }

@@ -60,6 +60,15 @@ fn tamper(dir: &std::path::Path, f: impl FnOnce(&sled::Tree)) {
     db.flush().unwrap();
 }
 
+/// sled without events `lost` (its stream index left as it is).
+fn sled_lost(dir: &std::path::Path, lost: std::ops::RangeInclusive<u64>) {
+    tamper(dir, |events| {
+        for seq in lost {
+            events.remove(seq.to_be_bytes()).unwrap();
+        }
+    });
+}
+
 /// Flip a byte inside the body of the segment record of event `seq` (one
 /// record per append in these logs), leaving the records after it whole.
 fn damage_copy(dir: &std::path::Path, seq: u64) {
@@ -86,11 +95,7 @@ fn damage_copy(dir: &std::path::Path, seq: u64) {
 async fn a_log_that_lost_acknowledged_events_its_copy_cannot_give_refuses_to_open() {
     let dir = tempfile::tempdir().unwrap();
     written(dir.path(), 20).await;
-    tamper(dir.path(), |events| {
-        for seq in 18..=20u64 {
-            events.remove(seq.to_be_bytes()).unwrap();
-        }
-    });
+    sled_lost(dir.path(), 18..=20);
     damage_copy(dir.path(), 18);
     let err = retried(|| EventStore::open(dir.path())).err().unwrap();
     assert!(
@@ -127,11 +132,7 @@ async fn a_log_that_lost_acknowledged_events_its_copy_cannot_give_refuses_to_ope
 async fn sled_behind_its_whole_copy_is_written_forward_at_open() {
     let dir = tempfile::tempdir().unwrap();
     written(dir.path(), 20).await;
-    tamper(dir.path(), |events| {
-        for seq in 14..=20u64 {
-            events.remove(seq.to_be_bytes()).unwrap();
-        }
-    });
+    sled_lost(dir.path(), 14..=20);
     let report = EventStore::verify(dir.path()).unwrap();
     assert!(
         report.problems.is_empty(),
@@ -160,11 +161,7 @@ async fn recover_records_the_loss_and_never_reuses_a_sequence() {
     let dir = tempfile::tempdir().unwrap();
     written(dir.path(), 20).await;
     // sled lost 15–20, and the copy's record of 15 is damaged too.
-    tamper(dir.path(), |events| {
-        for seq in 15..=20u64 {
-            events.remove(seq.to_be_bytes()).unwrap();
-        }
-    });
+    sled_lost(dir.path(), 15..=20);
     damage_copy(dir.path(), 15);
     let options = StoreOptions {
         recover: true,
@@ -375,9 +372,7 @@ async fn sled_first_page_zeroed_is_rebuilt_from_the_copy() {
 async fn a_crash_in_a_new_logs_first_batch_rolls_it_forward() {
     let dir = tempfile::tempdir().unwrap();
     written(dir.path(), 1).await;
-    tamper(dir.path(), |events| {
-        events.remove(1u64.to_be_bytes()).unwrap();
-    });
+    sled_lost(dir.path(), 1..=1);
     let store = retried(|| EventStore::open(dir.path())).unwrap();
     assert_eq!(store.last_sequence(), 1);
     assert_eq!(store.read_range(1, u64::MAX, 10).await.unwrap().len(), 1);
@@ -387,11 +382,7 @@ async fn a_crash_in_a_new_logs_first_batch_rolls_it_forward() {
     // its file: refused.
     let dir = tempfile::tempdir().unwrap();
     written(dir.path(), 3).await;
-    tamper(dir.path(), |events| {
-        for seq in 1..=3u64 {
-            events.remove(seq.to_be_bytes()).unwrap();
-        }
-    });
+    sled_lost(dir.path(), 1..=3);
     assert!(matches!(
         retried(|| EventStore::open(dir.path())),
         Err(StoreError::Behind { lost_from: 1, .. })
@@ -406,9 +397,7 @@ async fn a_crash_between_the_copy_and_sled_rolls_the_last_batch_forward() {
     written(dir.path(), 10).await;
     // The copy has the last group commit (event 10), sled does not: what a
     // kill -9 between the two writes leaves. Never acknowledged, but whole.
-    tamper(dir.path(), |events| {
-        events.remove(10u64.to_be_bytes()).unwrap();
-    });
+    sled_lost(dir.path(), 10..=10);
     let store = retried(|| EventStore::open(dir.path())).unwrap();
     assert!(store.recovered().is_none());
     assert_eq!(store.last_sequence(), 10);
@@ -417,11 +406,7 @@ async fn a_crash_between_the_copy_and_sled_rolls_the_last_batch_forward() {
     drop(store);
     // More than the last batch: sled's background flush had not written
     // them; the copy has them whole.
-    tamper(dir.path(), |events| {
-        for seq in 9..=10u64 {
-            events.remove(seq.to_be_bytes()).unwrap();
-        }
-    });
+    sled_lost(dir.path(), 9..=10);
     let store = retried(|| EventStore::open(dir.path())).unwrap();
     assert_eq!(store.last_sequence(), 10);
     assert_eq!(store.read_range(1, u64::MAX, 100).await.unwrap().len(), 10);

@@ -7,9 +7,6 @@ use std::path::Path;
 use tinycode_shared::proto::event::Payload;
 use tinycode_shared::proto::{Event, LogRecovered};
 
-use sled::Transactional;
-use sled::transaction::{ConflictableTransactionError, TransactionError};
-
 use super::head::{self, Head};
 use super::keys::{decode_checked, decode_sequence, encode_event, stream_key};
 use super::segments::{self, SegmentLog};
@@ -178,18 +175,11 @@ fn roll_forward_tail(
     // stream-index entry (a crash between chunks leaves a shorter prefix,
     // which the next start rolls forward again).
     for chunk in rows.chunks(4096) {
-        (events, streams)
-            .transaction(|(ev, st)| {
-                for (sequence, value, stream_key) in chunk {
-                    ev.insert(&sequence.to_be_bytes(), value.as_slice())?;
-                    st.insert(stream_key.as_slice(), &sequence.to_be_bytes())?;
-                }
-                Ok::<_, ConflictableTransactionError<()>>(())
-            })
-            .map_err(|e| match e {
-                TransactionError::Storage(e) => StoreError::from(e),
-                TransactionError::Abort(()) => StoreError::Io("transaction aborted".into()),
-            })?;
+        super::commit::insert_events(events, streams, || {
+            chunk
+                .iter()
+                .map(|(seq, value, skey)| (&seq[..], value.as_slice(), skey.as_slice()))
+        })?;
     }
     db.flush()?;
     tracing::info!(
@@ -200,8 +190,8 @@ fn roll_forward_tail(
     Ok(true)
 }
 
-/// One event for sled: sequence, stored value, stream-index key.
-type CopyRow = (u64, Vec<u8>, Vec<u8>);
+/// One event for sled: sequence key, stored value, stream-index key.
+type CopyRow = ([u8; 8], Vec<u8>, Vec<u8>);
 
 /// The copy's events `from..=to`, or `None` unless it gives every one of
 /// them whole and in order.
@@ -221,7 +211,7 @@ fn copy_rows(path: &Path, from: u64, to: u64) -> Result<Option<Vec<CopyRow>>, St
         }
         let (event, _) = decode_checked(sequence, value)?;
         rows.push((
-            sequence,
+            sequence.to_be_bytes(),
             value.to_vec(),
             stream_key(&event.stream_id, event.stream_version),
         ));
