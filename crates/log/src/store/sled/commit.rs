@@ -1,18 +1,10 @@
 //! Group commit, for writes and flushes alike. Appenders queue their
 //! request and wait; one committer thread takes every queued request, checks
-//! expected versions and assigns sequences in arrival order, appends all
-//! accepted events to the log's segment copy in one record made durable by
-//! one `fdatasync`, writes them into sled in one transaction, publishes the
+//! expected versions and assigns sequences in arrival order, writes all
+//! accepted events in one sled transaction, flushes once, publishes the
 //! now-durable events to live subscribers and then answers each appender.
 //! Requests arriving meanwhile form the next batch, so the cost of the
-//! write and of the `fdatasync` is shared by everyone waiting.
-//!
-//! sled is not flushed per batch: the segment copy is what makes an append
-//! durable, and sled, flushed in the background (`FLUSH_EVERY_MS`), is
-//! the index a start brings up to the copy's head (`integrity::open` rolls
-//! the events sled lacks forward from the copy). Flushing sled as well
-//! cost a second `fdatasync` and sled's `sync_file_range`s on every
-//! append's path.
+//! transaction and of the flush is shared by everyone waiting.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,10 +20,6 @@ use super::{StoreError, keys};
 
 pub(crate) use super::super::batch::Request;
 use super::super::batch::{Accepted, Sequenced, accept};
-
-/// How often sled writes what it holds to its files (in the background;
-/// see the module's note).
-pub(crate) const FLUSH_EVERY_MS: u64 = 500;
 
 pub(crate) struct Committer {
     queue: Mutex<Queue>,
@@ -52,15 +40,12 @@ struct Queue {
 struct Writer {
     events: sled::Tree,
     streams: sled::Tree,
-    next_sequence: u64,
     db: sled::Db,
-    /// Whether sled has written any event to its files: the first batch of
-    /// a new log is flushed at once, so a start that finds sled reading
-    /// nothing knows its file was lost, not left behind by a crash.
-    sled_holds_events: bool,
-    /// sled's data file, for that first flush only: sled's flush ends with
-    /// `sync_file_range`, which does not flush the device's cache.
+    /// sled's data file: `Db::flush` ends with `sync_file_range`, which
+    /// neither flushes the device cache nor the file's metadata, so the
+    /// committer follows it with a real `fdatasync` of this file.
     data_file: Option<std::fs::File>,
+    next_sequence: u64,
     /// Last version of each stream touched since open (filled lazily).
     versions: HashMap<String, u64>,
     /// sled's own write error: sled refuses every later write of this
@@ -78,7 +63,6 @@ pub(crate) struct Files {
     pub db: sled::Db,
     pub events: sled::Tree,
     pub streams: sled::Tree,
-    /// sled's data file when the log is new (see `Writer::data_file`).
     pub data_file: Option<std::fs::File>,
     pub segments: SegmentLog,
     pub space: Arc<super::super::space::DiskSpace>,
@@ -129,9 +113,8 @@ impl Committer {
     /// The committer loop, on its own thread.
     pub(crate) fn run(&self, files: Files) {
         let mut writer = Writer {
-            next_sequence: self.durable_sequence() + 1,
-            sled_holds_events: self.durable_sequence() > 0,
             data_file: files.data_file,
+            next_sequence: self.durable_sequence() + 1,
             db: files.db,
             events: files.events,
             streams: files.streams,
@@ -183,7 +166,7 @@ impl Committer {
         if accepted.is_empty() {
             return;
         }
-        if let Err((e, sticky)) = write_batch(writer, &accepted) {
+        if let Err((e, sticky)) = write_and_flush(writer, &accepted) {
             self.fsyncs.fetch_add(1, Ordering::Relaxed);
             if sticky {
                 tracing::error!(error = %e, "writing the event store failed; appends are refused until the daemon restarts");
@@ -220,10 +203,10 @@ impl Committer {
 type Row = ([u8; 8], Vec<u8>, Vec<u8>, u32);
 
 /// The batch into the segment copy (durable), then one transaction over
-/// both trees (flushed in the background). A failure of the copy leaves nothing behind and
+/// both trees, one flush. A failure of the copy leaves nothing behind and
 /// the next batch tries again; sled's own failure is sticky (`true`: sled
 /// refuses every later write until the daemon restarts).
-fn write_batch(writer: &mut Writer, accepted: &[Accepted]) -> Result<(), (StoreError, bool)> {
+fn write_and_flush(writer: &mut Writer, accepted: &[Accepted]) -> Result<(), (StoreError, bool)> {
     let rows: Vec<Row> = accepted
         .iter()
         .flat_map(|(_, events)| events.iter())
@@ -244,44 +227,22 @@ fn write_batch(writer: &mut Writer, accepted: &[Accepted]) -> Result<(), (StoreE
         .collect();
     writer.segments.append(&copy).map_err(|e| (e, false))?;
     let sticky = |e: StoreError| (e, true);
-    insert_events(&writer.events, &writer.streams, || {
-        rows.iter()
-            .map(|(seq, body, skey, _)| (&seq[..], body.as_slice(), skey.as_slice()))
-    })
-    .map_err(sticky)?;
-    if !writer.sled_holds_events {
-        writer.db.flush().map_err(|e| sticky(e.into()))?;
-        if let Some(file) = writer.data_file.take() {
-            file.sync_data()
-                .map_err(|e| sticky(StoreError::Io(format!("fdatasync failed: {e}"))))?;
-        }
-        writer.sled_holds_events = true;
-    }
-    Ok(())
-}
-
-/// Events into both trees in one sled transaction, each a (sequence key,
-/// stored value, stream-index key); `rows` is called again when sled
-/// retries the transaction. The committer's writes and a start's
-/// roll-forward from the segment copy (`integrity.rs`) both go through it.
-pub(super) fn insert_events<'r, I>(
-    events: &sled::Tree,
-    streams: &sled::Tree,
-    rows: impl Fn() -> I,
-) -> Result<(), StoreError>
-where
-    I: Iterator<Item = (&'r [u8], &'r [u8], &'r [u8])>,
-{
-    (events, streams)
+    (&writer.events, &writer.streams)
         .transaction(|(ev, st)| {
-            for (sequence, body, stream_key) in rows() {
-                ev.insert(sequence, body)?;
-                st.insert(stream_key, sequence)?;
+            for (seq, body, skey, _) in &rows {
+                ev.insert(&seq[..], body.as_slice())?;
+                st.insert(skey.as_slice(), &seq[..])?;
             }
             Ok::<_, ConflictableTransactionError<()>>(())
         })
         .map_err(|e| match e {
-            TransactionError::Storage(e) => StoreError::from(e),
-            TransactionError::Abort(()) => StoreError::Io("transaction aborted".into()),
-        })
+            TransactionError::Storage(e) => sticky(StoreError::from(e)),
+            TransactionError::Abort(()) => sticky(StoreError::Io("transaction aborted".into())),
+        })?;
+    writer.db.flush().map_err(|e| sticky(e.into()))?;
+    if let Some(file) = &writer.data_file {
+        file.sync_data()
+            .map_err(|e| sticky(StoreError::Io(format!("fdatasync failed: {e}"))))?;
+    }
+    Ok(())
 }

@@ -9,16 +9,13 @@
 //! checks the log against its durable head and refuses a log that lost
 //! acknowledged events, unless told to recover (`integrity.rs`).
 //!
-//! An append is one record of the log's segment copy, `fdatasync`ed, then
-//! one sled transaction over both trees; one committer thread assigns
-//! sequences, so the global sequence has no gap; an append returns only
-//! after the copy's `fdatasync` covers it, and concurrent appends share the
-//! record, the `fdatasync` and the transaction (group commit, see
-//! [`commit`]). sled is flushed by its own thread every 500 ms; a start
-//! writes what it lacks at its end from the copy.
+//! An append is one sled transaction over both trees; one committer thread
+//! assigns sequences, so the global sequence has no gap; an append returns
+//! only after a flush covers it, and concurrent appends share both the
+//! transaction and the flush (group commit, see [`commit`]).
 //!
-//! Projection trees live in the same sled database (sled's flush covers
-//! them with the log; a crash leaves both a prefix of what was written).
+//! Projection trees live in the same sled database (one flush covers the
+//! log and the projections).
 
 mod commit;
 mod export;
@@ -75,21 +72,17 @@ impl SledLog {
         let (live, _) = broadcast::channel(options.live_buffer.max(1));
         let space = Arc::new(super::space::DiskSpace::new(path, options.reserve_bytes));
         let committer = Arc::new(Committer::new(opened.last_sequence, live.clone()));
-        // sled 0.34 keeps its log in `<path>/db`; a new log's first batch
-        // is made durable there too (`commit.rs`).
-        let data_file = (opened.last_sequence == 0)
-            .then(|| std::fs::File::open(path.join("db")))
-            .transpose()
+        // sled 0.34 keeps its log in `<path>/db`.
+        let data_file = std::fs::File::open(path.join("db"))
             .inspect_err(|e| tracing::warn!(error = %e, "cannot open sled's data file for fdatasync; relying on sled's flush alone"))
-            .ok()
-            .flatten();
+            .ok();
         let thread = {
             let committer = Arc::clone(&committer);
             let files = Files {
-                data_file,
                 db: db.clone(),
                 events: events.clone(),
                 streams: streams.clone(),
+                data_file,
                 segments: opened.segments,
                 space: Arc::clone(&space),
             };
@@ -122,14 +115,11 @@ impl SledLog {
             .open()
             .map_err(|e| unreadable(path, e))?;
         let (head, copy_problems) = segments::verify(path)?;
-        // A whole copy gives the events sled had not written when the
-        // daemon stopped (the next start writes them into sled).
-        let copy_whole = head.sequence > 0 && copy_problems.is_empty();
         let head = (head.sequence > 0)
             .then_some(head)
             .or_else(|| head::peek(&head::path_of(path)));
-        let (events, streams) = (db.open_tree("events")?, db.open_tree("streams")?);
-        let mut report = integrity::verify(&events, &streams, head, copy_whole)?;
+        let mut report =
+            integrity::verify(&db.open_tree("events")?, &db.open_tree("streams")?, head)?;
         report.problems.extend(copy_problems);
         if head.is_none() && report.events > 0 {
             report.problems.push(
@@ -304,7 +294,7 @@ fn open_checked(
     let db = sled::Config::new()
         .path(path)
         .cache_capacity(options.cache_bytes)
-        .flush_every_ms(Some(commit::FLUSH_EVERY_MS))
+        .flush_every_ms(None)
         .open()
         .map_err(|e| unreadable(path, e))?;
     let events = db.open_tree("events").map_err(|e| unreadable(path, e))?;
