@@ -1,7 +1,9 @@
 //! A log that knows when it is damaged (issues 15, 29): after a kill -9 the
 //! sled data file is cut, corrupted, emptied, or its durable head removed;
-//! the daemon refuses to start and names the lost range whenever
-//! acknowledged events are gone, `admin verify` agrees, `tinycoded
+//! what sled lacks at its end is written again from the log's segment copy
+//! at start (sled is flushed in the background; issue 32), otherwise the
+//! daemon refuses to start and names the lost range whenever acknowledged
+//! events are gone, `admin verify` agrees, `tinycoded
 //! --recover` restores every acknowledged event from the log's segment copy
 //! without reusing a sequence, and `admin import` of an earlier `admin
 //! export` restores it too.
@@ -245,8 +247,13 @@ fn a_damaged_log_is_refused_verified_recovered_and_restored() {
         desk.stop();
     }
     eprintln!("{refused} of {count} damages lost acknowledged events and were refused");
+    // sled is flushed in the background and a start writes what its file
+    // lacks at the end again from the segment copy, so damage that only
+    // takes sled's tail starts whole (checked above: nothing lost); damage
+    // in the middle of its file, an unreadable file and a missing head are
+    // refused.
     assert!(
-        refused >= 6,
+        refused >= 5,
         "only {refused} of {count} damages were refused"
     );
 }

@@ -201,20 +201,24 @@ pub fn with_unfinished_turns(tree: &sled::Tree) -> Result<Vec<SessionState>, Pro
     Ok(found)
 }
 
-/// The turns an event changes: `None` for all of them (a compaction drops
-/// some), an empty list for none.
-fn turns_touched(payload: Option<&Payload>) -> Option<Vec<u64>> {
-    let turn = match payload {
-        Some(Payload::SessionCompacted(_)) => return None,
-        Some(Payload::TurnStarted(e)) => e.turn,
-        Some(Payload::TurnCompleted(e)) => e.turn,
-        Some(p) => match super::state::entry(p) {
-            Some((turn, _)) => turn,
-            None => return Some(Vec::new()),
-        },
-        None => return Some(Vec::new()),
-    };
-    Some(vec![turn])
+/// The turns an event changes.
+enum Touched {
+    None,
+    One(u64),
+    /// Every turn (a compaction drops some).
+    All,
+}
+
+impl Touched {
+    fn by(payload: Option<&Payload>) -> Self {
+        match payload {
+            Some(Payload::SessionCompacted(_)) => Self::All,
+            Some(Payload::TurnStarted(e)) => Self::One(e.turn),
+            Some(Payload::TurnCompleted(e)) => Self::One(e.turn),
+            Some(p) => super::state::entry(p).map_or(Self::None, |(turn, _)| Self::One(turn)),
+            None => Self::None,
+        }
+    }
 }
 
 /// The stored turns `event` changes, as of this batch.
@@ -224,15 +228,14 @@ fn touched(
     event: &Event,
 ) -> Result<BTreeMap<u64, TurnBrief>, ProjectionError> {
     let mut found = BTreeMap::new();
-    match turns_touched(event.payload.as_ref()) {
-        Some(numbers) => {
-            for turn in numbers {
-                if let Some(bytes) = writes.get(&turn_key(TURN, id, Some(turn)))? {
-                    found.insert(turn, decode_turn(&bytes)?);
-                }
+    match Touched::by(event.payload.as_ref()) {
+        Touched::None => {}
+        Touched::One(turn) => {
+            if let Some(bytes) = writes.get(&turn_key(TURN, id, Some(turn)))? {
+                found.insert(turn, decode_turn(&bytes)?);
             }
         }
-        None => {
+        Touched::All => {
             for (key, value) in writes.scan_prefix(&turn_key(TURN, id, None))? {
                 found.insert(turn_of(&key), decode_turn(&value.unwrap_or_default())?);
             }

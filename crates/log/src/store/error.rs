@@ -40,10 +40,12 @@ pub enum StoreError {
         "the event log cannot be read ({reason}); it had acknowledged events up to {acknowledged}; nothing was changed — `tinycoded --recover` rebuilds it from the log's segment copy (`db/segments/`; sled's files are kept aside), or restore a backup with `tinycode admin import FILE`"
     )]
     Unreadable { acknowledged: u64, reason: String },
-    /// sled lost acknowledged events that the segment copy still holds.
+    /// sled lost acknowledged events and a start could not simply write
+    /// them again from the segment copy (sled holds unreadable events past
+    /// them, or the copy's record of them is damaged too).
     #[error(
-        "the event log is damaged: {} acknowledged but sled can no longer read {} (it reads up to {readable}); the log's segment copy holds {}: start with `tinycoded --recover` to restore {} (nothing acknowledged is lost), or restore a backup with `tinycode admin import FILE`; nothing was changed",
-        lost(*.lost_from, *.lost_to), them(*.lost_from, *.lost_to), them(*.lost_from, *.lost_to), them(*.lost_from, *.lost_to)
+        "the event log is damaged: {} acknowledged but sled can no longer read {} (it reads up to {readable}); start with `tinycoded --recover` to restore {} from the log's segment copy (what the copy cannot give either is recorded as lost, and its sequences never reused), or restore a backup with `tinycode admin import FILE`; nothing was changed",
+        lost(*.lost_from, *.lost_to), them(*.lost_from, *.lost_to), them(*.lost_from, *.lost_to)
     )]
     Behind {
         lost_from: u64,

@@ -365,7 +365,7 @@ impl EventStore {
     }
 
     /// The sled tree of a projection (with the sled backend the same
-    /// database as the log, so one flush covers both).
+    /// database as the log, so sled's flush covers both).
     pub fn projection_tree(&self, name: &str) -> Result<::sled::Tree, StoreError> {
         Ok(self.inner.local.open_tree(name)?)
     }

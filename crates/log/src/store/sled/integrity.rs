@@ -81,15 +81,17 @@ pub(super) fn open(
             segments,
         });
     }
-    // The copy is written before sled: a crash between the two leaves
-    // sled without the copy's last record — a batch never acknowledged,
-    // whole in the copy. It is rolled forward into sled.
-    let last_batch = segments.last_record_first();
+    // The copy is made durable first and sled is flushed later
+    // (`commit.rs`): a crash leaves sled a prefix of the log, without the
+    // copy's last records. They are rolled forward into sled from the copy.
+    // A sled that reads nothing is not a crash's doing (the first batch of
+    // a log is flushed at once), unless the copy holds only that batch (a
+    // kill -9 before its flush): otherwise its file was lost or damaged.
     if !intact
         && readable == highest
-        && readable + 1 >= last_batch
+        && (readable > 0 || segments.last_record_first() == 1)
         && readable < acked.sequence
-        && roll_forward_last_batch(path, db, events, streams, readable, acked)?
+        && roll_forward_tail(path, db, events, streams, readable, acked)?
     {
         return Ok(Opened {
             last_sequence: acked.sequence,
@@ -154,9 +156,10 @@ fn copy_behind(
     Ok(())
 }
 
-/// Write the copy's last batch, after `readable`, into sled; `true` when
-/// that brought sled up to the durable head (flushed).
-fn roll_forward_last_batch(
+/// Write the copy's events after `readable` into sled; `true` when that
+/// brought sled up to the durable head (flushed). `false`: the copy cannot
+/// give them all, one after another (damaged), and nothing was written.
+fn roll_forward_tail(
     path: &Path,
     db: &sled::Db,
     events: &sled::Tree,
@@ -164,45 +167,62 @@ fn roll_forward_last_batch(
     readable: u64,
     acked: Head,
 ) -> Result<bool, StoreError> {
-    let rolled = roll_forward(path, events, streams, readable + 1)?;
-    if rolled != acked.sequence {
+    let Some(rows) = copy_rows(path, readable + 1, acked.sequence)? else {
         return Ok(false);
+    };
+    // Both trees in one transaction a chunk: sled's background flush may
+    // write any moment, and an event must never be there without its
+    // stream-index entry (a crash between chunks leaves a shorter prefix,
+    // which the next start rolls forward again).
+    for chunk in rows.chunks(4096) {
+        super::commit::insert_events(events, streams, || {
+            chunk
+                .iter()
+                .map(|(seq, value, skey)| (&seq[..], value.as_slice(), skey.as_slice()))
+        })?;
     }
     db.flush()?;
     tracing::info!(
         from = readable + 1,
         to = acked.sequence,
-        "the last group commit reached the log's copy but not sled before the crash; written to sled from the copy"
+        "sled had not written the log's last events when the daemon stopped; written to sled from the log's segment copy"
     );
     Ok(true)
 }
 
-/// Write the copy's events from `from` on into sled (both trees); returns
-/// the last sequence written (`from - 1`: none, or the copy is damaged).
-fn roll_forward(
-    path: &Path,
-    events: &sled::Tree,
-    streams: &sled::Tree,
-    from: u64,
-) -> Result<u64, StoreError> {
-    let mut batch = (sled::Batch::default(), sled::Batch::default());
-    let mut last = from - 1;
+/// One event for sled: sequence key, stored value, stream-index key.
+type CopyRow = ([u8; 8], Vec<u8>, Vec<u8>);
+
+/// The copy's events `from..=to`, or `None` unless it gives every one of
+/// them whole and in order.
+fn copy_rows(path: &Path, from: u64, to: u64) -> Result<Option<Vec<CopyRow>>, StoreError> {
+    let mut rows = Vec::new();
+    let mut next = from;
+    let mut broken = None;
     let (_, stopped) = segments::for_each(path, from, |sequence, value| {
+        if broken.is_some() {
+            return Ok(());
+        }
+        if sequence != next || sequence > to {
+            broken = Some(format!(
+                "the copy gives event {sequence} where {next} belongs"
+            ));
+            return Ok(());
+        }
         let (event, _) = decode_checked(sequence, value)?;
-        batch.0.insert(&sequence.to_be_bytes(), value);
-        batch.1.insert(
+        rows.push((
+            sequence.to_be_bytes(),
+            value.to_vec(),
             stream_key(&event.stream_id, event.stream_version),
-            &sequence.to_be_bytes(),
-        );
-        last = sequence;
+        ));
+        next += 1;
         Ok(())
     })?;
-    if stopped.is_some() {
-        return Ok(from - 1);
+    if let Some(why) = stopped.or(broken) {
+        tracing::warn!(%why, "the log's segment copy cannot give the events sled lacks");
+        return Ok(None);
     }
-    events.apply_batch(batch.0)?;
-    streams.apply_batch(batch.1)?;
-    Ok(last)
+    Ok((next == to + 1).then_some(rows))
 }
 
 /// Remove sled's events from `from` on and their stream-index entries.
@@ -423,11 +443,16 @@ pub struct Report {
 
 /// Check the whole log: every event's checksum and sequence, no gap but
 /// the recovered ones, stream versions 1, 2, 3… with an index entry each,
-/// and the running hash against the durable head.
+/// and the running hash against the durable head. Acknowledged events
+/// sled lacks at its end are a problem unless the segment copy is whole
+/// (`copy_whole`) and sled reads some (a start refuses a sled that reads
+/// none): sled is flushed later than the copy, and a start writes them into
+/// sled from the copy.
 pub(super) fn verify(
     events: &sled::Tree,
     streams: &sled::Tree,
     acked: Option<Head>,
+    copy_whole: bool,
 ) -> Result<Report, StoreError> {
     let mut check = Verifier {
         streams,
@@ -443,6 +468,7 @@ pub(super) fn verify(
     }
     if let Some(a) = acked
         && a.sequence > check.report.last_sequence
+        && !(copy_whole && check.report.last_sequence > 0)
     {
         let missing = format!(
             "events {}–{} were acknowledged but are not in the log",

@@ -9,13 +9,17 @@
 //! checks the log against its durable head and refuses a log that lost
 //! acknowledged events, unless told to recover (`integrity.rs`).
 //!
-//! An append is one sled transaction over both trees; one committer thread
-//! assigns sequences, so the global sequence has no gap; an append returns
-//! only after a flush covers it, and concurrent appends share both the
-//! transaction and the flush (group commit, see [`commit`]).
+//! An append is one record of the log's segment copy, `fdatasync`ed, then
+//! one sled transaction over both trees; one committer thread assigns
+//! sequences, so the global sequence has no gap; an append returns only
+//! after the copy's `fdatasync` covers it, and concurrent appends share the
+//! record, the `fdatasync` and the transaction (group commit, see
+//! [`commit`]). The committer flushes sled at most every 500 ms, after
+//! its free-space check; a start writes what sled lacks at its end from
+//! the copy.
 //!
-//! Projection trees live in the same sled database (one flush covers the
-//! log and the projections).
+//! Projection trees live in the same sled database (sled's flush covers
+//! them with the log; a crash leaves both a prefix of what was written).
 
 mod commit;
 mod export;
@@ -72,17 +76,21 @@ impl SledLog {
         let (live, _) = broadcast::channel(options.live_buffer.max(1));
         let space = Arc::new(super::space::DiskSpace::new(path, options.reserve_bytes));
         let committer = Arc::new(Committer::new(opened.last_sequence, live.clone()));
-        // sled 0.34 keeps its log in `<path>/db`.
-        let data_file = std::fs::File::open(path.join("db"))
+        // sled 0.34 keeps its log in `<path>/db`; a new log's first batch
+        // is made durable there too (`commit.rs`).
+        let data_file = (opened.last_sequence == 0)
+            .then(|| std::fs::File::open(path.join("db")))
+            .transpose()
             .inspect_err(|e| tracing::warn!(error = %e, "cannot open sled's data file for fdatasync; relying on sled's flush alone"))
-            .ok();
+            .ok()
+            .flatten();
         let thread = {
             let committer = Arc::clone(&committer);
             let files = Files {
+                data_file,
                 db: db.clone(),
                 events: events.clone(),
                 streams: streams.clone(),
-                data_file,
                 segments: opened.segments,
                 space: Arc::clone(&space),
             };
@@ -115,11 +123,14 @@ impl SledLog {
             .open()
             .map_err(|e| unreadable(path, e))?;
         let (head, copy_problems) = segments::verify(path)?;
+        // A whole copy gives the events sled had not written when the
+        // daemon stopped (the next start writes them into sled).
+        let copy_whole = head.sequence > 0 && copy_problems.is_empty();
         let head = (head.sequence > 0)
             .then_some(head)
             .or_else(|| head::peek(&head::path_of(path)));
-        let mut report =
-            integrity::verify(&db.open_tree("events")?, &db.open_tree("streams")?, head)?;
+        let (events, streams) = (db.open_tree("events")?, db.open_tree("streams")?);
+        let mut report = integrity::verify(&events, &streams, head, copy_whole)?;
         report.problems.extend(copy_problems);
         if head.is_none() && report.events > 0 {
             report.problems.push(

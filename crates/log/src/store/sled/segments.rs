@@ -297,8 +297,8 @@ impl SegmentLog {
         ))
     }
 
-    /// The first sequence of the last record: the last group commit, the
-    /// only one a crash may have cut off before sled had it.
+    /// The first sequence of the last record (1: the copy holds one, the
+    /// log's first group commit).
     pub fn last_record_first(&self) -> u64 {
         self.last_first
     }
