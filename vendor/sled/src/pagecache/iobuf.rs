@@ -728,10 +728,33 @@ impl IoBufs {
         {
             let f = &self.config.file;
             pwrite_all(f, data, log_offset)?;
-            // tinycode's patch: no `sync_file_range` per buffer write (it
-            // waited for the write-back of every batch's buffer). The
-            // embedding log makes sled durable itself: `Db::flush`, then
-            // an `fdatasync` of this file (see PATCHED.md).
+            if !self.config.temporary {
+                #[cfg(target_os = "linux")]
+                {
+                    use std::os::unix::io::AsRawFd;
+                    let ret = unsafe {
+                        libc::sync_file_range(
+                            f.as_raw_fd(),
+                            i64::try_from(log_offset).unwrap(),
+                            i64::try_from(total_len).unwrap(),
+                            libc::SYNC_FILE_RANGE_WAIT_BEFORE
+                                | libc::SYNC_FILE_RANGE_WRITE
+                                | libc::SYNC_FILE_RANGE_WAIT_AFTER,
+                        )
+                    };
+                    if ret < 0 {
+                        let err = std::io::Error::last_os_error();
+                        if let Some(libc::ENOSYS) = err.raw_os_error() {
+                            f.sync_all()?;
+                        } else {
+                            return Err(err.into());
+                        }
+                    }
+                }
+
+                #[cfg(not(target_os = "linux"))]
+                f.sync_all()?;
+            }
         }
         io_fail!(self, "buffer write post");
 

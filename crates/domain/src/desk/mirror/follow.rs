@@ -238,8 +238,8 @@ impl Desk {
         warn_rejected(&rejected);
         sync_dir(&self.tickets_dir);
         sync_dir(&self.knowledge_dir);
-        // The records become durable with sled's next flush (its own thread,
-        // every 500 ms). A crash before that leaves a record behind its file: the file
+        // The records become durable as sled writes this batch (no flush
+        // here). A crash before that leaves a record behind its file: the file
         // then equals a version newer than the record, which reads as ours
         // (see `read_back`); a hand edit of such a file is kept aside.
         writes.commit(last).map_err(DomainError::from)?;

@@ -65,8 +65,8 @@ struct Writer {
     unflushed: bool,
     /// When sled was last flushed, or a flush last tried.
     last_flush: Instant,
-    /// sled's data file, `fdatasync`ed after each flush of sled (see
-    /// `sync_sled`).
+    /// sled's data file, for that first flush only: sled's flush ends with
+    /// `sync_file_range`, which does not flush the device's cache.
     data_file: Option<std::fs::File>,
     /// Last version of each stream touched since open (filled lazily).
     versions: HashMap<String, u64>,
@@ -85,7 +85,7 @@ pub(crate) struct Files {
     pub db: sled::Db,
     pub events: sled::Tree,
     pub streams: sled::Tree,
-    /// sled's data file (see `Writer::data_file`).
+    /// sled's data file when the log is new (see `Writer::data_file`).
     pub data_file: Option<std::fs::File>,
     pub segments: SegmentLog,
     pub space: Arc<super::super::space::DiskSpace>,
@@ -170,9 +170,7 @@ impl Committer {
                     }
                 }
                 if queue.requests.is_empty() {
-                    drop(queue);
-                    writer.flush_sled(); // stopping, nothing left
-                    return;
+                    return; // stopping, nothing left
                 }
                 queue.requests.drain(..).collect()
             };
@@ -278,7 +276,11 @@ fn write_batch(writer: &mut Writer, accepted: &[Accepted]) -> Result<(), (StoreE
     })
     .map_err(sticky)?;
     if !writer.sled_holds_events {
-        writer.sync_sled().map_err(sticky)?;
+        writer.db.flush().map_err(|e| sticky(e.into()))?;
+        if let Some(file) = writer.data_file.take() {
+            file.sync_data()
+                .map_err(|e| sticky(StoreError::Io(format!("fdatasync failed: {e}"))))?;
+        }
         writer.sled_holds_events = true;
         writer.last_flush = Instant::now();
     } else {
@@ -288,18 +290,6 @@ fn write_batch(writer: &mut Writer, accepted: &[Accepted]) -> Result<(), (StoreE
 }
 
 impl Writer {
-    /// sled's flush, then an `fdatasync` of its data file: the vendored
-    /// sled writes its buffers without syncing them (vendor/sled/PATCHED.md).
-    fn sync_sled(&self) -> Result<(), StoreError> {
-        self.db.flush()?;
-        match &self.data_file {
-            Some(file) => file
-                .sync_data()
-                .map_err(|e| StoreError::Io(format!("fdatasync failed: {e}"))),
-            None => Ok(()),
-        }
-    }
-
     /// Flush sled if the disk has room (a full disk leaves it for later:
     /// the segment copy holds the events, and sled's write errors are
     /// sticky). A failed flush is sticky as a failed write is.
@@ -307,12 +297,17 @@ impl Writer {
         // An attempt counts as a flush for the cadence: a full disk is
         // asked again FLUSH_EVERY later, not in a loop.
         self.last_flush = Instant::now();
-        if self.failed.is_some() || self.space.check(0).is_err() {
+        if self.failed.is_some() {
+            self.unflushed = false; // sled refuses writes until a restart
             return;
         }
-        match self.sync_sled() {
-            Ok(()) => self.unflushed = false,
+        if self.space.check(0).is_err() {
+            return;
+        }
+        match self.db.flush() {
+            Ok(_) => self.unflushed = false,
             Err(e) => {
+                let e = StoreError::from(e);
                 tracing::error!(error = %e, "flushing the event store failed; appends are refused until the daemon restarts");
                 self.failed = Some(e);
             }

@@ -76,11 +76,14 @@ impl SledLog {
         let (live, _) = broadcast::channel(options.live_buffer.max(1));
         let space = Arc::new(super::space::DiskSpace::new(path, options.reserve_bytes));
         let committer = Arc::new(Committer::new(opened.last_sequence, live.clone()));
-        // sled 0.34 keeps its log in `<path>/db`; the committer
-        // `fdatasync`s it after each flush of sled (`commit.rs`).
-        let data_file = std::fs::File::open(path.join("db"))
+        // sled 0.34 keeps its log in `<path>/db`; a new log's first batch
+        // is made durable there too (`commit.rs`).
+        let data_file = (opened.last_sequence == 0)
+            .then(|| std::fs::File::open(path.join("db")))
+            .transpose()
             .inspect_err(|e| tracing::warn!(error = %e, "cannot open sled's data file for fdatasync; relying on sled's flush alone"))
-            .ok();
+            .ok()
+            .flatten();
         let thread = {
             let committer = Arc::clone(&committer);
             let files = Files {
