@@ -212,23 +212,24 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<ExitCode> {
     if !ctx.json {
         eprintln!("session {} · {}", session.id, session.model);
     }
-    // Attach before sending so nothing of the turn is missed.
-    let mut updates = client
-        .attach(AttachRequest {
+    // Attached from the session's next event, so nothing of the turn is
+    // missed whichever of the two calls the daemon answers first: both go
+    // out at once, on the one connection.
+    let mut attacher = client.clone();
+    let (updates, sent) = tokio::join!(
+        attacher.attach(AttachRequest {
             session_id: session.id.clone(),
             from_sequence: session.last_sequence + 1,
-        })
-        .await?
-        .into_inner();
-    let sent = client
-        .send_message(SendMessageRequest {
+        }),
+        client.send_message(SendMessageRequest {
             session_id: session.id.clone(),
             text: args.text,
             timeout_seconds: args.timeout.unwrap_or(0),
             model: args.model.clone().unwrap_or_default(),
         })
-        .await?
-        .into_inner();
+    );
+    let mut updates = updates?.into_inner();
+    let sent = sent?.into_inner();
     if sent.queued && !ctx.json {
         eprintln!("(queued behind the running turn)");
     }

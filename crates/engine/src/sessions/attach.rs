@@ -63,7 +63,15 @@ impl Sessions {
             sessions: self,
             id: session.id,
             tx,
-            sent: 0,
+            // Asked for what comes after every event the model has of the
+            // session (a client sending its next message): those are
+            // skipped without being read, so attaching costs the same on
+            // the session's thousandth turn as on its first.
+            sent: if from > session.last_sequence {
+                session.last_version
+            } else {
+                0
+            },
         };
         tokio::spawn(async move {
             let _follower = Follower::new();

@@ -825,3 +825,45 @@ async fn prune_deletes_idle_old_sessions_with_their_artifacts() {
         Some(Payload::SessionDeleted(_))
     ));
 }
+
+#[tokio::test]
+async fn attaching_after_the_last_event_sees_the_next_turn_whole_and_nothing_older() {
+    let (tmp, ws) = fixture_copy();
+    let store = EventStore::open(&tmp.path().join("db")).unwrap();
+    let sessions = open(&ws, &store).await;
+    let s = sessions.create("T-1001", "", "", me()).await.unwrap();
+    for text in ["triage T-1001", "thanks"] {
+        let Sent { turn, .. } = sessions.send(&s.id, text, me()).await.unwrap();
+        until_done(&sessions, &s.id, turn).await;
+    }
+    // A client about to send its next message attaches after the last
+    // event it has (the session's earlier events are skipped unread).
+    let before = sessions.get(&s.id).unwrap();
+    assert!(before.last_version > 2, "{before:?}");
+    let (_stop, stopping) = tokio::sync::watch::channel(false);
+    let mut attached = Arc::clone(&sessions)
+        .follow(&s.id, before.last_sequence + 1, stopping)
+        .await
+        .unwrap();
+    let Sent { turn, .. } = sessions.send(&s.id, "once more", me()).await.unwrap();
+    let stored: Vec<(u64, u64)> = until_done(&sessions, &s.id, turn)
+        .await
+        .iter()
+        .filter(|e| e.sequence > before.last_sequence)
+        .map(|e| (e.sequence, e.stream_version))
+        .collect();
+    let mut seen = Vec::new();
+    while seen.len() < stored.len() {
+        let update = tokio::time::timeout(Duration::from_secs(10), attached.recv())
+            .await
+            .expect("the attached client saw the turn")
+            .expect("still attached")
+            .unwrap();
+        if let LiveUpdate::Event(e) = update {
+            seen.push((e.sequence, e.stream_version));
+        }
+    }
+    assert_eq!(seen, stored);
+    assert_eq!(stored[0].1, before.last_version + 1, "{stored:?}");
+    drop(tmp);
+}
