@@ -11,6 +11,10 @@ use super::SessionError;
 /// Most events one append of a turn's writer carries (`writer.rs`).
 pub(super) const WRITE_BATCH: usize = 64;
 
+/// How long, at most, a batch of the writer waits for the write after a
+/// [`Write::StoreWithNext`].
+pub(super) const WITH_NEXT_WITHIN: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// What a session's actor does, one at a time, in the order received.
 pub(crate) enum Job {
     Turn(u64),
@@ -37,6 +41,16 @@ pub struct Compacted {
 /// What the turn's writer handles, in order.
 pub(super) enum Write {
     Store(Box<Payload>),
+    /// Store together with the next write when it comes within
+    /// [`WITH_NEXT_WITHIN`] of the batch's first, else without it: a
+    /// turn's start, answers and tool results. When the model answers at
+    /// once (the offline model, a local one) a whole turn reaches the log
+    /// in one append with its end, one durable point where there were one
+    /// per step; with a remote model each step is stored as before, at
+    /// most that much later. What must be durable before the turn goes on
+    /// (an approval's request) is `StoreAck`, stored at once with what
+    /// waits before it.
+    StoreWithNext(Box<Payload>),
     /// Store, then say whether it is durable (an approval wait starts only
     /// after its request is stored).
     StoreAck(Box<Payload>, oneshot::Sender<Result<(), String>>),

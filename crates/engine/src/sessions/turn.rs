@@ -100,11 +100,19 @@ async fn begin(
         }
     }
     // A failure is logged by the writer; the turn still runs, and a start
-    // that finds it unfinished marks it interrupted.
-    let _ = tx.send(Write::Store(Box::new(Payload::TurnStarted(TurnStarted {
+    // that finds it unfinished marks it interrupted (stored or not: a
+    // start marks every unfinished turn of its own). Alone on its log it
+    // goes with the turn's first answer when that comes at once; on a
+    // shared log it is the claim other daemons look for, stored now.
+    let started = Box::new(Payload::TurnStarted(TurnStarted {
         turn,
         daemon_id: sessions.cluster.id().to_string(),
-    }))));
+    }));
+    let _ = tx.send(if sessions.store.shared() {
+        Write::Store(started)
+    } else {
+        Write::StoreWithNext(started)
+    });
     true
 }
 
@@ -496,7 +504,7 @@ impl Recorder<'_> {
                         a.usage = Some(model_usage(&usage));
                         a.model = self.model.to_string();
                     }
-                    send(Write::Store(Box::new(p)));
+                    send(Write::StoreWithNext(Box::new(p)));
                 }
             }
             TurnEvent::ToolStarted(_) => {}
@@ -507,7 +515,7 @@ impl Recorder<'_> {
                 artifact,
             } => {
                 self.stored += 1;
-                send(Write::Store(Box::new(Payload::ToolCallFinished(
+                send(Write::StoreWithNext(Box::new(Payload::ToolCallFinished(
                     ToolCallFinished {
                         call: Some(call_ref(&call)),
                         details_json: output.details_json(),

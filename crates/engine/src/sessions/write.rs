@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use tinycode_shared::proto::event::Payload;
-use tinycode_shared::proto::{TurnCompleted, TurnOutcome as Outcome};
+use tinycode_shared::proto::{Event, TurnCompleted, TurnOutcome as Outcome};
 
 use super::{Live, SessionError, Sessions, session_stream};
 use crate::agent::TurnOutcome;
@@ -118,15 +118,24 @@ pub(super) async fn append_all(
     id: &str,
     payloads: Vec<Payload>,
 ) -> Result<u64, SessionError> {
-    let events = sessions
+    let events = append_unpublished(sessions, id, payloads).await?;
+    live.publish(&events);
+    Ok(events.last().map_or(0, |e| e.sequence))
+}
+
+/// Store events of the session in one append; the caller publishes them.
+pub(super) async fn append_unpublished(
+    sessions: &Sessions,
+    id: &str,
+    payloads: Vec<Payload>,
+) -> Result<Vec<Arc<Event>>, SessionError> {
+    Ok(sessions
         .store
         .append(&session_stream(id), ExpectedVersion::Any, payloads)
         .await
         .inspect_err(
             |e| tracing::error!(session = %id, error = %e, "could not store session events"),
-        )?;
-    live.publish(&events);
-    Ok(events.last().map_or(0, |e| e.sequence))
+        )?)
 }
 
 /// The provider of `model` (`offline`: the daemon's offline model).
