@@ -174,13 +174,25 @@ fn two_attached_clients_see_the_same_turn_and_a_leaving_one_changes_nothing() {
         6,
         "{kinds:?}"
     );
-    // Deltas come before the stored message of their step.
-    let first_delta = kinds.iter().position(|k| k == "delta").unwrap();
-    let first_assistant = kinds
-        .iter()
-        .position(|k| k == "assistantMessageAdded")
-        .unwrap();
-    assert!(first_delta < first_assistant, "{kinds:?}");
+    // A delta comes before the stored message of its step, never after it
+    // (a step stored with the write after it takes its deltas with it: the
+    // offline model answers at once, so its deltas may all be dropped).
+    for (i, kind) in kinds.iter().enumerate() {
+        if kind == "delta" {
+            assert!(
+                kinds[i..].iter().any(|k| k == "assistantMessageAdded"),
+                "{kinds:?}"
+            );
+        }
+    }
+    assert!(
+        kinds
+            .iter()
+            .filter(|k| *k == "assistantMessageAdded")
+            .count()
+            >= 7,
+        "{kinds:?}"
+    );
     assert_eq!(desk.ticket_file("T-1002")["queue"], "物流组");
 }
 

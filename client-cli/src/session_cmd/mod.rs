@@ -228,8 +228,18 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<ExitCode> {
             model: args.model.clone().unwrap_or_default(),
         })
     );
-    let mut updates = updates?.into_inner();
+    // The send's error first: it says why nothing runs.
     let sent = sent?.into_inner();
+    let mut updates = updates
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "the message was sent (turn {}), but following it failed: {}; follow it with `tinycode session attach {}` (sending again would run it twice)",
+                sent.turn,
+                e.message(),
+                session.id
+            )
+        })?
+        .into_inner();
     if sent.queued && !ctx.json {
         eprintln!("(queued behind the running turn)");
     }

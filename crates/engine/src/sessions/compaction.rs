@@ -80,6 +80,9 @@ pub(super) struct MidTurn<'a> {
     pub(super) id: &'a str,
     pub(super) live: &'a Live,
     pub(super) turn: u64,
+    /// The turn's writer: what it holds is stored before the compaction's
+    /// own event, so the log keeps the turn's order.
+    pub(super) writer: &'a tokio::sync::mpsc::UnboundedSender<super::jobs::Write>,
     /// A failed compaction is not retried at every step.
     pub(super) failed: std::sync::atomic::AtomicBool,
 }
@@ -90,6 +93,10 @@ impl crate::agent::Compactor for MidTurn<'_> {
             if self.failed.load(Ordering::Relaxed) {
                 return None;
             }
+            // A writer that cannot store fails the turn anyway.
+            super::writer::acknowledged(self.writer, super::jobs::Write::Flush)
+                .await
+                .ok()?;
             match compact(self.sessions, self.id, self.live, Some(self.turn), None).await {
                 Ok(done) if done.compacted => {
                     let state = self.sessions.get(self.id).ok()?;

@@ -44,13 +44,16 @@ pub(super) enum Write {
     /// Store together with the next write when it comes within
     /// [`WITH_NEXT_WITHIN`] of the batch's first, else without it: a
     /// turn's start, answers and tool results. When the model answers at
-    /// once (the offline model, a local one) a whole turn reaches the log
-    /// in one append with its end, one durable point where there were one
-    /// per step; with a remote model each step is stored as before, at
-    /// most that much later. What must be durable before the turn goes on
-    /// (an approval's request) is `StoreAck`, stored at once with what
-    /// waits before it.
+    /// once (the offline model, a local one) a step's result, the next
+    /// answer and the turn's end reach the log in one append, where there
+    /// was one durable point per event kind; with a remote model each
+    /// step is stored as before, at most that much later. What must be
+    /// durable before the turn goes on (an approval's request) is
+    /// `StoreAck`, stored at once with what waits before it.
     StoreWithNext(Box<Payload>),
+    /// Store what waits now (a tool starts: its call is stored while it
+    /// runs, as it was before steps waited for each other).
+    Boundary,
     /// Store, then say whether it is durable (an approval wait starts only
     /// after its request is stored).
     StoreAck(Box<Payload>, oneshot::Sender<Result<(), String>>),

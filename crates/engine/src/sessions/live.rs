@@ -60,25 +60,6 @@ impl Live {
         let _ = self.updates.send(LiveUpdate::Delta(delta));
     }
 
-    /// Publish stored events with the deltas produced among them, each
-    /// after as many events as came before it (`deltas`: that count, the
-    /// kind, the text).
-    pub(crate) fn publish_with(
-        &self,
-        turn: u64,
-        events: &[Arc<tinycode_shared::proto::Event>],
-        deltas: Vec<(usize, DeltaKind, String)>,
-    ) {
-        let mut from = 0;
-        for (at, kind, text) in deltas {
-            let at = at.clamp(from, events.len());
-            self.publish(&events[from..at]);
-            from = at;
-            self.emit(turn, kind, &text);
-        }
-        self.publish(&events[from..]);
-    }
-
     /// Publish stored events; a stored assistant message (or the end of
     /// the turn) ends the step, so the text so far is cleared with it.
     pub(crate) fn publish(&self, events: &[Arc<tinycode_shared::proto::Event>]) {
@@ -164,55 +145,5 @@ impl Sessions {
             map.remove(id);
         }
         idle
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use tinycode_shared::proto::Event;
-
-    use super::*;
-
-    #[test]
-    fn deltas_that_waited_with_a_batch_are_published_where_the_turn_produced_them() {
-        let (updates, mut rx) = broadcast::channel(16);
-        let live = Live {
-            jobs: mpsc::unbounded_channel().0,
-            cancel: watch::channel(false).0,
-            running: AtomicU64::new(0),
-            queued: AtomicU64::new(0),
-            partial: Mutex::new((0, String::new())),
-            updates,
-        };
-        let events: Vec<_> = (1..=3)
-            .map(|sequence| {
-                // The second is the step's stored message.
-                let payload = (sequence == 2).then(|| {
-                    Payload::AssistantMessageAdded(
-                        tinycode_shared::proto::AssistantMessageAdded::default(),
-                    )
-                });
-                Arc::new(Event {
-                    sequence,
-                    payload,
-                    ..Event::default()
-                })
-            })
-            .collect();
-        let deltas = vec![
-            (1, DeltaKind::Text, "a".to_string()),
-            (3, DeltaKind::Text, "b".to_string()),
-        ];
-        live.publish_with(7, &events, deltas);
-        let mut seen = Vec::new();
-        while let Ok(update) = rx.try_recv() {
-            seen.push(match update {
-                LiveUpdate::Event(e) => e.sequence.to_string(),
-                LiveUpdate::Delta(d) => format!("{}:{}", d.turn, d.text),
-            });
-        }
-        assert_eq!(seen, ["1", "7:a", "2", "3", "7:b"]);
-        // The text so far: what came after the stored message.
-        assert_eq!(lock(&live.partial).1, "b");
     }
 }

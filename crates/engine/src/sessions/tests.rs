@@ -561,11 +561,11 @@ async fn a_failed_append_fails_the_turn_and_nothing_after_it_is_stored() {
     let store = EventStore::open(&tmp.path().join("db")).unwrap();
     let sessions = open(&ws, &store).await;
     let s = sessions.create("T-1001", "", "", me()).await.unwrap();
-    // The user message goes through, then the turn's first append fails
-    // (with the offline model answering at once, the turn's steps wait to
-    // be stored together: how many appends a turn takes depends on timing,
-    // its first is certain).
-    store.inject_failure("session-", 1);
+    // The session's first writes go through (the user message, the turn's
+    // start with its first answer, stored when its tool starts; the tool's
+    // result with the next answer, when the next tool starts), then one
+    // fails.
+    store.inject_failure("session-", 3);
     let Sent { turn, .. } = sessions.send(&s.id, "triage T-1001", me()).await.unwrap();
     let events = until_done(&sessions, &s.id, turn).await;
     let Some(Payload::TurnCompleted(done)) = &events.last().unwrap().payload else {
@@ -581,6 +581,7 @@ async fn a_failed_append_fails_the_turn_and_nothing_after_it_is_stored() {
     // was lost, nothing after it was stored (no result without its call).
     let stored = kinds(&events);
     assert!(stored.len() < whole.len(), "{stored:?}");
+    assert!(stored.len() > 2, "the failure came mid-turn: {stored:?}");
     assert_eq!(stored[..], whole[..stored.len()], "{stored:?} vs {whole:?}");
     drop(tmp);
 }

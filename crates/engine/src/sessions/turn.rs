@@ -293,6 +293,7 @@ impl<'a> Prepared<'a> {
             id: self.id,
             live: self.live,
             turn: self.turn,
+            writer: tx,
             failed: AtomicBool::new(false),
         };
         let runner = Turn {
@@ -507,7 +508,9 @@ impl Recorder<'_> {
                     send(Write::StoreWithNext(Box::new(p)));
                 }
             }
-            TurnEvent::ToolStarted(_) => {}
+            // The call is stored while its tool runs (what the tool changes
+            // elsewhere is not left waiting behind a call never stored).
+            TurnEvent::ToolStarted(_) => send(Write::Boundary),
             TurnEvent::ToolFinished {
                 call,
                 output,

@@ -52,8 +52,8 @@ pub(super) fn spawn_writer(
                 }
                 continue;
             }
-            let mut batch = collect(first, &mut rx, &mut held).await;
-            let deltas = std::mem::take(&mut batch.deltas);
+            let mut batch = collect(first, &mut rx, &mut held, failed.is_none()).await;
+            let deltas = still_running(std::mem::take(&mut batch.deltas), &batch.payloads);
             // Held while the daemon is fenced; nothing once the turn was
             // taken over.
             if failed.is_none()
@@ -70,9 +70,12 @@ pub(super) fn spawn_writer(
                     .await
                     .map_err(|e| e.to_string()),
             };
-            // Published with the deltas that waited with them, in the
-            // order the turn produced them.
-            let stored = stored.map(|events| live.publish_with(turn, &events, deltas));
+            let stored = stored.map(|events| {
+                live.publish(&events);
+                for (kind, text) in deltas {
+                    live.emit(turn, kind, &text);
+                }
+            });
             if let (Err(e), None) = (&stored, &failed) {
                 failed = Some(e.clone());
                 live.cancel.send_replace(true);
@@ -89,16 +92,18 @@ pub(super) fn spawn_writer(
 
 /// The batch `first` starts: the stores queued behind it, up to the next
 /// delta (emitted only once what came before it is stored, so it is left
-/// in `held`). A [`Write::StoreWithNext`] waits for the write after it,
-/// until [`WITH_NEXT_WITHIN`] after the batch began at most, and deltas
-/// arriving meanwhile wait with the batch (in `Batch::deltas`).
+/// in `held`). With `linger`, a [`Write::StoreWithNext`] waits for the
+/// write after it, until [`WITH_NEXT_WITHIN`] after the batch began at
+/// most, and deltas arriving meanwhile wait with the batch (in
+/// `Batch::deltas`); any other write ends the wait.
 async fn collect(
     first: Write,
     rx: &mut mpsc::UnboundedReceiver<Write>,
     held: &mut Option<Write>,
+    linger: bool,
 ) -> Batch {
     let mut batch = Batch::default();
-    let mut wait = matches!(first, Write::StoreWithNext(_));
+    let mut wait = linger && matches!(first, Write::StoreWithNext(_));
     let deadline = tokio::time::Instant::now() + WITH_NEXT_WITHIN;
     batch.add(first);
     while batch.len < WRITE_BATCH {
@@ -121,13 +126,35 @@ async fn collect(
                 break;
             }
             Some(w) => {
-                wait = matches!(w, Write::StoreWithNext(_));
+                wait = linger && matches!(w, Write::StoreWithNext(_));
                 batch.add(w);
             }
             None => break,
         }
     }
     batch
+}
+
+/// The deltas that waited with a batch and still say something once it
+/// is stored: those of a step still running (after the batch's last
+/// answer or end). A delta of a step whose message the batch stores is
+/// dropped: the message has its text, and a client that reads the message
+/// from the log before the writer publishes would see its text twice.
+fn still_running(
+    deltas: Vec<(usize, DeltaKind, String)>,
+    payloads: &[Payload],
+) -> Vec<(DeltaKind, String)> {
+    let step_end = payloads.iter().rposition(|p| {
+        matches!(
+            p,
+            Payload::AssistantMessageAdded(_) | Payload::TurnCompleted(_)
+        )
+    });
+    deltas
+        .into_iter()
+        .filter(|(at, _, _)| step_end.is_none_or(|end| end < *at))
+        .map(|(_, kind, text)| (kind, text))
+        .collect()
 }
 
 /// Hand the writer `write`, built around an acknowledgement, and wait
@@ -163,6 +190,7 @@ impl Batch {
                 self.acks.push(ack);
             }
             Write::Flush(ack) => self.acks.push(ack),
+            Write::Boundary => {}
             // Never batched: the writer emits deltas itself.
             Write::Delta(..) => {}
         }
@@ -171,12 +199,20 @@ impl Batch {
 
 #[cfg(test)]
 mod tests {
-    use tinycode_shared::proto::{TurnCompleted, TurnStarted};
+    use std::time::Duration;
+
+    use tinycode_shared::proto::{AssistantMessageAdded, TurnCompleted, TurnStarted};
 
     use super::*;
 
     fn started() -> Box<Payload> {
         Box::new(Payload::TurnStarted(TurnStarted::default()))
+    }
+
+    fn answer() -> Box<Payload> {
+        Box::new(Payload::AssistantMessageAdded(
+            AssistantMessageAdded::default(),
+        ))
     }
 
     fn completed() -> Box<Payload> {
@@ -187,54 +223,94 @@ mod tests {
         Write::Delta(DeltaKind::Text, text.into())
     }
 
-    #[tokio::test]
+    fn texts(deltas: &[(DeltaKind, String)]) -> Vec<&str> {
+        deltas.iter().map(|(_, t)| t.as_str()).collect()
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_step_waits_for_the_next_write_and_deltas_wait_with_it() {
         let (tx, mut rx) = mpsc::unbounded_channel();
         tx.send(delta("do")).unwrap();
-        tx.send(Write::StoreWithNext(started())).unwrap();
+        tx.send(Write::StoreWithNext(answer())).unwrap();
+        tx.send(delta("ne")).unwrap();
         tx.send(Write::Store(completed())).unwrap();
         tx.send(delta("after")).unwrap();
         let mut held = None;
-        let first = Write::StoreWithNext(started());
-        let batch = collect(first, &mut rx, &mut held).await;
+        let start = tokio::time::Instant::now();
+        let batch = collect(Write::StoreWithNext(started()), &mut rx, &mut held, true).await;
+        assert_eq!(
+            start.elapsed(),
+            Duration::ZERO,
+            "nothing waited for the clock"
+        );
         assert_eq!(batch.payloads.len(), 3);
-        assert!(matches!(batch.payloads[2], Payload::TurnCompleted(_)));
-        // The delta came after the first write; the one after the end,
-        // with nothing waiting, ends the batch and is left for later.
-        let deltas: Vec<_> = batch
-            .deltas
-            .iter()
-            .map(|(at, _, t)| (*at, t.as_str()))
-            .collect();
-        assert_eq!(deltas, [(1, "do")]);
+        // The delta after the end, with nothing waiting, ends the batch.
         assert!(matches!(held, Some(Write::Delta(_, ref t)) if t == "after"));
+        // Both deltas came before the answer or the end stored with them.
+        let positions: Vec<usize> = batch.deltas.iter().map(|(at, _, _)| *at).collect();
+        assert_eq!(positions, [1, 2]);
+        assert!(still_running(batch.deltas, &batch.payloads).is_empty());
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_step_nothing_follows_is_stored_once_the_window_passed() {
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let start = std::time::Instant::now();
+        let start = tokio::time::Instant::now();
         let mut held = None;
-        let batch = collect(Write::StoreWithNext(started()), &mut rx, &mut held).await;
+        let batch = collect(Write::StoreWithNext(started()), &mut rx, &mut held, true).await;
         assert_eq!(batch.payloads.len(), 1);
-        assert!(start.elapsed() >= WITH_NEXT_WITHIN, "{:?}", start.elapsed());
+        assert_eq!(start.elapsed(), WITH_NEXT_WITHIN);
         drop(tx);
     }
 
-    #[tokio::test]
-    async fn a_plain_store_waits_for_nothing_and_a_delta_ends_its_batch() {
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        tx.send(delta("text")).unwrap();
-        tx.send(Write::Store(completed())).unwrap();
+    #[tokio::test(start_paused = true)]
+    async fn an_ack_a_flush_a_boundary_or_a_closed_writer_ends_the_wait_at_once() {
+        let ends: [(Option<Write>, usize); 4] = [
+            (Some(Write::StoreAck(completed(), oneshot::channel().0)), 3),
+            (Some(Write::Flush(oneshot::channel().0)), 2),
+            (Some(Write::Boundary), 2),
+            (None, 2), // the turn dropped its sender
+        ];
+        for (end, payloads) in ends {
+            let (tx, mut rx) = mpsc::unbounded_channel();
+            tx.send(Write::StoreWithNext(answer())).unwrap();
+            match end {
+                Some(w) => tx.send(w).unwrap(),
+                None => drop(tx),
+            }
+            let start = tokio::time::Instant::now();
+            let mut held = None;
+            let batch = collect(Write::StoreWithNext(started()), &mut rx, &mut held, true).await;
+            assert_eq!(start.elapsed(), Duration::ZERO);
+            assert_eq!(batch.payloads.len(), payloads);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_writer_does_not_wait() {
+        let (_tx, mut rx) = mpsc::unbounded_channel();
+        let start = tokio::time::Instant::now();
         let mut held = None;
-        let batch = collect(Write::Store(started()), &mut rx, &mut held).await;
-        assert_eq!(batch.payloads.len(), 1);
-        assert!(batch.deltas.is_empty());
-        assert!(matches!(held, Some(Write::Delta(..))));
-        // A closed channel ends a waiting batch at once.
-        drop(tx);
-        let mut rest = None;
-        let batch = collect(Write::StoreWithNext(started()), &mut rx, &mut rest).await;
-        assert_eq!(batch.payloads.len(), 2, "the queued end joins it");
+        let batch = collect(Write::StoreWithNext(started()), &mut rx, &mut held, false).await;
+        assert_eq!((batch.payloads.len(), start.elapsed()), (1, Duration::ZERO));
+    }
+
+    #[test]
+    fn deltas_of_a_step_stored_in_the_batch_are_dropped_the_running_steps_kept() {
+        let payloads = [*started(), *answer(), *answer()];
+        let deltas = vec![
+            (1, DeltaKind::Text, "first".to_string()),
+            (2, DeltaKind::Text, "second".to_string()),
+            (3, DeltaKind::Text, "third, still running".to_string()),
+        ];
+        assert_eq!(
+            texts(&still_running(deltas, &payloads)),
+            ["third, still running"]
+        );
+        let none_stored = vec![(1, DeltaKind::Text, "so far".to_string())];
+        assert_eq!(
+            texts(&still_running(none_stored, &[*started()])),
+            ["so far"]
+        );
     }
 }
