@@ -871,3 +871,24 @@ fn in_memory(desk: &Desk) -> crate::search::SearchIndex {
     }
     memory
 }
+
+#[tokio::test]
+async fn a_tickets_head_has_what_a_board_shows_and_none_of_its_texts() {
+    let (tmp, ws) = fixture_copy();
+    let (desk, _, store) = open(&ws, &tmp.path().join("db")).await;
+    let whole = desk.get_ticket("T-1001").unwrap();
+    let head = desk.with_ticket_head("T-1001", Clone::clone).unwrap();
+    assert_eq!(
+        (&head.category, &head.priority, &head.queue, &head.status),
+        (
+            &whole.category,
+            &whole.priority,
+            &whole.queue,
+            &whole.status
+        )
+    );
+    assert_eq!(head.escalate_level, whole.escalate_level);
+    assert!(!whole.subject.is_empty() && head.subject.is_empty());
+    assert!(desk.with_ticket_head("T-9999", |_| ()).is_none());
+    store.close().await.unwrap();
+}

@@ -151,6 +151,15 @@ impl Desk {
         self.stored_ticket(id).ok().flatten().as_ref().map(f)
     }
 
+    /// [`Self::with_ticket`] on the ticket without its texts (subject,
+    /// customer, messages' and notes' texts are empty; `ticket_head.rs`):
+    /// what a board of many tickets reads.
+    pub fn with_ticket_head<R>(&self, id: &str, f: impl FnOnce(&Ticket) -> R) -> Option<R> {
+        let bytes = self.tickets.tree().get(ticket_key(id)).ok().flatten()?;
+        let head = super::models::decode_ticket_head(&bytes).ok()?;
+        (head.version > 0).then(|| f(&head))
+    }
+
     /// Every stored ticket, in id order (read one at a time).
     pub fn all_tickets(&self) -> impl Iterator<Item = Result<Ticket, DomainError>> + '_ {
         self.tickets.tree().scan_prefix(b"t/").map(|row| {

@@ -28,7 +28,7 @@ impl Triage {
         limit: usize,
     ) -> Result<TriageStatus, TriageError> {
         let sequence = self.board.applied();
-        let records = self.records_in_order(ids)?;
+        let records = self.records_in_order(ids, !counts_only)?;
         let mut status = TriageStatus {
             auto_triage: self.config().enabled,
             concurrency: self.config().concurrency as u32,
@@ -79,8 +79,13 @@ impl Triage {
     }
 
     /// The records of `ids` (all when empty) with their board keys, in
-    /// queue order: unfinished records by arrival, then the rest by id.
-    fn records_in_order(&self, ids: &[String]) -> Result<Vec<(String, Record)>, TriageError> {
+    /// queue order: unfinished records by arrival, then the rest by id
+    /// (unless `ordered` is false: counts need neither).
+    fn records_in_order(
+        &self,
+        ids: &[String],
+        ordered: bool,
+    ) -> Result<Vec<(String, Record)>, TriageError> {
         let records: Vec<Record> = if ids.is_empty() {
             self.records().all()?
         } else {
@@ -90,6 +95,9 @@ impl Triage {
             }
             found
         };
+        if !ordered {
+            return Ok(records.into_iter().map(|r| (String::new(), r)).collect());
+        }
         let mut records: Vec<(String, Record)> =
             records.into_iter().map(|r| (board_key(&r), r)).collect();
         records.sort_by(|a, b| a.0.cmp(&b.0));
@@ -159,7 +167,8 @@ impl Triage {
             sequence: r.sequence,
             ..TriageItem::default()
         };
-        self.desk.with_ticket(&r.ticket, |t| {
+        // Its head only: a board of thousands reads none of their texts.
+        self.desk.with_ticket_head(&r.ticket, |t| {
             item.category = t.category.clone();
             item.priority = t.priority.clone();
             item.queue = t.queue.clone();
