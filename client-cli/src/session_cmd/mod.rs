@@ -235,7 +235,7 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> anyhow::Result<ExitCode> {
             anyhow::anyhow!(
                 "the message was sent (turn {}), but following it failed: {}; follow it with `tinycode session attach {}` (sending again would run it twice)",
                 sent.turn,
-                e.message(),
+                crate::output::describe_status(&e),
                 session.id
             )
         })?

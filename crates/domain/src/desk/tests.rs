@@ -876,7 +876,27 @@ fn in_memory(desk: &Desk) -> crate::search::SearchIndex {
 async fn a_tickets_head_has_what_a_board_shows_and_none_of_its_texts() {
     let (tmp, ws) = fixture_copy();
     let (desk, _, store) = open(&ws, &tmp.path().join("db")).await;
-    let whole = desk.get_ticket("T-1001").unwrap();
+    // Triaged: every field a board shows has a value.
+    let whole = desk
+        .change_ticket("T-1001", |_| {
+            Ok(vec![
+                Payload::TicketClassified(TicketClassified {
+                    category: "退款".into(),
+                    priority: "P1".into(),
+                    ..Default::default()
+                }),
+                Payload::TicketRouted(TicketRouted {
+                    queue: "售后组".into(),
+                    ..Default::default()
+                }),
+            ])
+        })
+        .await
+        .unwrap();
+    assert!(
+        !whole.category.is_empty() && !whole.queue.is_empty(),
+        "{whole:?}"
+    );
     let head = desk.with_ticket_head("T-1001", Clone::clone).unwrap();
     assert_eq!(
         (&head.category, &head.priority, &head.queue, &head.status),
