@@ -28,6 +28,15 @@ pub enum LiveUpdate {
     Delta(Delta),
 }
 
+/// Whether a stored event ends the running step (its answer, or the
+/// turn's end): the step's streamed text is in it.
+pub(super) fn ends_step(payload: &Payload) -> bool {
+    matches!(
+        payload,
+        Payload::AssistantMessageAdded(_) | Payload::TurnCompleted(_)
+    )
+}
+
 /// The live side of a session: its actor's queue and what attached
 /// clients need while a turn runs.
 pub(crate) struct Live {
@@ -65,10 +74,7 @@ impl Live {
     pub(crate) fn publish(&self, events: &[Arc<tinycode_shared::proto::Event>]) {
         let mut partial = lock(&self.partial);
         for e in events {
-            if matches!(
-                e.payload,
-                Some(Payload::AssistantMessageAdded(_)) | Some(Payload::TurnCompleted(_))
-            ) {
+            if e.payload.as_ref().is_some_and(ends_step) {
                 partial.1.clear();
             }
             let _ = self.updates.send(LiveUpdate::Event(Arc::clone(e)));

@@ -144,12 +144,7 @@ fn still_running(
     deltas: Vec<(usize, DeltaKind, String)>,
     payloads: &[Payload],
 ) -> Vec<(DeltaKind, String)> {
-    let step_end = payloads.iter().rposition(|p| {
-        matches!(
-            p,
-            Payload::AssistantMessageAdded(_) | Payload::TurnCompleted(_)
-        )
-    });
+    let step_end = payloads.iter().rposition(super::live::ends_step);
     deltas
         .into_iter()
         .filter(|(at, _, _)| step_end.is_none_or(|end| end < *at))
@@ -252,14 +247,22 @@ mod tests {
         assert!(still_running(batch.deltas, &batch.payloads).is_empty());
     }
 
+    /// The batch a waiting start begins with what `rx` holds, and how long
+    /// collecting it took on the (paused) clock.
+    async fn collect_timed(
+        rx: &mut mpsc::UnboundedReceiver<Write>,
+        linger: bool,
+    ) -> (Batch, Duration) {
+        let start = tokio::time::Instant::now();
+        let batch = collect(Write::StoreWithNext(started()), rx, &mut None, linger).await;
+        (batch, start.elapsed())
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_step_nothing_follows_is_stored_once_the_window_passed() {
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let start = tokio::time::Instant::now();
-        let mut held = None;
-        let batch = collect(Write::StoreWithNext(started()), &mut rx, &mut held, true).await;
-        assert_eq!(batch.payloads.len(), 1);
-        assert_eq!(start.elapsed(), WITH_NEXT_WITHIN);
+        let (batch, took) = collect_timed(&mut rx, true).await;
+        assert_eq!((batch.payloads.len(), took), (1, WITH_NEXT_WITHIN));
         drop(tx);
     }
 
@@ -278,10 +281,8 @@ mod tests {
                 Some(w) => tx.send(w).unwrap(),
                 None => drop(tx),
             }
-            let start = tokio::time::Instant::now();
-            let mut held = None;
-            let batch = collect(Write::StoreWithNext(started()), &mut rx, &mut held, true).await;
-            assert_eq!(start.elapsed(), Duration::ZERO);
+            let (batch, took) = collect_timed(&mut rx, true).await;
+            assert_eq!(took, Duration::ZERO);
             assert_eq!(batch.payloads.len(), payloads);
         }
     }
@@ -289,10 +290,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_failed_writer_does_not_wait() {
         let (_tx, mut rx) = mpsc::unbounded_channel();
-        let start = tokio::time::Instant::now();
-        let mut held = None;
-        let batch = collect(Write::StoreWithNext(started()), &mut rx, &mut held, false).await;
-        assert_eq!((batch.payloads.len(), start.elapsed()), (1, Duration::ZERO));
+        let (batch, took) = collect_timed(&mut rx, false).await;
+        assert_eq!((batch.payloads.len(), took), (1, Duration::ZERO));
     }
 
     #[test]
