@@ -24,8 +24,6 @@ fn other_client() -> ClientRef {
 /// turn triages T-1003, the ticket whose L2 escalation asks.
 struct T1003 {
     _tmp: tempfile::TempDir,
-    ws: std::path::PathBuf,
-    store: EventStore,
     sessions: Arc<Sessions>,
     id: String,
 }
@@ -38,8 +36,6 @@ async fn triage_t1003(d: TurnDefaults, approve: &str) -> T1003 {
     sessions.send(&s.id, "triage T-1003", me()).await.unwrap();
     T1003 {
         _tmp: tmp,
-        ws,
-        store,
         sessions,
         id: s.id,
     }
@@ -245,20 +241,71 @@ async fn headless_deny_and_auto_never_wait() {
     );
 }
 
+/// The T-1003 turn left waiting for its approval by a daemon that was then
+/// killed. The first daemon runs on a runtime of its own, dropped with every
+/// task on it once the approval is pending: its actor and its paused turn
+/// stop as they would on SIGKILL. (Dropping its `Sessions` alone would leave
+/// them running on the same store, and the old turn would run the call too
+/// once the reopened daemon decides.)
+struct Abandoned {
+    _tmp: tempfile::TempDir,
+    ws: std::path::PathBuf,
+    store: EventStore,
+    id: String,
+    approval: String,
+    call: tinycode_shared::proto::ToolCallRef,
+}
+
+async fn abandoned_t1003() -> Abandoned {
+    let (tmp, ws) = fixture_copy();
+    let store = EventStore::open(&tmp.path().join("db")).unwrap();
+    let first = {
+        let (ws, store) = (ws.clone(), store.clone());
+        async move {
+            let sessions = open_with(&ws, &store, defaults()).await;
+            let s = sessions.create("", "offline", "ask", me()).await.unwrap();
+            sessions.send(&s.id, "triage T-1003", me()).await.unwrap();
+            let approval = pending(&sessions, &s.id).await;
+            let call = sessions.approvals.get(&approval).unwrap().request.unwrap();
+            (s.id, approval, call.call.unwrap())
+        }
+    };
+    let (id, approval, call) = tokio::task::spawn_blocking(move || {
+        let daemon = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        daemon.block_on(first)
+        // `daemon` is dropped here: the kill.
+    })
+    .await
+    .unwrap();
+    Abandoned {
+        _tmp: tmp,
+        ws,
+        store,
+        id,
+        approval,
+        call,
+    }
+}
+
 #[tokio::test]
 async fn a_turn_stopped_while_waiting_resumes_after_restart_and_runs_the_call_once() {
-    let T1003 {
+    let Abandoned {
         _tmp,
         ws,
         store,
-        sessions,
         id,
-    } = triage_t1003(defaults(), "ask").await;
-    let approval = pending(&sessions, &id).await;
-    // "Restart": a second daemon instance folds the same log while the
-    // first one's turn is abandoned (as after SIGKILL).
-    let before = sessions.stored(&id, 1, u64::MAX).await.unwrap().len();
-    drop(sessions);
+        approval,
+        ..
+    } = abandoned_t1003().await;
+    let before = store
+        .read_stream(&session_stream(&id), 1, usize::MAX)
+        .await
+        .unwrap()
+        .len();
+    // "Restart": a second daemon folds the log the killed one left.
     let reopened = open_with(&ws, &store, defaults()).await;
     let state = reopened.get(&id).unwrap();
     assert!(state.turns[&1].outcome.is_none(), "not marked interrupted");
@@ -298,23 +345,15 @@ async fn a_turn_stopped_while_waiting_resumes_after_restart_and_runs_the_call_on
 
 #[tokio::test]
 async fn a_change_made_before_a_crash_is_not_made_again_when_the_turn_resumes() {
-    let T1003 {
+    let Abandoned {
         _tmp,
         ws,
         store,
-        sessions,
         id,
-    } = triage_t1003(defaults(), "ask").await;
-    let approval = pending(&sessions, &id).await;
-    let call = sessions
-        .approvals
-        .get(&approval)
-        .unwrap()
-        .request
-        .unwrap()
-        .call
-        .unwrap();
-    // The escalation reached the log, then the daemon died before the
+        approval,
+        call,
+    } = abandoned_t1003().await;
+    // The escalation reached the log, then the daemon died (killed above) before the
     // call's result was stored (what a kill -9 between the two leaves).
     store
         .append(
@@ -334,7 +373,6 @@ async fn a_change_made_before_a_crash_is_not_made_again_when_the_turn_resumes() 
         )
         .await
         .unwrap();
-    drop(sessions);
     let reopened = open_with(&ws, &store, defaults()).await;
     reopened
         .decide(
