@@ -27,8 +27,7 @@ pub(super) async fn compact(
     sessions.caught_up().await?;
     let state = sessions.get(id)?;
     let limit = turn.unwrap_or_else(|| state.next_turn());
-    let keep = sessions.defaults().compaction.keep_recent_messages;
-    let Some(first_kept) = compact::cut_point(&state.turn_sizes(limit), limit, keep) else {
+    let Some(first_kept) = cut_point(sessions, &state, limit) else {
         return Ok(Compacted::default());
     };
     let replaced = sessions.history(&state).await?.before(first_kept);
@@ -71,6 +70,13 @@ pub(super) async fn compact(
     Ok(Compacted { sequence, ..report })
 }
 
+/// The first turn kept when the turns before `limit` are summarised
+/// (`None`: none is old enough).
+fn cut_point(sessions: &Sessions, state: &super::SessionState, limit: u64) -> Option<u64> {
+    let keep = sessions.defaults().compaction.keep_recent_messages;
+    compact::cut_point(&state.turn_sizes(limit), limit, keep)
+}
+
 /// The session's compaction, asked for by a turn whose context outgrew
 /// `compactAboveTokens` between two model requests: earlier turns are
 /// summarised and recorded as before a turn; the turn goes on with the
@@ -93,6 +99,10 @@ impl crate::agent::Compactor for MidTurn<'_> {
             if self.failed.load(Ordering::Relaxed) {
                 return None;
             }
+            // Only earlier turns are cut, and they are stored already:
+            // with none old enough, the writer keeps what it holds.
+            let state = self.sessions.get(self.id).ok()?;
+            cut_point(self.sessions, &state, self.turn)?;
             // A writer that cannot store fails the turn anyway.
             super::writer::acknowledged(self.writer, super::jobs::Write::Flush)
                 .await

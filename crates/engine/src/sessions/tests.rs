@@ -450,6 +450,33 @@ async fn compaction_summarises_old_turns_at_a_user_boundary_and_survives_restart
 }
 
 #[tokio::test]
+async fn a_mid_turn_compaction_with_nothing_to_cut_asks_the_writer_for_nothing() {
+    use crate::agent::Compactor;
+    let (tmp, ws) = fixture_copy();
+    let store = EventStore::open(&tmp.path().join("db")).unwrap();
+    let sessions = open_with(&ws, &store, compacting_early()).await;
+    let s = sessions.create("", "offline", "deny", me()).await.unwrap();
+    sessions.with_live(&s.id, |_| ()).unwrap();
+    let live = lock(&sessions.live).get(&s.id).cloned().unwrap();
+    let (writer, mut held) = tokio::sync::mpsc::unbounded_channel();
+    let mid_turn = compaction::MidTurn {
+        sessions: &sessions,
+        id: &s.id,
+        live: &live,
+        turn: 1,
+        writer: &writer,
+        failed: std::sync::atomic::AtomicBool::new(false),
+    };
+    // Turn 1 has no earlier turn to summarise: no flush is asked for (one
+    // would wait here for a writer that never answers).
+    let compacted = tokio::time::timeout(Duration::from_secs(5), mid_turn.compact())
+        .await
+        .expect("no wait for the writer");
+    assert!(compacted.is_none());
+    assert!(held.try_recv().is_err(), "the writer was asked for nothing");
+}
+
+#[tokio::test]
 async fn context_tokens_use_reported_usage_then_estimate_what_came_after() {
     let mut state = SessionState::default();
     let event = |payload| Event {
