@@ -136,7 +136,10 @@ pub fn process_running(pid: u32) -> bool {
 /// Connect to the daemon listening on `socket`. Fails fast when nobody answers.
 pub async fn connect(socket: &Path, client: &ClientName) -> Result<DaemonChannel, ConnectError> {
     let channel = connect_now(socket, client).await?;
-    wait_started(&channel).await?;
+    // A daemon that serves has no marker: no call before the caller's own.
+    if crate::paths::starting_marker(socket).exists() {
+        wait_started(&channel).await?;
+    }
     Ok(channel)
 }
 
@@ -149,9 +152,10 @@ pub async fn connect_now(
     let not_running = || ConnectError::NotRunning {
         socket: socket.to_path_buf(),
     };
-    // Probe first: `connect_with_connector` would otherwise report a generic
-    // transport error for a missing or stale socket.
-    tokio::net::UnixStream::connect(socket)
+    // Connect here first: `connect_with_connector` would otherwise report a
+    // generic transport error for a missing or stale socket. The channel's
+    // first connection is this one; a reconnect dials again.
+    let first = tokio::net::UnixStream::connect(socket)
         .await
         .map_err(|e| match e.kind() {
             std::io::ErrorKind::PermissionDenied => ConnectError::OtherUser {
@@ -160,12 +164,17 @@ pub async fn connect_now(
             },
             _ => not_running(),
         })?;
+    let first = std::sync::Mutex::new(Some(first));
     let path = socket.to_path_buf();
     let channel = Endpoint::from_static("http://tinycoded.invalid")
         .connect_with_connector(tower::service_fn(move |_: Uri| {
             let path = path.clone();
+            let first = first.lock().ok().and_then(|mut f| f.take());
             async move {
-                let stream = tokio::net::UnixStream::connect(path).await?;
+                let stream = match first {
+                    Some(stream) => stream,
+                    None => tokio::net::UnixStream::connect(path).await?,
+                };
                 Ok::<_, std::io::Error>(TokioIo::new(stream))
             }
         }))
@@ -364,5 +373,44 @@ pub async fn start_daemon(layout: &Layout) -> Result<u32, ConnectError> {
             });
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_connection_is_dialled_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("tinycoded.sock");
+        let listener = tokio::net::UnixListener::bind(&socket).unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&accepted);
+        tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                counted.fetch_add(1, Ordering::SeqCst);
+                open.push(stream);
+            }
+        });
+        let client = ClientName::new("tests").unwrap();
+        let _channel = tokio::time::timeout(Duration::from_secs(5), connect_now(&socket, &client))
+            .await
+            .expect("connected")
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            1,
+            "the probe is the channel's connection"
+        );
+        assert!(
+            !crate::paths::starting_marker(&socket).exists(),
+            "no marker: a served daemon"
+        );
     }
 }

@@ -141,6 +141,13 @@ pub fn socket_path(state_dir: &Path, runtime: &Path) -> PathBuf {
     ))
 }
 
+/// The file a daemon keeps beside its socket while it starts (removed once
+/// the full server answers): a client that finds none sends its calls at
+/// once instead of first asking how far the start is.
+pub fn starting_marker(socket: &Path) -> PathBuf {
+    socket.with_extension("starting")
+}
+
 /// Per-user directory for sockets whose natural path is too long.
 pub fn runtime_dir() -> PathBuf {
     match std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {

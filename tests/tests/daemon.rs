@@ -379,6 +379,9 @@ fn a_large_desk_answers_while_it_starts_and_a_command_waits_for_it() {
     // Meanwhile `daemon status` says how far the start is.
     let mut stages = std::collections::BTreeSet::new();
     let mut counted = false;
+    // The marker that makes clients ask how far the start is.
+    let marker = tinycode_shared::paths::starting_marker(&desk.socket());
+    let mut marked = false;
     let ready = wait_until(Duration::from_secs(120), || {
         let out = desk.run(&["--json", "--no-autostart", "daemon", "status"]);
         let Ok(s) = serde_json::from_str::<serde_json::Value>(&out.stdout) else {
@@ -387,6 +390,7 @@ fn a_large_desk_answers_while_it_starts_and_a_command_waits_for_it() {
         match s["startup"]["stage"].as_str() {
             Some(stage) if !stage.is_empty() => {
                 stages.insert(stage.to_string());
+                marked |= marker.exists();
                 counted |= s["startup"]["total"].as_str().is_some()
                     || s["startup"]["total"].as_u64().is_some_and(|n| n > 0);
                 false
@@ -397,6 +401,8 @@ fn a_large_desk_answers_while_it_starts_and_a_command_waits_for_it() {
     assert!(ready, "the daemon never finished starting");
     assert!(!stages.is_empty(), "no start-up progress was seen");
     assert!(counted, "no stage counted what it did: {stages:?}");
+    assert!(marked, "no start-up marker while it started");
+    assert!(!marker.exists(), "the marker outlived the start");
     let listed = list.wait_with_output().unwrap();
     assert!(listed.status.success(), "{listed:?}");
     let page: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();

@@ -189,6 +189,8 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
     register_secrets(&config);
     // The socket answers from the first moment: while the daemon starts,
     // `Daemon.GetStatus` says how far it is (a large desk takes a while).
+    // The start-up marker `bind_socket` writes goes with this start.
+    let starting = RemoveOnDrop(tinycode_shared::paths::starting_marker(&layout.socket));
     let listener = Arc::new(bind_socket(&layout)?);
     let _socket = RemoveOnDrop(layout.socket.clone());
     let progress = Arc::new(crate::progress::Progress::default());
@@ -233,6 +235,8 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
         abort.abort();
         tracing::warn!("the start-up status server did not stop in time; it was stopped");
     }
+    // The full server answers: clients stop asking how far the start is.
+    drop(starting);
     crate::heap::release_free_memory();
     tracing::info!(stages = %stages, "start-up");
     tracing::info!(socket = %layout.socket.display(), workspace = %workspace.display(), "tinycoded listening");
@@ -347,7 +351,9 @@ impl Drop for RemoveOnDrop {
         match std::fs::remove_file(&self.0) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => tracing::warn!(error = %e, "could not remove the socket"),
+            Err(e) => {
+                tracing::warn!(path = %self.0.display(), error = %e, "could not remove a file of the daemon's")
+            }
         }
     }
 }
