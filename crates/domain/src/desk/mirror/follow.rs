@@ -219,6 +219,9 @@ impl Desk {
         let mut writes = Writes::new(self.mirror.tree());
         let mut rejected = Vec::new();
         let mut written = Vec::new();
+        // Which directories had a file renamed into them (tickets,
+        // knowledge): only those are synced.
+        let mut renamed = [false; 2];
         for (kind, id) in touched {
             let imported = match kind {
                 Kind::Ticket => self.unchanged_import(id, last)?,
@@ -231,13 +234,20 @@ impl Desk {
             if let Some(synced) = synced {
                 writes.put(synced.key, synced.record.encode());
                 if let Some(stamp) = synced.written {
+                    renamed[usize::from(*kind == Kind::Article)] = true;
                     written.push((self.file_path(*kind, id), stamp));
                 }
             }
         }
         warn_rejected(&rejected);
-        sync_dir(&self.tickets_dir);
-        sync_dir(&self.knowledge_dir);
+        for (dir, renamed) in [&self.tickets_dir, &self.knowledge_dir]
+            .into_iter()
+            .zip(renamed)
+        {
+            if renamed {
+                sync_dir(dir);
+            }
+        }
         // The records become durable as sled writes this batch (no flush
         // here). A crash before that leaves a record behind its file: the file
         // then equals a version newer than the record, which reads as ours
