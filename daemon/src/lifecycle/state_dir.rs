@@ -77,13 +77,11 @@ pub fn bind_socket(layout: &Layout) -> Result<UnixListener, DaemonError> {
         Err(e) => return Err(io("cannot remove stale socket", socket)(e)),
     }
     // Written before the socket answers: no client finds a starting daemon
-    // without it (`paths::starting_marker`). One that cannot be written
-    // only costs clients their progress display: a call to a starting
-    // daemon still says it is starting.
+    // without it (`paths::starting_marker`); a client that found none
+    // would send its calls to the start-up server, which refuses them.
     let marker = tinycode_shared::paths::starting_marker(socket);
-    if let Err(e) = std::fs::write(&marker, std::process::id().to_string()) {
-        tracing::warn!(marker = %marker.display(), error = %e, "cannot write the start-up marker");
-    }
+    std::fs::write(&marker, std::process::id().to_string())
+        .map_err(io("cannot write the start-up marker", &marker))?;
     let listener = UnixListener::bind(socket).map_err(io("cannot bind socket", socket))?;
     std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
         .map_err(io("cannot set permissions on", socket))?;
