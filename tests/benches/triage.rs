@@ -4,8 +4,10 @@
 //! desk's `tickets/`; the daemon starts with auto-triage on
 //! (`BENCH_CONCURRENCY`, default 2) and the offline model, imports them and
 //! triages each in its own session. Reports tickets per second (first
-//! `TriageQueued` to last `TriageFinished`, from the log's timestamps) and
-//! the daemon's peak RSS. Release binaries; figures go to docs/BENCHMARKS.md.
+//! `TriageQueued` to last `TriageFinished`, from the log's timestamps), the
+//! daemon's CPU a ticket while it triages (from its start being answered
+//! to the last ticket finished, the bench's status polls included) and
+//! its peak RSS. Release binaries; figures go to docs/BENCHMARKS.md.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
@@ -16,7 +18,7 @@ use tinycode_shared::proto::event::Payload;
 use tinycode_shared::proto::events_client::EventsClient;
 use tinycode_shared::proto::triage_client::TriageClient;
 use tinycode_shared::proto::{SubscribeRequest, TriageStatusRequest};
-use tinycode_tests::{Desk, proc_status_kib as kib};
+use tinycode_tests::{Desk, proc_cpu_seconds, proc_status_kib as kib};
 
 fn env_or(key: &str, default: usize) -> usize {
     std::env::var(key)
@@ -85,6 +87,7 @@ fn main() {
     let started = Instant::now();
     desk.ok(&["daemon", "start"]);
     let pid = desk.daemon_pid().unwrap();
+    let cpu_before = proc_cpu_seconds(pid);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -114,6 +117,7 @@ fn main() {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         let wall = started.elapsed();
+        let cpu = proc_cpu_seconds(pid) - cpu_before;
         let mut events = EventsClient::new(channel)
             .subscribe(SubscribeRequest {
                 from_sequence: 1,
@@ -143,6 +147,10 @@ fn main() {
             secs,
             tickets as f64 / secs,
             wall.as_secs_f64()
+        );
+        println!(
+            "daemon CPU while it triaged: {cpu:.1} s = {:.2} ms a ticket (target <= 4 ms)",
+            cpu * 1000.0 / tickets as f64
         );
     });
     println!(

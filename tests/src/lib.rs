@@ -414,6 +414,26 @@ pub fn proc_status_kib(pid: u32, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU time `pid` has used (user and system, all its threads), in
+/// seconds, from `/proc/<pid>/stat` (counted in USER_HZ ticks: 100 a
+/// second on Linux); 0 when it cannot be read.
+pub fn proc_cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // After the parenthesised command name: the state is field 3 (index
+    // 0 here), utime field 14, stime field 15.
+    let fields: Vec<&str> = stat
+        .rsplit_once(") ")
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    (ticks(11) + ticks(12)) as f64 / 100.0
+}
+
 /// Send a signal by name (`TERM`, `KILL`, …) with kill(1).
 pub fn kill(pid: u32, signal: &str) {
     let _ = Command::new("kill")
