@@ -20,6 +20,7 @@ use tinycode_shared::proto::DaemonStopped;
 use tinycode_shared::proto::event::Payload;
 use tinycode_tests::pg_tls::TlsServer;
 use tinycode_tests::targets::Targets;
+use tinycode_tests::{proc_cpu_seconds, proc_parent};
 use tinycoded::store::{EventStore, ExpectedVersion, Member};
 
 const DESKS: usize = 100;
@@ -110,15 +111,8 @@ fn server_cpu_seconds(server: &TlsServer) -> f64 {
         .query("SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'")
         .parse()
         .unwrap();
-    let stat = |pid: u32| -> Option<Vec<String>> {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let after = text.rsplit(')').next()?.to_string();
-        Some(after.split_whitespace().map(str::to_string).collect())
-    };
-    let postmaster: u32 = stat(checkpointer).unwrap()[1].parse().unwrap();
-    let ticks =
-        |f: &[String]| f[11].parse::<f64>().unwrap_or(0.0) + f[12].parse::<f64>().unwrap_or(0.0);
-    let mut total = stat(postmaster).map_or(0.0, |f| ticks(&f));
+    let postmaster = proc_parent(checkpointer).unwrap();
+    let mut total = proc_cpu_seconds(postmaster);
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Some(pid) = entry
             .file_name()
@@ -127,13 +121,11 @@ fn server_cpu_seconds(server: &TlsServer) -> f64 {
         else {
             continue;
         };
-        if let Some(f) = stat(pid)
-            && f[1] == postmaster.to_string()
-        {
-            total += ticks(&f);
+        if proc_parent(pid) == Some(postmaster) {
+            total += proc_cpu_seconds(pid);
         }
     }
-    total / 100.0 // USER_HZ
+    total
 }
 
 /// What one run measured.
@@ -148,14 +140,7 @@ struct Measured {
 }
 
 fn own_cpu_seconds() -> f64 {
-    let text = std::fs::read_to_string("/proc/self/stat").unwrap();
-    let f: Vec<&str> = text
-        .rsplit(')')
-        .next()
-        .unwrap()
-        .split_whitespace()
-        .collect();
-    (f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap()) / 100.0
+    proc_cpu_seconds(std::process::id())
 }
 
 /// Every desk under `load` for `seconds` (plus 5 s to open them all).

@@ -414,17 +414,22 @@ pub fn proc_status_kib(pid: u32, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// The fields of `/proc/<pid>/stat` after the parenthesised command name
+/// (the state first, so the parent's pid is at 1, utime at 11, stime at
+/// 12); empty when it cannot be read.
+fn proc_stat(pid: u32) -> Vec<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .unwrap_or_default()
+        .rsplit_once(") ")
+        .map(|(_, rest)| rest.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
 /// CPU time `pid` has used (user and system, all its threads), in
 /// seconds, from `/proc/<pid>/stat` (counted in USER_HZ ticks: 100 a
 /// second on Linux); 0 when it cannot be read.
 pub fn proc_cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // After the parenthesised command name: the state is field 3 (index
-    // 0 here), utime field 14, stime field 15.
-    let fields: Vec<&str> = stat
-        .rsplit_once(") ")
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
+    let fields = proc_stat(pid);
     let ticks = |i: usize| {
         fields
             .get(i)
@@ -432,6 +437,12 @@ pub fn proc_cpu_seconds(pid: u32) -> f64 {
             .unwrap_or(0)
     };
     (ticks(11) + ticks(12)) as f64 / 100.0
+}
+
+/// The parent of `pid`, from `/proc/<pid>/stat`; `None` when it cannot be
+/// read.
+pub fn proc_parent(pid: u32) -> Option<u32> {
+    proc_stat(pid).get(1).and_then(|v| v.parse().ok())
 }
 
 /// Send a signal by name (`TERM`, `KILL`, …) with kill(1).
