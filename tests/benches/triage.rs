@@ -2,7 +2,7 @@
 //!
 //! 1,000 generated tickets (`BENCH_TICKETS=n`) are dropped into a fresh
 //! desk's `tickets/`; the daemon starts with auto-triage on
-//! (`BENCH_CONCURRENCY`, default 2) and the offline model, imports them and
+//! (`BENCH_CONCURRENCY` slots, else the desk's default) and the offline model, imports them and
 //! triages each in its own session. Reports tickets per second (first
 //! `TriageQueued` to last `TriageFinished`, from the log's timestamps), the
 //! daemon's CPU a ticket while it triages (from its start being answered
@@ -70,13 +70,20 @@ fn micros(e: &tinycode_shared::proto::Event) -> i64 {
 fn main() {
     tinycode_tests::bin_dir();
     let tickets = env_or("BENCH_TICKETS", 1000);
-    let concurrency = env_or("BENCH_CONCURRENCY", 2);
+    // Unset: the desk's default (`autoTriage.concurrency` unset: 16 with
+    // the offline model), read back from the status below.
+    let concurrency = std::env::var("BENCH_CONCURRENCY")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok());
     let desk = Desk::new();
     desk.ok(&["init", "--demo", desk.workspace().to_str().unwrap()]);
     desk.edit_config(|config| {
         // Escalations run without a human here: the bench measures the worker.
         config["permissionMode"] = json!("auto");
-        config["autoTriage"] = json!({"enabled": true, "concurrency": concurrency});
+        config["autoTriage"] = json!({"enabled": true});
+        if let Some(n) = concurrency {
+            config["autoTriage"]["concurrency"] = json!(n);
+        }
     });
     for f in std::fs::read_dir(desk.workspace().join("tickets")).unwrap() {
         std::fs::remove_file(f.unwrap().path()).unwrap();
@@ -97,6 +104,7 @@ fn main() {
             .await
             .unwrap();
         let mut triage = TriageClient::new(channel.clone());
+        let mut slots = 0;
         loop {
             let s = triage
                 .get_status(TriageStatusRequest {
@@ -107,6 +115,7 @@ fn main() {
                 .await
                 .unwrap()
                 .into_inner();
+            slots = s.concurrency;
             if (s.done + s.failed + s.skipped + s.waiting_for_approval) as usize >= tickets {
                 assert_eq!(s.done as usize, tickets, "{s:?}");
                 break;
@@ -141,7 +150,7 @@ fn main() {
         assert_eq!(count, tickets);
         let secs = (last - first) as f64 / 1e6;
         println!(
-            "background triage: {tickets} tickets, concurrency {concurrency}, offline model: \
+            "background triage: {tickets} tickets, concurrency {slots}, offline model: \
              {:.1} s from the first queued to the last finished = {:.0} tickets/s \
              (wall {:.1} s including daemon start and import)",
             secs,

@@ -182,15 +182,19 @@ impl Control {
             ..Reloaded::default()
         };
         let turn = turn_keys(&in_force, &new);
-        if !turn.is_empty() || self.sessions.defaults().model != defaults.model {
+        let model_changed = self.sessions.defaults().model != defaults.model;
+        if !turn.is_empty() || model_changed {
             self.sessions.set_defaults(defaults);
         }
         done.applied.extend(turn.into_iter().map(String::from));
-        if in_force.auto_triage != new.auto_triage {
+        // An unset `autoTriage.concurrency` follows the default model.
+        if in_force.auto_triage != new.auto_triage || model_changed {
             self.triage
                 .set_config(new.auto_triage.clone())
                 .await
                 .map_err(|e| ReloadError::Blocking(e.to_string()))?;
+        }
+        if in_force.auto_triage != new.auto_triage {
             done.applied.push("autoTriage".into());
         }
         if in_force.mcp_servers != new.mcp_servers {

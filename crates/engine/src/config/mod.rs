@@ -10,6 +10,9 @@ pub mod sources;
 
 pub use edit::{ConfigEditError, put_mcp_server, remove_mcp_server};
 pub use mcp::{McpServerSpec, McpTransport};
+pub use sections::{
+    AutoTriage, DEFAULT_TRIAGE_PROMPT, OFFLINE_TRIAGE_CONCURRENCY, TRIAGE_CONCURRENCY,
+};
 
 use crate::permissions::ApprovalMode;
 use std::path::{Component, Path, PathBuf};
@@ -162,36 +165,6 @@ impl Default for Compaction {
         Self {
             above_tokens: 100_000,
             keep_recent_messages: 8,
-        }
-    }
-}
-
-/// The background triage worker (`autoTriage`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AutoTriage {
-    pub enabled: bool,
-    pub concurrency: usize,
-    /// The message each triage session starts with; `{id}` is the ticket id.
-    pub prompt: String,
-    /// Attempts per ticket before it is left open with a note.
-    pub max_attempts: u32,
-    /// Backoff before the second attempt; doubled for each later one.
-    pub retry_delay_ms: u64,
-    /// How often `tickets/` is scanned for new or edited files.
-    pub poll_interval_ms: u64,
-}
-
-pub const DEFAULT_TRIAGE_PROMPT: &str = "Triage ticket {id}: read it, search the knowledge base, classify it, escalate it if the escalation rules say so, route it to a queue, and summarise what you did.";
-
-impl Default for AutoTriage {
-    fn default() -> Self {
-        Self {
-            enabled: false,
-            concurrency: 2,
-            prompt: DEFAULT_TRIAGE_PROMPT.into(),
-            max_attempts: 3,
-            retry_delay_ms: 2_000,
-            poll_interval_ms: 500,
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{AutoTriage, Compaction};
+use super::Compaction;
 use crate::model::catalog::{KeyHelperSpec, ProviderSpec, Wire, builtin_wire};
 
 fn object<'a>(v: &'a Value, what: &str) -> Result<&'a Map<String, Value>, String> {
@@ -147,6 +147,65 @@ pub fn compaction(v: &Value) -> Result<Compaction, String> {
     Ok(c)
 }
 
+/// The background triage worker (`autoTriage`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AutoTriage {
+    pub enabled: bool,
+    /// Turns at a time; `None` (not set): [`AutoTriage::slots`] decides by
+    /// the model.
+    pub concurrency: Option<usize>,
+    /// The message each triage session starts with; `{id}` is the ticket id.
+    pub prompt: String,
+    /// Attempts per ticket before it is left open with a note.
+    pub max_attempts: u32,
+    /// Backoff before the second attempt; doubled for each later one.
+    pub retry_delay_ms: u64,
+    /// How often `tickets/` is scanned for new or edited files.
+    pub poll_interval_ms: u64,
+}
+
+pub const DEFAULT_TRIAGE_PROMPT: &str = "Triage ticket {id}: read it, search the knowledge base, classify it, escalate it if the escalation rules say so, route it to a queue, and summarise what you did.";
+
+/// Triage turns at a time against a provider's model when
+/// `autoTriage.concurrency` is not set: a provider's rate limits are
+/// unknown.
+pub const TRIAGE_CONCURRENCY: usize = 2;
+
+/// Triage turns at a time with the offline model when
+/// `autoTriage.concurrency` is not set. It runs inside the daemon and has no
+/// rate limit, and a triage spends most of its time waiting for its appends
+/// to be durable: more at once share the log's flushes (5,000 tickets:
+/// 147 tickets/s and 8.6 ms of daemon CPU a ticket at 2, 212 and 6.0 at 8,
+/// 231 and 5.4 at 16; docs/BENCHMARKS.md, thirteenth sitting).
+pub const OFFLINE_TRIAGE_CONCURRENCY: usize = 16;
+
+impl AutoTriage {
+    /// Worker slots when new turns use `model` (the desk's default): the
+    /// configured `concurrency`, else [`OFFLINE_TRIAGE_CONCURRENCY`] for
+    /// the offline model and [`TRIAGE_CONCURRENCY`] for any other.
+    pub fn slots(&self, model: &str) -> usize {
+        let default = if model == "offline" {
+            OFFLINE_TRIAGE_CONCURRENCY
+        } else {
+            TRIAGE_CONCURRENCY
+        };
+        self.concurrency.unwrap_or(default).max(1)
+    }
+}
+
+impl Default for AutoTriage {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            concurrency: None,
+            prompt: DEFAULT_TRIAGE_PROMPT.into(),
+            max_attempts: 3,
+            retry_delay_ms: 2_000,
+            poll_interval_ms: 500,
+        }
+    }
+}
+
 /// `"autoTriage": {"enabled": true, "concurrency": 2, "prompt": "…{id}…",
 /// "maxAttempts": 3, "retryDelayMs": 2000, "pollIntervalMs": 500}`
 pub fn auto_triage(v: &Value) -> Result<AutoTriage, String> {
@@ -170,7 +229,7 @@ pub fn auto_triage(v: &Value) -> Result<AutoTriage, String> {
         Some(other) => return Err(format!("`enabled` must be true or false, got {other}")),
     }
     if let Some(n) = number(obj, "concurrency", 1..=64)? {
-        t.concurrency = n as usize;
+        t.concurrency = Some(n as usize);
     }
     if let Some(n) = number(obj, "maxAttempts", 1..=10)? {
         t.max_attempts = n as u32;

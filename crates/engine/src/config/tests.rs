@@ -115,7 +115,9 @@ fn nested_sections_parse_and_name_their_bad_keys() {
         Some(std::time::Duration::from_secs(600))
     );
     assert!(c.auto_triage.enabled);
-    assert_eq!(c.auto_triage.concurrency, 3);
+    assert_eq!(c.auto_triage.concurrency, Some(3));
+    assert_eq!(c.auto_triage.slots("offline"), 3, "set: whatever the model");
+    assert_eq!(c.auto_triage.slots("openai/gpt-test"), 3);
     assert!(c.auto_triage.prompt.contains("{id}"));
     assert_eq!(c.auto_triage.retry_delay_ms, 10);
     assert_eq!(c.auto_triage.max_attempts, 3);
@@ -163,6 +165,20 @@ fn nested_sections_parse_and_name_their_bad_keys() {
         let err = parse(text).unwrap_err().to_string();
         assert!(err.contains(expected), "{text}: {err}");
     }
+}
+
+#[test]
+fn an_unset_triage_concurrency_follows_the_model() {
+    let c = parse(r#"{"autoTriage": {"enabled": true}}"#).unwrap();
+    assert_eq!(c.auto_triage.concurrency, None);
+    assert_eq!(
+        c.auto_triage.slots("offline"),
+        super::OFFLINE_TRIAGE_CONCURRENCY
+    );
+    assert_eq!(
+        c.auto_triage.slots("openai/gpt-test"),
+        super::TRIAGE_CONCURRENCY
+    );
 }
 
 #[test]

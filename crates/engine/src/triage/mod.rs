@@ -1,6 +1,7 @@
 //! The background triage worker: every ticket that becomes `open` and has
 //! never been triaged gets one triage session, in arrival order, at most
-//! `autoTriage.concurrency` turns at a time; failed turns are retried with
+//! `autoTriage.concurrency` turns at a time (unset: by the model,
+//! [`AutoTriage::slots`]); failed turns are retried with
 //! backoff; a restart resumes what was queued or running.
 //!
 //! - [`board`]: the records, a read model of the `triage-<ticket>` streams.
@@ -107,6 +108,10 @@ pub struct Triage {
     /// Worker slots: one per running turn (a turn waiting for a human
     /// gives its slot back).
     slots: Arc<Semaphore>,
+    /// How many slots there are meant to be (`AutoTriage::slots` for the
+    /// default model): what the status reports, and what a reload resizes
+    /// from.
+    slot_count: Mutex<usize>,
     /// Bumped on every change of the board, for `Triage.Watch`.
     changed: watch::Receiver<u64>,
     /// Bumped when the live side of a record changes (its turn becomes
@@ -134,11 +139,13 @@ impl Triage {
             }),
         )?;
         board.wait_for(head).await?;
+        let slot_count = config.slots(&sessions.defaults().model);
         let triage = Arc::new(Self {
             store,
             desk,
             sessions,
-            slots: Arc::new(Semaphore::new(config.concurrency.max(1))),
+            slots: Arc::new(Semaphore::new(slot_count)),
+            slot_count: Mutex::new(slot_count),
             config: std::sync::RwLock::new(config),
             cluster,
             local: Mutex::new(HashSet::new()),
@@ -179,16 +186,23 @@ impl Triage {
             .clone()
     }
 
-    /// A reload: the new `autoTriage` applies at once — more or fewer
-    /// worker slots (a running triage keeps its slot until it ends), the
-    /// prompt and retry settings for the next attempt; turned on, the open
-    /// tickets never triaged are queued.
+    /// Worker slots now (see [`AutoTriage::slots`]).
+    pub fn slot_count(&self) -> usize {
+        *lock(&self.slot_count)
+    }
+
+    /// A reload: the new `autoTriage` (or a new default model) applies at
+    /// once — more or fewer worker slots (a running triage keeps its slot
+    /// until it ends), the prompt and retry settings for the next attempt;
+    /// turned on, the open tickets never triaged are queued. Slots follow
+    /// the sessions' default model, which a reload sets first.
     pub async fn set_config(self: &Arc<Self>, new: AutoTriage) -> Result<(), TriageError> {
         let old = std::mem::replace(
             &mut *self.config.write().unwrap_or_else(|p| p.into_inner()),
             new.clone(),
         );
-        let (was, now) = (old.concurrency.max(1), new.concurrency.max(1));
+        let now = new.slots(&self.sessions.defaults().model);
+        let was = std::mem::replace(&mut *lock(&self.slot_count), now);
         if now > was {
             self.slots.add_permits(now - was);
         } else if now < was {

@@ -31,7 +31,7 @@ impl Triage {
         let records = self.records_in_order(ids, !counts_only)?;
         let mut status = TriageStatus {
             auto_triage: self.config().enabled,
-            concurrency: self.config().concurrency as u32,
+            concurrency: self.slot_count() as u32,
             sequence,
             ..TriageStatus::default()
         };

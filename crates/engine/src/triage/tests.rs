@@ -23,7 +23,7 @@ struct Bench {
 fn config(concurrency: usize) -> AutoTriage {
     AutoTriage {
         enabled: true,
-        concurrency,
+        concurrency: Some(concurrency),
         retry_delay_ms: 10,
         ..AutoTriage::default()
     }
@@ -41,6 +41,10 @@ async fn alone(store: &EventStore) -> Arc<Cluster> {
 }
 
 async fn start(approve: &str, concurrency: usize) -> Bench {
+    start_with(approve, config(concurrency)).await
+}
+
+async fn start_with(approve: &str, config: AutoTriage) -> Bench {
     let (tmp, ws) = fixture_copy();
     let store = EventStore::open(&tmp.path().join("db")).unwrap();
     let mut d = defaults();
@@ -51,7 +55,7 @@ async fn start(approve: &str, concurrency: usize) -> Bench {
         store.clone(),
         desk,
         Arc::clone(&sessions),
-        config(concurrency),
+        config,
         alone(&store).await,
     )
     .await
@@ -114,6 +118,52 @@ fn triage_sessions(sessions: &Sessions, ticket: &str) -> Vec<String> {
         .filter(|s| s.title == format!("triage {ticket}"))
         .map(|s| s.id)
         .collect()
+}
+
+#[tokio::test]
+async fn unset_slots_follow_the_default_model_and_a_set_number_does_not() {
+    // The dispatcher holds one slot while it waits for a job (none here):
+    // `n` slots show as `n - 1` free once it does.
+    async fn slots_settle_at(triage: &Triage, n: usize) {
+        for _ in 0..400 {
+            if triage.slots.available_permits() == n - 1 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(triage.slots.available_permits(), n - 1, "{n} slots");
+    }
+    let unset = AutoTriage {
+        enabled: false,
+        ..AutoTriage::default()
+    };
+    let b = start_with("auto", unset.clone()).await;
+    let offline = crate::config::OFFLINE_TRIAGE_CONCURRENCY;
+    assert_eq!(b.triage.slot_count(), offline);
+    slots_settle_at(&b.triage, offline).await;
+    let status = b.triage.status(&[], true, None, 0).unwrap();
+    assert_eq!(status.concurrency as usize, offline);
+
+    // A reload to a provider's model: the slots shrink to its default.
+    b.sessions.set_defaults(crate::sessions::TurnDefaults {
+        model: "openai/gpt-test".into(),
+        ..defaults()
+    });
+    b.triage.set_config(unset.clone()).await.unwrap();
+    let provider = crate::config::TRIAGE_CONCURRENCY;
+    assert_eq!(b.triage.slot_count(), provider);
+    slots_settle_at(&b.triage, provider).await;
+
+    // A number set in the config holds whatever the model.
+    let set = AutoTriage {
+        concurrency: Some(5),
+        ..unset
+    };
+    b.triage.set_config(set).await.unwrap();
+    assert_eq!(b.triage.slot_count(), 5);
+    slots_settle_at(&b.triage, 5).await;
+    let status = b.triage.status(&[], true, None, 0).unwrap();
+    assert_eq!(status.concurrency, 5);
 }
 
 #[tokio::test]
