@@ -230,10 +230,15 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
         .await
         .is_err()
     {
-        // Its last connections are cut: a client still on one reconnects
-        // to the full server instead of hearing "handing over" forever.
+        // Only the waiting stops here. tonic serves each connection in a
+        // task of its own, which aborting the server does not cut; each was
+        // told to go away (HTTP/2 GOAWAY) when the server stepped aside and
+        // closes once its calls (all unary, answered at once) end, so a
+        // client still on one reconnects to the full server.
         abort.abort();
-        tracing::warn!("the start-up status server did not stop in time; it was stopped");
+        tracing::warn!(
+            "the start-up status server's connections did not all close in time; not waited for"
+        );
     }
     // The full server answers: clients stop asking how far the start is.
     drop(starting);
