@@ -35,7 +35,9 @@ fn enable_auto_triage(dir: &Path) -> anyhow::Result<()> {
     if let Some(obj) = config.as_object_mut() {
         obj.insert(
             "autoTriage".into(),
-            serde_json::json!({ "enabled": true, "concurrency": 2 }),
+            // No `concurrency`: the daemon's default follows the model (16
+            // triages at once with the offline model, 2 with a provider's).
+            serde_json::json!({ "enabled": true }),
         );
     }
     let text = serde_json::to_string_pretty(&config)?;
@@ -132,7 +134,7 @@ fn print_started(created: bool, ws: &str, status: &DaemonStatus) {
         "tinycoded running (pid {}) on {}",
         status.pid, status.socket_path
     );
-    println!("Its triage worker triages every open ticket in the background, two at a time…\n");
+    println!("Its triage worker triages every open ticket in the background…\n");
 }
 
 /// The triage turns waiting for a human, with the commands that decide them.
