@@ -104,8 +104,7 @@ fn main() {
             .await
             .unwrap();
         let mut triage = TriageClient::new(channel.clone());
-        let mut slots = 0;
-        loop {
+        let slots = loop {
             let s = triage
                 .get_status(TriageStatusRequest {
                     ticket_ids: vec![],
@@ -115,16 +114,15 @@ fn main() {
                 .await
                 .unwrap()
                 .into_inner();
-            slots = s.concurrency;
             if (s.done + s.failed + s.skipped + s.waiting_for_approval) as usize >= tickets {
                 assert_eq!(s.done as usize, tickets, "{s:?}");
-                break;
+                break s.concurrency;
             }
             // As often as `tinycode triage`'s watch gets a status (200 ms):
             // the rate is read from the events' times, and each status
             // reads the whole board (at 50 ms, 9-14 % of the daemon's CPU).
             tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        };
         let wall = started.elapsed();
         let cpu = proc_cpu_seconds(pid) - cpu_before;
         let mut events = EventsClient::new(channel)

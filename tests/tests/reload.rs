@@ -23,6 +23,9 @@ fn a_reload_applies_the_mode_and_model_live_and_refuses_a_bad_config_whole() {
     assert_eq!(before["permissionMode"], "ask");
     assert_eq!(before["defaultModel"], "offline");
     let pid = before["pid"].clone();
+    // No `autoTriage.concurrency`: the triage's slots follow the model.
+    let slots = || desk.json(&["triage", "status"])["concurrency"].clone();
+    assert_eq!(slots(), 16);
 
     // The desk says auto and names another model: in force at once.
     desk.edit_config(|c| {
@@ -31,6 +34,11 @@ fn a_reload_applies_the_mode_and_model_live_and_refuses_a_bad_config_whole() {
     });
     let out = desk.ok(&["daemon", "reload"]);
     assert!(out.contains("in force now: model, permissionMode"), "{out}");
+    assert!(
+        out.contains("autoTriage slots (16 -> 2, by the model)"),
+        "{out}"
+    );
+    assert_eq!(slots(), 2);
     let now = status(&desk);
     assert_eq!(now["pid"], pid, "no restart");
     assert_eq!(

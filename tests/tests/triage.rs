@@ -324,6 +324,41 @@ fn a_turn_that_decides_nothing_is_incomplete_retried_then_left_open_with_a_note(
 }
 
 #[test]
+fn on_an_offline_desk_triages_asked_for_on_a_providers_model_run_two_at_a_time() {
+    let mock = MockLlm::respond(|_| Reply::Hang);
+    // The desk's default model is the offline one: 16 slots, unless a
+    // turn uses a provider's model.
+    let desk = Desk::fixture()
+        .with_env("OPENAI_BASE_URL", &mock.base_url)
+        .with_env("OPENAI_API_KEY", "sk-test");
+    desk.edit_config(|config| {
+        config["autoTriage"] = json!({"enabled": false, "pollIntervalMs": 100});
+    });
+    for n in 1..=5 {
+        let id = format!("T-4{n:03}");
+        desk.write(&format!("tickets/{id}.json"), &ticket_file(&id, "parcel"));
+    }
+    let _asked = LineReader::spawn({
+        let mut cmd = desk.cli();
+        cmd.args(["triage", "--all", "--model", "openai/gpt-test"]);
+        cmd
+    });
+    // Eight open tickets (the fixture's three and five), the model hangs.
+    let s = until_status(&desk, "two running, six queued", |s| {
+        s["running"] == 2 && s["queued"] == 6
+    });
+    assert_eq!(s["concurrency"], 16, "{s:#}");
+    std::thread::sleep(Duration::from_millis(500));
+    let s = status(&desk);
+    assert_eq!(
+        (&s["running"], &s["queued"]),
+        (&json!(2), &json!(6)),
+        "{s:#}"
+    );
+    desk.stop();
+}
+
+#[test]
 fn a_restart_with_a_queue_of_twenty_finishes_every_ticket_exactly_once() {
     let hang = Arc::new(AtomicBool::new(true));
     let mock = MockLlm::respond({

@@ -6,7 +6,7 @@
 //!   is applied — new turns get the new model, providers, permission mode
 //!   and rules, limits, context and sub-agent settings (a running turn keeps
 //!   what it started with); auto-triage gets its new concurrency and prompt
-//!   at once; MCP servers that changed are restarted; skills are read again.
+//!   at once (an unset concurrency follows a new default model); MCP servers that changed are restarted; skills are read again.
 //!   What the open desk or the log was built from (the workspace folders,
 //!   queues, categories, the store, `sla`) is reported as needing a restart.
 //! - **Drain** (`tinycode daemon restart`): before a stop, no new turn
@@ -188,6 +188,7 @@ impl Control {
         }
         done.applied.extend(turn.into_iter().map(String::from));
         // An unset `autoTriage.concurrency` follows the default model.
+        let slots = self.triage.slot_count();
         if in_force.auto_triage != new.auto_triage || model_changed {
             self.triage
                 .set_config(new.auto_triage.clone())
@@ -196,6 +197,11 @@ impl Control {
         }
         if in_force.auto_triage != new.auto_triage {
             done.applied.push("autoTriage".into());
+        } else if self.triage.slot_count() != slots {
+            done.applied.push(format!(
+                "autoTriage slots ({slots} -> {}, by the model)",
+                self.triage.slot_count()
+            ));
         }
         if in_force.mcp_servers != new.mcp_servers {
             self.mcp.reconfigure(&new.mcp_servers).await;

@@ -171,16 +171,23 @@ pub fn resolve_with(
     }))
 }
 
+/// Whether a model reference names the offline model (empty, `offline`,
+/// or `offline/…`).
+pub fn is_offline(reference: &str) -> bool {
+    let reference = reference.trim();
+    reference.is_empty() || reference == "offline" || reference.starts_with("offline/")
+}
+
 /// The provider a reference names (`None`: the offline model).
 pub fn endpoint(
     reference: &str,
     providers: &[ProviderSpec],
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Option<ProviderEndpoint>, ModelError> {
-    let reference = reference.trim();
-    if reference.is_empty() || reference == "offline" || reference.starts_with("offline/") {
+    if is_offline(reference) {
         return Ok(None);
     }
+    let reference = reference.trim();
     let Some((provider, model)) = reference.split_once('/').filter(|(_, m)| !m.is_empty()) else {
         return Err(ModelError::UnknownModel(reference.to_string()));
     };

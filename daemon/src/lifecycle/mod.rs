@@ -230,15 +230,10 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
         .await
         .is_err()
     {
-        // Only the waiting stops here. tonic serves each connection in a
-        // task of its own, which aborting the server does not cut; each was
-        // told to go away (HTTP/2 GOAWAY) when the server stepped aside and
-        // closes once its calls (all unary, answered at once) end, so a
-        // client still on one reconnects to the full server.
+        // Only the waiting stops: tonic's per-connection tasks are not cut,
+        // but each got GOAWAY and closes once its (unary) calls end.
         abort.abort();
-        tracing::warn!(
-            "the start-up status server's connections did not all close in time; not waited for"
-        );
+        tracing::warn!("the start-up server's connections did not all close in time");
     }
     // The full server answers: clients stop asking how far the start is.
     drop(starting);

@@ -184,7 +184,7 @@ impl AutoTriage {
     /// configured `concurrency`, else [`OFFLINE_TRIAGE_CONCURRENCY`] for
     /// the offline model and [`TRIAGE_CONCURRENCY`] for any other.
     pub fn slots(&self, model: &str) -> usize {
-        let default = if model == "offline" {
+        let default = if crate::model::catalog::is_offline(model) {
             OFFLINE_TRIAGE_CONCURRENCY
         } else {
             TRIAGE_CONCURRENCY

@@ -110,8 +110,11 @@ pub struct Triage {
     slots: Arc<Semaphore>,
     /// How many slots there are meant to be (`AutoTriage::slots` for the
     /// default model): what the status reports, and what a reload resizes
-    /// from.
+    /// from. Changed only with `config` held for writing.
     slot_count: Mutex<usize>,
+    /// A provider's places while `concurrency` is unset (see
+    /// `worker::Slot`).
+    provider_places: Arc<Semaphore>,
     /// Bumped on every change of the board, for `Triage.Watch`.
     changed: watch::Receiver<u64>,
     /// Bumped when the live side of a record changes (its turn becomes
@@ -146,6 +149,7 @@ impl Triage {
             sessions,
             slots: Arc::new(Semaphore::new(slot_count)),
             slot_count: Mutex::new(slot_count),
+            provider_places: Arc::new(Semaphore::new(crate::config::TRIAGE_CONCURRENCY)),
             config: std::sync::RwLock::new(config),
             cluster,
             local: Mutex::new(HashSet::new()),
@@ -197,12 +201,15 @@ impl Triage {
     /// turned on, the open tickets never triaged are queued. Slots follow
     /// the sessions' default model, which a reload sets first.
     pub async fn set_config(self: &Arc<Self>, new: AutoTriage) -> Result<(), TriageError> {
-        let old = std::mem::replace(
-            &mut *self.config.write().unwrap_or_else(|p| p.into_inner()),
-            new.clone(),
-        );
-        let now = new.slots(&self.sessions.defaults().model);
-        let was = std::mem::replace(&mut *lock(&self.slot_count), now);
+        let (old, was, now) = {
+            // One writer at a time: the config and the slot count change
+            // together.
+            let mut config = self.config.write().unwrap_or_else(|p| p.into_inner());
+            let old = std::mem::replace(&mut *config, new.clone());
+            let now = new.slots(&self.sessions.defaults().model);
+            let was = std::mem::replace(&mut *lock(&self.slot_count), now);
+            (old, was, now)
+        };
         if now > was {
             self.slots.add_permits(now - was);
         } else if now < was {

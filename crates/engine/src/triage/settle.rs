@@ -9,10 +9,9 @@ use tinycode_shared::proto::event::Payload;
 use tinycode_shared::proto::{
     TicketNote, TicketNoteAdded, TriageAttemptFailed, TriageFinished, TurnOutcome,
 };
-use tokio::sync::OwnedSemaphorePermit;
 
 use super::board::{Job, Record, Start};
-use super::worker::Ended;
+use super::worker::{Ended, Slot};
 use super::{Triage, TriageError, outcome_name};
 
 /// The outcome of a triage turn that completed without a decision.
@@ -21,12 +20,7 @@ pub(crate) const INCOMPLETE: &str = "incomplete";
 impl Triage {
     /// Record how an attempt ended: done, retried after a backoff, or
     /// failed for good (with a note on the ticket).
-    pub(super) async fn settle(
-        self: Arc<Self>,
-        job: Job,
-        ended: Ended,
-        slot: Option<OwnedSemaphorePermit>,
-    ) {
+    pub(super) async fn settle(self: Arc<Self>, job: Job, ended: Ended, slot: Option<Slot>) {
         let mut ended = ended;
         let mut slot = slot;
         let mut job = job;
@@ -83,7 +77,11 @@ impl Triage {
             // The backoff does not hold a slot.
             drop(slot);
             tokio::time::sleep(Duration::from_millis(delay)).await;
-            slot = Arc::clone(&self.slots).acquire_owned().await.ok();
+            slot = Arc::clone(&self.slots)
+                .acquire_owned()
+                .await
+                .ok()
+                .map(Slot::new);
             job = Job {
                 ticket: job.ticket,
                 start: Start::Fresh,

@@ -18,6 +18,25 @@ use crate::sessions::LiveUpdate;
 use crate::store::ExpectedVersion;
 use crate::sync::lock;
 
+/// A running triage's hold on the worker: one of its slots, and, for a
+/// turn on a provider's model while `autoTriage.concurrency` is unset, one
+/// of the provider's [`crate::config::TRIAGE_CONCURRENCY`] places as well (the desk's
+/// offline default gives 16 slots, a turn asked for on another model must
+/// not run 16 at once). Dropped while the turn waits for a human.
+pub(super) struct Slot {
+    _worker: OwnedSemaphorePermit,
+    provider: Option<OwnedSemaphorePermit>,
+}
+
+impl Slot {
+    pub(super) fn new(worker: OwnedSemaphorePermit) -> Self {
+        Self {
+            _worker: worker,
+            provider: None,
+        }
+    }
+}
+
 /// How far into the queue the dispatcher looks for an at-risk ticket.
 const AT_RISK_WINDOW: usize = 256;
 
@@ -54,7 +73,7 @@ impl Triage {
             };
             // A fenced daemon claims nothing new until its lease is renewed.
             self.cluster.hold().await;
-            tokio::spawn(Arc::clone(&self).run(job, Some(slot)));
+            tokio::spawn(Arc::clone(&self).run(job, Some(Slot::new(slot))));
         }
     }
 
@@ -166,7 +185,7 @@ impl Triage {
 
     /// One triage: attempts until one completes or none are left (or
     /// another daemon holds it).
-    async fn run(self: Arc<Self>, job: Job, slot: Option<OwnedSemaphorePermit>) {
+    async fn run(self: Arc<Self>, job: Job, slot: Option<Slot>) {
         let mut slot = slot;
         let ticket = job.ticket.clone();
         if let Some(ended) = self.attempt(&job, &mut slot).await {
@@ -188,11 +207,7 @@ impl Triage {
     /// Start (or restart) an attempt and follow its turn; an error ends it
     /// as failed; `None` when another daemon holds the ticket. `slot` is
     /// given back while the turn waits for a human.
-    pub(super) async fn attempt(
-        &self,
-        job: &Job,
-        slot: &mut Option<OwnedSemaphorePermit>,
-    ) -> Option<Ended> {
+    pub(super) async fn attempt(&self, job: &Job, slot: &mut Option<Slot>) -> Option<Ended> {
         match self.try_attempt(job, slot).await {
             Ok(ended) => Some(ended),
             Err(TriageError::Elsewhere(_)) => None,
@@ -200,11 +215,7 @@ impl Triage {
         }
     }
 
-    async fn try_attempt(
-        &self,
-        job: &Job,
-        slot: &mut Option<OwnedSemaphorePermit>,
-    ) -> Result<Ended, TriageError> {
+    async fn try_attempt(&self, job: &Job, slot: &mut Option<Slot>) -> Result<Ended, TriageError> {
         // Every claim stored so far is on the board before judging.
         self.board.wait_for(self.store.last_sequence()).await?;
         let Some(record) = self.record(&job.ticket)? else {
@@ -265,6 +276,9 @@ impl Triage {
             return Ok(Ended::failed(why));
         }
         let session = self.session_of(job, &record).await?;
+        // Waiting for a provider's place happens before the claim, so the
+        // record reads queued, not running, meanwhile.
+        self.hold_provider_place(&session, slot).await;
         let attempt = match job.start {
             Start::Fresh => record.attempt + 1,
             Start::Again => record.attempt.max(1),
@@ -313,7 +327,7 @@ impl Triage {
         &self,
         job: &Job,
         record: &Record,
-        slot: &mut Option<OwnedSemaphorePermit>,
+        slot: &mut Option<Slot>,
     ) -> Result<Ended, TriageError> {
         let session = self.session_of(job, record).await?;
         self.claim(job, record, &session, record.attempt.max(1))
@@ -368,9 +382,10 @@ impl Triage {
         &self,
         job: &Job,
         session: &str,
-        slot: &mut Option<OwnedSemaphorePermit>,
+        slot: &mut Option<Slot>,
     ) -> Result<Ended, TriageError> {
         let session = session.to_string();
+        self.hold_provider_place(&session, slot).await;
         // Subscribe before sending: the turn's end cannot be missed.
         let (rx, _, _) = self.sessions.attach(&session)?;
         let prompt = self.config().prompt.replace("{id}", &job.ticket);
@@ -383,6 +398,23 @@ impl Triage {
         Ok(self.follow_turn(&session, turn, rx, slot).await)
     }
 
+    /// A turn on a provider's model while `concurrency` is unset also
+    /// takes one of the provider's places (see [`Slot`]); a set
+    /// `concurrency` is the only limit.
+    async fn hold_provider_place(&self, session: &str, slot: &mut Option<Slot>) {
+        let Some(slot) = slot.as_mut() else { return };
+        if self.config().concurrency.is_some() || slot.provider.is_some() {
+            return;
+        }
+        let model = match self.sessions.get(session) {
+            Ok(s) => s.model,
+            Err(_) => self.sessions.defaults().model.clone(),
+        };
+        if !crate::model::catalog::is_offline(&model) {
+            slot.provider = Arc::clone(&self.provider_places).acquire_owned().await.ok();
+        }
+    }
+
     /// Follow a turn to its end; give the slot back while it waits for a
     /// human.
     async fn follow_turn(
@@ -390,7 +422,7 @@ impl Triage {
         session: &str,
         turn: u64,
         mut rx: tokio::sync::broadcast::Receiver<LiveUpdate>,
-        slot: &mut Option<OwnedSemaphorePermit>,
+        slot: &mut Option<Slot>,
     ) -> Ended {
         let ended = |outcome, error| Ended {
             outcome,
