@@ -6,7 +6,8 @@
 //!   is applied — new turns get the new model, providers, permission mode
 //!   and rules, limits, context and sub-agent settings (a running turn keeps
 //!   what it started with); auto-triage gets its new concurrency and prompt
-//!   at once (an unset concurrency follows a new default model); MCP servers that changed are restarted; skills are read again.
+//!   at once (an unset concurrency follows a new default model); MCP
+//!   servers that changed are restarted; skills are read again.
 //!   What the open desk or the log was built from (the workspace folders,
 //!   queues, categories, the store, `sla`) is reported as needing a restart.
 //! - **Drain** (`tinycode daemon restart`): before a stop, no new turn

@@ -276,8 +276,6 @@ impl Triage {
             return Ok(Ended::failed(why));
         }
         let session = self.session_of(job, &record).await?;
-        // Waiting for a provider's place happens before the claim, so the
-        // record reads queued, not running, meanwhile.
         self.hold_provider_place(&session, slot).await;
         let attempt = match job.start {
             Start::Fresh => record.attempt + 1,
@@ -330,6 +328,7 @@ impl Triage {
         slot: &mut Option<Slot>,
     ) -> Result<Ended, TriageError> {
         let session = self.session_of(job, record).await?;
+        self.hold_provider_place(&session, slot).await;
         self.claim(job, record, &session, record.attempt.max(1))
             .await?;
         tracing::warn!(ticket = %job.ticket, from = %record.owner, "took over the triage of a daemon that stopped being heard from");
@@ -385,7 +384,6 @@ impl Triage {
         slot: &mut Option<Slot>,
     ) -> Result<Ended, TriageError> {
         let session = session.to_string();
-        self.hold_provider_place(&session, slot).await;
         // Subscribe before sending: the turn's end cannot be missed.
         let (rx, _, _) = self.sessions.attach(&session)?;
         let prompt = self.config().prompt.replace("{id}", &job.ticket);
@@ -399,11 +397,12 @@ impl Triage {
     }
 
     /// A turn on a provider's model while `concurrency` is unset also
-    /// takes one of the provider's places (see [`Slot`]); a set
-    /// `concurrency` is the only limit.
+    /// takes one of the provider's places (see [`Slot`]) before its claim,
+    /// so the record reads queued meanwhile; a set `concurrency` is the
+    /// only limit.
     async fn hold_provider_place(&self, session: &str, slot: &mut Option<Slot>) {
         let Some(slot) = slot.as_mut() else { return };
-        if self.config().concurrency.is_some() || slot.provider.is_some() {
+        if self.config().concurrency.is_some() {
             return;
         }
         let model = match self.sessions.get(session) {
