@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use tinycode_shared::proto::Event;
 
-use super::{FileStamps, Kind, MAX_BATCH, MIRROR_RETRY, VERSION, Written, sync_dir, warn_rejected};
+use super::{
+    COALESCE, FileStamps, Kind, MAX_BATCH, MIRROR_RETRY, VERSION, Written, sync_dir, warn_rejected,
+};
 use crate::desk::{Desk, DomainError, lock};
 use crate::projection::{self, ProjectionError, RebuildReply, Reporter, Writes};
 use crate::store::StoreError;
@@ -52,11 +54,10 @@ impl Desk {
                 };
                 let Some(first) = first else { return };
                 let mut batch = vec![first];
-                while batch.len() < MAX_BATCH {
-                    match sub.try_recv() {
-                        Ok(next) => batch.push(next),
-                        Err(_) => break,
-                    }
+                take_queued(&mut sub, &mut batch);
+                if batch.len() < MAX_BATCH && touches_files(&batch) {
+                    tokio::time::sleep(COALESCE).await;
+                    take_queued(&mut sub, &mut batch);
                 }
                 match self.mirror_batch(batch).await {
                     Ok(Some((last, written))) => {
@@ -256,4 +257,25 @@ impl Desk {
         self.mirror_persisted.store(last, Ordering::Release);
         Ok(written)
     }
+}
+
+/// Add the events already waiting, up to [`MAX_BATCH`].
+fn take_queued(
+    sub: &mut crate::store::Subscription,
+    batch: &mut Vec<Result<Arc<Event>, StoreError>>,
+) {
+    while batch.len() < MAX_BATCH {
+        match sub.try_recv() {
+            Ok(next) => batch.push(next),
+            Err(_) => break,
+        }
+    }
+}
+
+/// Does an event of `batch` change a ticket or an article (a file)?
+fn touches_files(batch: &[Result<Arc<Event>, StoreError>]) -> bool {
+    batch
+        .iter()
+        .flatten()
+        .any(|event| Kind::of_stream(&event.stream_id).is_some())
 }

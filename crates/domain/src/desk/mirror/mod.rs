@@ -50,6 +50,11 @@ pub const MAX_FILE_BYTES: u64 = crate::limits::MAX_TICKET_FILE;
 const MAX_BATCH: usize = 256;
 /// A workspace file that cannot be written is tried again after this.
 const MIRROR_RETRY: Duration = Duration::from_secs(1);
+/// A batch smaller than [`MAX_BATCH`] that touches files waits this long
+/// for more events before it writes them: a ticket being triaged is
+/// changed by several appends a few milliseconds apart, and its file is
+/// then written (temp file, fsync, rename) once for all of them.
+const COALESCE: Duration = Duration::from_millis(25);
 
 /// Each file's stamp at the last scan.
 pub type FileStamps = HashMap<PathBuf, Stamp>;
