@@ -219,6 +219,7 @@ fn a_knowledge_edit_approval_carries_the_diff_the_edit_then_applies() {
         diff,
         "same diff"
     );
+    desk.mirror_settled();
     assert!(
         desk.read("knowledge/refund-policy.md")
             .contains("款项在 5 个工作日内退回")

@@ -80,6 +80,7 @@ fn t1001_with_a_scripted_llm_classifies_edits_the_knowledge_base_and_routes() {
             .any(|n| n["text"].as_str().unwrap().contains("refund-policy")),
         "{notes:?}"
     );
+    desk.mirror_settled();
     assert!(
         desk.read("knowledge/refund-policy.md")
             .contains("款项在 5 个工作日内退回")
