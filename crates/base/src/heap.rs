@@ -5,47 +5,52 @@
 //! offline triage allocates and frees thousands of small blocks a ticket
 //! (events, sled's nodes, JSON), and glibc's malloc spent ~14 % of the
 //! machine's CPU on them (`_int_malloc`, `malloc_consolidate`, `free`).
-//! Measured in docs/BENCHMARKS.md (the fourteenth sitting). mimalloc's
-//! defaults keep memory it freed for a second and commit its arenas whole,
-//! which doubled the daemon's resident size in that triage; two options
-//! ([`tune_allocator`]) give pages back at once and commit as used.
+//! Measured in docs/BENCHMARKS.md (the fourteenth sitting). With its
+//! defaults mimalloc nearly doubled the daemon's resident size in that
+//! triage: it advises its arenas for transparent huge pages and keeps freed
+//! pages for a second. It is built without the advice (the crate's
+//! `no_thp` feature; a host whose transparent huge pages are `always`, not
+//! `madvise`, may still back its arenas with huge pages), and
+//! [`tune_allocator`] purges freed pages at once.
 //!
 //! Start-up on a large log allocates and frees a lot at once (sled reads
-//! its page-table snapshot, the mirror stamps every workspace file); an
-//! allocator keeps what was freed, so the daemon's resident size would stay
-//! at the start-up peak for its whole life. One [`release_free_memory`]
-//! after start-up returns it.
+//! its page-table snapshot, the mirror stamps every workspace file); glibc
+//! keeps what was freed in its arenas, so a process's resident size would
+//! stay at the start-up peak for its whole life. [`release_free_memory`]
+//! after start-up gives it back (mimalloc purges as pages empty).
 //!
 //! This is the one module allowed `unsafe`: both allocators are reached
 //! through their C interfaces.
 
 use libmimalloc_sys as mi;
 
-/// mimalloc's option numbers (`mi_option_e` in the mimalloc.h that
-/// libmimalloc-sys 0.1.49 builds, version 3.3.2; the crate does not export
-/// them). A test checks them against their documented defaults.
-const MI_ARENA_EAGER_COMMIT: mi::mi_option_t = 4;
+/// mimalloc's `mi_option_purge_delay` (`mi_option_e` in the mimalloc.h
+/// that libmimalloc-sys 0.1.49 builds, version 3.3.2, pinned in the
+/// workspace's Cargo.toml; the crate does not export the numbers). A test
+/// checks it against the option's default.
 const MI_PURGE_DELAY: mi::mi_option_t = 15;
 
-/// Set mimalloc's options for the daemon, first thing in `main`: arenas
-/// committed as they are used rather than whole, and freed pages purged at
-/// once rather than after 1 s.
+/// Set mimalloc's options for the daemon, first thing in `main`, before
+/// any other thread starts: freed pages purged at once rather than after
+/// 1 s.
 #[allow(unsafe_code)]
 pub fn tune_allocator() {
-    // SAFETY: setting an option takes no pointers; mimalloc reads options
-    // atomically, from any thread.
+    // SAFETY: setting an option takes no pointers. mimalloc writes the
+    // option's fields without a lock, so this runs before the daemon starts
+    // a thread (first thing in `main`).
     unsafe {
-        mi::mi_option_set(MI_ARENA_EAGER_COMMIT, 0);
         mi::mi_option_set(MI_PURGE_DELAY, 0);
     }
 }
 
-/// Return free heap pages to the OS: mimalloc's (the daemon's allocator)
-/// and glibc's (on Linux; the other binaries and the tests use it).
+/// Return free heap pages to the OS: what the calling thread's mimalloc
+/// heap holds unused (the daemon's allocator; other threads' heaps are
+/// collected as they allocate), and glibc's free lists on Linux (where a
+/// process allocates through glibc, as the tests do).
 #[allow(unsafe_code)]
 pub fn release_free_memory() {
-    // SAFETY: `mi_collect` takes no pointers; it frees what the calling
-    // thread's heap holds unused and purges freed pages.
+    // SAFETY: `mi_collect` takes no pointers; it collects only the calling
+    // thread's heap, and does nothing on a thread that never used mimalloc.
     unsafe {
         mi::mi_collect(true);
     }
@@ -63,32 +68,24 @@ mod mimalloc_tests {
 
     #[test]
     #[allow(unsafe_code)]
-    fn the_option_numbers_are_mimallocs_and_tuning_sets_them() {
-        // Their defaults, unless the environment sets them: a renumbered
-        // enum in a newer mimalloc reads other options' values here.
+    fn the_option_number_is_mimallocs_and_tuning_sets_it() {
+        // The option's default, unless the environment sets it (under
+        // either of its names): a renumbered enum in a newer mimalloc reads
+        // another option's value here.
         // SAFETY: reading an option takes no pointers.
-        let (eager, delay) = unsafe {
-            (
-                mi::mi_option_get(MI_ARENA_EAGER_COMMIT),
-                mi::mi_option_get(MI_PURGE_DELAY),
-            )
-        };
-        if std::env::var_os("MIMALLOC_ARENA_EAGER_COMMIT").is_none() {
-            assert_eq!(eager, 2, "arena_eager_commit's default is 2");
-        }
-        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+        let delay = unsafe { mi::mi_option_get(MI_PURGE_DELAY) };
+        let set = ["MIMALLOC_PURGE_DELAY", "MIMALLOC_RESET_DELAY"]
+            .iter()
+            .any(|name| std::env::var_os(name).is_some());
+        if !set {
             assert_eq!(delay, 1000, "purge_delay's default is 1000 ms");
         }
-        // In this one test: it changes options the other would read.
+        // In this one test: it changes the option the check above reads.
+        // This test binary allocates through glibc, so no mimalloc heap is
+        // in use while it is set.
         tune_allocator();
         // SAFETY: as above.
-        let tuned = unsafe {
-            (
-                mi::mi_option_get(MI_ARENA_EAGER_COMMIT),
-                mi::mi_option_get(MI_PURGE_DELAY),
-            )
-        };
-        assert_eq!(tuned, (0, 0));
+        assert_eq!(unsafe { mi::mi_option_get(MI_PURGE_DELAY) }, 0);
     }
 }
 
