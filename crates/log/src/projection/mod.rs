@@ -299,6 +299,20 @@ pub fn follow(store: &EventStore, checkpoint: u64) -> crate::store::Subscription
     })
 }
 
+/// Add to `batch` the events `sub` already holds, until it has `max`.
+pub fn take_queued(
+    sub: &mut crate::store::Subscription,
+    batch: &mut Vec<Result<Arc<Event>, StoreError>>,
+    max: usize,
+) {
+    while batch.len() < max {
+        match sub.try_recv() {
+            Ok(next) => batch.push(next),
+            Err(_) => break,
+        }
+    }
+}
+
 /// A handle and its reporter, for a projector that starts at `checkpoint`.
 pub fn channel(
     name: &'static str,
@@ -393,12 +407,7 @@ impl<P: Projection> Runner<P> {
                 };
                 let Some(first) = first else { return }; // store closed
                 let mut batch = vec![first];
-                while batch.len() < MAX_BATCH {
-                    match sub.try_recv() {
-                        Ok(next) => batch.push(next),
-                        Err(_) => break,
-                    }
-                }
+                take_queued(&mut sub, &mut batch, MAX_BATCH);
                 match self.apply_batch(batch) {
                     Ok(Some((last, writes))) => {
                         checkpoint = last;

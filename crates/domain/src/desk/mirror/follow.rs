@@ -54,10 +54,10 @@ impl Desk {
                 };
                 let Some(first) = first else { return };
                 let mut batch = vec![first];
-                take_queued(&mut sub, &mut batch);
+                projection::take_queued(&mut sub, &mut batch, MAX_BATCH);
                 if batch.len() < MAX_BATCH && touches_files(&batch) {
                     tokio::time::sleep(COALESCE).await;
-                    take_queued(&mut sub, &mut batch);
+                    projection::take_queued(&mut sub, &mut batch, MAX_BATCH);
                 }
                 match self.mirror_batch(batch).await {
                     Ok(Some((last, written))) => {
@@ -256,19 +256,6 @@ impl Desk {
         writes.commit(last).map_err(DomainError::from)?;
         self.mirror_persisted.store(last, Ordering::Release);
         Ok(written)
-    }
-}
-
-/// Add the events already waiting, up to [`MAX_BATCH`].
-fn take_queued(
-    sub: &mut crate::store::Subscription,
-    batch: &mut Vec<Result<Arc<Event>, StoreError>>,
-) {
-    while batch.len() < MAX_BATCH {
-        match sub.try_recv() {
-            Ok(next) => batch.push(next),
-            Err(_) => break,
-        }
     }
 }
 
