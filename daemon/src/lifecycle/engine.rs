@@ -172,6 +172,7 @@ impl Opening<'_> {
             imported = report.imported,
             updated = report.updated,
             articles = report.articles,
+            read_back = report.read,
             skipped = report.warnings.len(),
             "workspace loaded"
         );

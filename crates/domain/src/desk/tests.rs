@@ -193,6 +193,42 @@ async fn a_hand_edited_file_is_imported_as_an_update() {
 }
 
 /// Close the desk and its store, and wait until the database is free.
+/// A workspace copied, or restored from a backup, holds the same files at
+/// new stamps: the first start reads them back and records their stamps,
+/// and the starts after it know them by their stamps again (each one read
+/// every file before).
+#[tokio::test]
+async fn files_restored_at_new_stamps_are_read_back_once() {
+    let (tmp, ws) = fixture_copy();
+    let db = tmp.path().join("db");
+    let (desk, report, store) = open(&ws, &db).await;
+    assert_eq!(report.read, 6, "three tickets and three articles, new");
+    closed(desk, store).await;
+    let (desk, report, store) = open(&ws, &db).await;
+    assert_eq!(report.read, 0, "nothing touched since");
+    closed(desk, store).await;
+    // As a restore does: each file written again, the same bytes under a
+    // new inode and modification time.
+    for dir in ["tickets", "knowledge"] {
+        for entry in std::fs::read_dir(ws.join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            let restored = path.with_extension("restored");
+            std::fs::write(&restored, std::fs::read(&path).unwrap()).unwrap();
+            std::fs::rename(&restored, &path).unwrap();
+        }
+    }
+    let (desk, report, store) = open(&ws, &db).await;
+    assert_eq!(report.read, 6, "every file at a new stamp is read back");
+    assert_eq!((report.imported, report.updated), (0, 0));
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    closed(desk, store).await;
+    for _ in 0..2 {
+        let (desk, report, store) = open(&ws, &db).await;
+        assert_eq!(report.read, 0, "known by their new stamps");
+        closed(desk, store).await;
+    }
+}
+
 async fn closed(desk: Arc<Desk>, store: EventStore) {
     desk.settled().await.unwrap();
     store.close().await.unwrap();

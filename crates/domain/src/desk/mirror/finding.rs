@@ -45,7 +45,10 @@ impl Desk {
             return Ok(if record.version < desired.version {
                 Finding::Stale
             } else {
-                Finding::InSync
+                Finding::Restamp {
+                    was: *record,
+                    stamp: Stamp::of(&meta),
+                }
             });
         }
         let read = FileRead {

@@ -173,6 +173,11 @@ enum Finding {
     InSync,
     /// Ours but behind the log (or missing): write it again.
     Stale,
+    /// Ours and current, at a stamp the mirror has no record of (the
+    /// workspace was copied, restored from a backup, or touched): the
+    /// record `was` takes the file's `stamp`, so the next start knows the
+    /// file by its stamp instead of reading it again.
+    Restamp { was: Record, stamp: Stamp },
     /// Differs from the model, and the mirror has no record of writing it
     /// (its records were rebuilt, an older daemon wrote it, a copied
     /// workspace): ours and written again when its content is a version

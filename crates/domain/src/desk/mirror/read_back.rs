@@ -16,6 +16,7 @@ use super::{
 };
 use crate::desk::models::article_content;
 use crate::desk::{Desk, DomainError, LoadReport, Stamp};
+use crate::projection::ProjectionError;
 use crate::store::{ExpectedVersion, StoreError};
 use crate::ticket::same_content;
 
@@ -171,6 +172,8 @@ impl Desk {
             self.sort_finding(kind, path, found, &mut sorted, report)
                 .await?;
         }
+        report.read += files;
+        self.restamp(&sorted.restamped)?;
         self.rewrite(&sorted.stale, true)?;
         self.rewrite(&sorted.unknown, false)?;
         let last = self.import_all(sorted.imports, report, progress).await?;
@@ -224,6 +227,24 @@ impl Desk {
         })
     }
 
+    /// Give each record its file's new stamp — unless the mirror wrote the
+    /// file again since it was read, and its record with it: that record
+    /// stands (a swap that finds it is no failure).
+    fn restamp(&self, items: &[(Vec<u8>, Record, Stamp)]) -> Result<(), DomainError> {
+        let tree = self.mirror.tree();
+        for (key, was, stamp) in items {
+            let now = Record {
+                stamp: Some(*stamp),
+                ..*was
+            };
+            // An `Err` inside: the mirror wrote the file again since.
+            let _ = tree
+                .compare_and_swap(key, Some(was.encode()), Some(now.encode()))
+                .map_err(|e| DomainError::from(ProjectionError::from(e)))?;
+        }
+        Ok(())
+    }
+
     /// List the file as refused (with the reason) or take it off the list.
     fn note_refused(&self, path: &Path, found: &Result<Finding, String>) {
         let mut refused = crate::sync::lock(&self.refused);
@@ -247,6 +268,9 @@ impl Desk {
         match found {
             Ok(Finding::InSync) => {}
             Ok(Finding::Stale) => sorted.stale.push((kind, id)),
+            Ok(Finding::Restamp { was, stamp }) => {
+                sorted.restamped.push((self.record_key(&path), was, stamp));
+            }
             Ok(Finding::Unrecorded { payload }) => {
                 if self.was_version(&kind.stream(&id), &payload, 0).await? {
                     sorted.stale.push((kind, id));
@@ -421,6 +445,9 @@ struct Sorted {
     stale: Vec<(Kind, String)>,
     /// Not ours and not imported: kept aside, then written again.
     unknown: Vec<(Kind, String)>,
+    /// Ours and current at a new stamp: each record's key, the record as
+    /// read, the file's stamp.
+    restamped: Vec<(Vec<u8>, Record, Stamp)>,
 }
 
 /// The names of `dir`'s visible `*.ext` files, sorted bytewise (the order
