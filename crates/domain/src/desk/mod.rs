@@ -269,6 +269,22 @@ impl Stamp {
             .ok()
             .map(|m| Self::of(&m))
     }
+
+    /// [`Stamp::read`] of the file `name` in the open directory `dir`:
+    /// only the name is looked up, not the directory's whole path again.
+    pub fn read_at(dir: impl rustix::fd::AsFd, name: &str) -> Option<Self> {
+        use rustix::fs::{AtFlags, statat};
+        let stat = statat(&dir, name, AtFlags::empty())
+            .or_else(|_| statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW))
+            .ok()?;
+        Some(Self {
+            mtime_ns: (stat.st_mtime as u64)
+                .wrapping_mul(1_000_000_000)
+                .wrapping_add(stat.st_mtime_nsec as u64),
+            len: stat.st_size as u64,
+            ino: stat.st_ino,
+        })
+    }
 }
 
 /// Write `content` to `path` atomically and durably: a temp file beside it,
@@ -290,3 +306,25 @@ pub(crate) fn write_atomic(path: &Path, content: &str) -> Result<Stamp, DomainEr
 
 #[cfg(test)]
 pub(crate) mod tests;
+
+#[cfg(test)]
+mod stamp_tests {
+    use super::Stamp;
+
+    /// The start's `stat` relative to the directory reads the stamp the
+    /// mirror records through the path: a file, and a link that leads
+    /// nowhere (its own stamp).
+    #[test]
+    fn a_stamp_read_in_the_directory_is_the_stamp_read_by_path() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("T-1.json"), "{}").unwrap();
+        std::os::unix::fs::symlink("nowhere.json", tmp.path().join("T-2.json")).unwrap();
+        let dir = std::fs::File::open(tmp.path()).unwrap();
+        for name in ["T-1.json", "T-2.json"] {
+            let by_path = Stamp::read(&tmp.path().join(name));
+            assert!(by_path.is_some(), "{name}");
+            assert_eq!(Stamp::read_at(&dir, name), by_path, "{name}");
+        }
+        assert_eq!(Stamp::read_at(&dir, "T-3.json"), None);
+    }
+}

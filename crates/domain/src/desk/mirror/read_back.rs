@@ -468,8 +468,20 @@ fn list_names(dir: &Path, ext: &str) -> Vec<String> {
 
 /// One `stat` per file, on both cores for a large directory.
 fn stat_all(dir: &Path, names: &[String]) -> Vec<Option<Stamp>> {
+    use rustix::fs::{Mode, OFlags};
+    // Each `stat` names the file relative to the directory, opened once:
+    // looking up the directory's path again for each file was about half
+    // of a `stat`'s cost (a profile of a start on 100,000 files).
+    let opened = rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    );
     let stat = |part: &[String]| -> Vec<Option<Stamp>> {
-        part.iter().map(|n| Stamp::read(&dir.join(n))).collect()
+        match &opened {
+            Ok(fd) => part.iter().map(|n| Stamp::read_at(fd, n)).collect(),
+            Err(_) => part.iter().map(|n| Stamp::read(&dir.join(n))).collect(),
+        }
     };
     if names.len() < 2048 {
         return stat(names);
