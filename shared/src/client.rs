@@ -23,6 +23,27 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(15);
 /// for stuck (a large desk's start moves all the time: files, events).
 pub const START_STALL: Duration = Duration::from_secs(30);
 
+/// How often a client waiting for a starting daemon asks how far it is:
+/// every 10 ms for the first second, then every 50 ms, so the wait ends
+/// within that of the daemon serving (it asked every 200 ms, which added up
+/// to 200 ms to every start a client waited for). Each ask is one
+/// `GetStatus`; a terminal's progress line is redrawn at most every
+/// [`START_REDRAW`].
+fn start_poll(waited: Duration) -> Duration {
+    if waited < Duration::from_secs(1) {
+        Duration::from_millis(10)
+    } else {
+        Duration::from_millis(50)
+    }
+}
+
+/// How often the start-up progress line is redrawn on a terminal.
+const START_REDRAW: Duration = Duration::from_millis(200);
+
+/// How long the start-up server's hand-over to the full one may leave a
+/// client without an answer before the start counts as stopped.
+const HANDOVER: Duration = Duration::from_secs(5);
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
     #[error(
@@ -196,10 +217,12 @@ async fn wait_started(channel: &DaemonChannel) -> Result<(), ConnectError> {
     use crate::proto::daemon_client::DaemonClient;
     use std::io::IsTerminal;
     let show = std::io::stderr().is_terminal();
-    let mut last_move = Instant::now();
+    let began = Instant::now();
+    let mut last_move = began;
+    let mut drawn: Option<Instant> = None;
     let mut seen: Option<(String, u64)> = None;
     let mut log = String::new();
-    let mut failures = 0;
+    let mut unanswered: Option<Instant> = None;
     loop {
         let status = DaemonClient::new(channel.clone())
             .get_status(crate::proto::GetStatusRequest {})
@@ -208,7 +231,7 @@ async fn wait_started(channel: &DaemonChannel) -> Result<(), ConnectError> {
             Ok(s) => {
                 let s = s.into_inner();
                 log = s.log_path.clone();
-                failures = 0;
+                unanswered = None;
                 match s.startup {
                     Some(p) if !p.stage.is_empty() => p,
                     _ => break,
@@ -224,8 +247,7 @@ async fn wait_started(channel: &DaemonChannel) -> Result<(), ConnectError> {
                         tonic::Code::PermissionDenied | tonic::Code::Unimplemented
                     ) =>
             {
-                failures += 1;
-                if failures > 25 {
+                if unanswered.get_or_insert_with(Instant::now).elapsed() > HANDOVER {
                     if show {
                         eprintln!();
                     }
@@ -239,7 +261,7 @@ async fn wait_started(channel: &DaemonChannel) -> Result<(), ConnectError> {
                         log,
                     });
                 }
-                tokio::time::sleep(Duration::from_millis(200)).await;
+                tokio::time::sleep(start_poll(began.elapsed())).await;
                 continue;
             }
             // Not a starting daemon's answer: let the call itself tell.
@@ -259,10 +281,11 @@ async fn wait_started(channel: &DaemonChannel) -> Result<(), ConnectError> {
                 log,
             });
         }
-        if show {
+        if show && drawn.is_none_or(|at| at.elapsed() >= START_REDRAW) {
             eprint!("\r\x1b[2K{}", crate::render::startup_line(&progress));
+            drawn = Some(Instant::now());
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(start_poll(began.elapsed())).await;
     }
     if show && seen.is_some() {
         eprint!("\r\x1b[2K");
