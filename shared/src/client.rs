@@ -214,7 +214,6 @@ pub async fn connect_now(
 /// lines. A daemon that serves (or predates start-up progress) passes at
 /// once.
 async fn wait_started(channel: &DaemonChannel) -> Result<(), ConnectError> {
-    use crate::proto::daemon_client::DaemonClient;
     use std::io::IsTerminal;
     let show = std::io::stderr().is_terminal();
     let began = Instant::now();
@@ -224,10 +223,7 @@ async fn wait_started(channel: &DaemonChannel) -> Result<(), ConnectError> {
     let mut log = String::new();
     let mut unanswered: Option<Instant> = None;
     loop {
-        let status = DaemonClient::new(channel.clone())
-            .get_status(crate::proto::GetStatusRequest {})
-            .await;
-        let progress = match status {
+        let progress = match startup_status(channel).await {
             Ok(s) => {
                 let s = s.into_inner();
                 log = s.log_path.clone();
@@ -291,6 +287,23 @@ async fn wait_started(channel: &DaemonChannel) -> Result<(), ConnectError> {
         eprint!("\r\x1b[2K");
     }
     Ok(())
+}
+
+/// The daemon's status, within [`HANDOVER`]: a connection accepted but
+/// never answered counts as no answer.
+async fn startup_status(
+    channel: &DaemonChannel,
+) -> Result<tonic::Response<crate::proto::DaemonStatus>, tonic::Status> {
+    use crate::proto::daemon_client::DaemonClient;
+    let mut daemon = DaemonClient::new(channel.clone());
+    let call = daemon.get_status(crate::proto::GetStatusRequest {});
+    tokio::time::timeout(HANDOVER, call)
+        .await
+        .unwrap_or_else(|_| {
+            Err(tonic::Status::deadline_exceeded(
+                "tinycoded did not answer how far its start is",
+            ))
+        })
 }
 
 /// The uid owning `path`, or the nearest directory above it this user can

@@ -240,6 +240,10 @@ fn workspace_mode(path: &Path) -> u32 {
     )
 }
 
+/// How old a file's modification must be for its stamp to be recorded on
+/// reading it ([`Stamp::settled`]).
+pub(crate) const STAMP_SETTLED: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// What tells a file changed without reading it: modification time (ns),
 /// size and inode (an editor that saves by rename makes a new inode).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -268,6 +272,18 @@ impl Stamp {
             .or_else(|_| std::fs::symlink_metadata(path))
             .ok()
             .map(|m| Self::of(&m))
+    }
+
+    /// Modified more than [`STAMP_SETTLED`] ago. Recording a younger stamp
+    /// for content just read could miss a write of the same size made
+    /// after the read within the file system's timestamp tick.
+    pub fn settled(&self) -> bool {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        self.mtime_ns
+            .saturating_add(STAMP_SETTLED.as_nanos() as u64)
+            < now
     }
 
     /// [`Stamp::read`] of the file `name` in the open directory `dir`:
@@ -326,5 +342,22 @@ mod stamp_tests {
             assert_eq!(Stamp::read_at(&dir, name), by_path, "{name}");
         }
         assert_eq!(Stamp::read_at(&dir, "T-3.json"), None);
+    }
+
+    #[test]
+    fn a_stamp_is_settled_once_its_file_is_two_seconds_old() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        let at = |mtime_ns| Stamp {
+            mtime_ns,
+            len: 2,
+            ino: 1,
+        };
+        assert!(!at(now).settled(), "just written");
+        assert!(!at(now - 1_000_000_000).settled(), "a second ago");
+        assert!(at(now - 3_000_000_000).settled(), "three seconds ago");
+        assert!(!at(u64::MAX).settled(), "in the future");
     }
 }

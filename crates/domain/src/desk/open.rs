@@ -28,8 +28,9 @@ pub struct LoadReport {
     pub articles: usize,
     pub articles_imported: usize,
     pub articles_updated: usize,
-    /// Files read back: their stamp differed from the mirror's record of
-    /// them (new, edited, or copied), so their content was read.
+    /// Files looked at again: their stamp differed from the mirror's record
+    /// of them (new, edited, copied, touched), or they have none (a file
+    /// refused, such as a FIFO, is looked at by every start).
     pub read: usize,
     /// One line per skipped file: `path: problem`.
     pub warnings: Vec<String>,

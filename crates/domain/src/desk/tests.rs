@@ -192,7 +192,6 @@ async fn a_hand_edited_file_is_imported_as_an_update() {
     ));
 }
 
-/// Close the desk and its store, and wait until the database is free.
 /// A workspace copied, or restored from a backup, holds the same files at
 /// new stamps: the first start reads them back and records their stamps,
 /// and the starts after it know them by their stamps again (each one read
@@ -208,14 +207,22 @@ async fn files_restored_at_new_stamps_are_read_back_once() {
     assert_eq!(report.read, 0, "nothing touched since");
     closed(desk, store).await;
     // As a restore does: each file written again, the same bytes under a
-    // new inode and modification time.
-    for dir in ["tickets", "knowledge"] {
-        for entry in std::fs::read_dir(ws.join(dir)).unwrap() {
-            let path = entry.unwrap().path();
-            let restored = path.with_extension("restored");
-            std::fs::write(&restored, std::fs::read(&path).unwrap()).unwrap();
-            std::fs::rename(&restored, &path).unwrap();
-        }
+    // new inode, with the modification time it had (an hour ago, say).
+    let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    let files: Vec<PathBuf> = ["tickets", "knowledge"]
+        .iter()
+        .flat_map(|dir| std::fs::read_dir(ws.join(dir)).unwrap())
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    for path in &files {
+        let restored = path.with_extension("restored");
+        std::fs::write(&restored, std::fs::read(path).unwrap()).unwrap();
+        let file = std::fs::File::options()
+            .write(true)
+            .open(&restored)
+            .unwrap();
+        file.set_modified(an_hour_ago).unwrap();
+        std::fs::rename(&restored, path).unwrap();
     }
     let (desk, report, store) = open(&ws, &db).await;
     assert_eq!(report.read, 6, "every file at a new stamp is read back");
@@ -229,6 +236,7 @@ async fn files_restored_at_new_stamps_are_read_back_once() {
     }
 }
 
+/// Close the desk and its store, and wait until the database is free.
 async fn closed(desk: Arc<Desk>, store: EventStore) {
     desk.settled().await.unwrap();
     store.close().await.unwrap();

@@ -42,13 +42,17 @@ impl Desk {
         if let (Some(record), Some(desired)) = (&record, &desired)
             && record.hash == hash
         {
+            let stamp = Stamp::of(&meta);
             return Ok(if record.version < desired.version {
                 Finding::Stale
-            } else {
+            } else if stamp.settled() {
                 Finding::Restamp {
                     was: *record,
-                    stamp: Stamp::of(&meta),
+                    stamp,
                 }
+            } else {
+                // Just written: looked at again by the next scan.
+                Finding::InSync
             });
         }
         let read = FileRead {

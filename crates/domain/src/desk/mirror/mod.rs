@@ -176,7 +176,9 @@ enum Finding {
     /// Ours and current, at a stamp the mirror has no record of (the
     /// workspace was copied, restored from a backup, or touched): the
     /// record `was` takes the file's `stamp`, so the next start knows the
-    /// file by its stamp instead of reading it again.
+    /// file by its stamp instead of reading it again. Only a settled stamp
+    /// ([`Stamp::settled`]); a file just written is looked at again by the
+    /// next scan.
     Restamp { was: Record, stamp: Stamp },
     /// Differs from the model, and the mirror has no record of writing it
     /// (its records were rebuilt, an older daemon wrote it, a copied
