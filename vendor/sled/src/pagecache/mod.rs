@@ -2077,7 +2077,13 @@ impl PageCache {
 
             trace!("load_snapshot pid {} {:?}", pid, state);
 
-            let mut cache_infos = Vec::default();
+            // tinycode's patch: sized to what the page holds (a first push
+            // into an empty Vec reserves 4 entries of 48 bytes; most pages
+            // hold one or two, and a large database holds millions).
+            let mut cache_infos = Vec::with_capacity(match *state {
+                PageState::Present { ref frags, .. } => 1 + frags.len(),
+                _ => 1,
+            });
 
             let guard = pin();
 
