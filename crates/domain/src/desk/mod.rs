@@ -256,12 +256,18 @@ pub(crate) struct Stamp {
 impl Stamp {
     pub fn of(meta: &std::fs::Metadata) -> Self {
         use std::os::unix::fs::MetadataExt;
+        Self::from_stat(meta.mtime(), meta.mtime_nsec(), meta.len(), meta.ino())
+    }
+
+    /// From a `stat`'s fields: its modification time in seconds and
+    /// nanoseconds, its size and inode.
+    fn from_stat(mtime: i64, mtime_nsec: i64, len: u64, ino: u64) -> Self {
         Self {
-            mtime_ns: (meta.mtime() as u64)
+            mtime_ns: (mtime as u64)
                 .wrapping_mul(1_000_000_000)
-                .wrapping_add(meta.mtime_nsec() as u64),
-            len: meta.len(),
-            ino: meta.ino(),
+                .wrapping_add(mtime_nsec as u64),
+            len,
+            ino,
         }
     }
 
@@ -293,13 +299,12 @@ impl Stamp {
         let stat = statat(&dir, name, AtFlags::empty())
             .or_else(|_| statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW))
             .ok()?;
-        Some(Self {
-            mtime_ns: (stat.st_mtime as u64)
-                .wrapping_mul(1_000_000_000)
-                .wrapping_add(stat.st_mtime_nsec as u64),
-            len: stat.st_size as u64,
-            ino: stat.st_ino,
-        })
+        Some(Self::from_stat(
+            stat.st_mtime,
+            stat.st_mtime_nsec as i64,
+            stat.st_size as u64,
+            stat.st_ino,
+        ))
     }
 }
 
