@@ -873,7 +873,12 @@ fn mail_imported_into_a_mail_source_is_answered_by_smtp_in_its_thread() {
         "{}",
         mails[1]
     );
-    assert!(outbox(&desk).iter().all(|i| i["state"] == "sent"));
+    // The server has both mails; the outbox records each send once the
+    // SMTP exchange has ended, a moment later.
+    let sent = wait_until(Duration::from_secs(20), || {
+        outbox(&desk).iter().all(|i| i["state"] == "sent")
+    });
+    assert!(sent, "{:?}", outbox(&desk));
     let hook = desk.run(&["connectors", "status"]);
     assert!(hook.stdout.contains("support"), "{hook:?}");
     desk.stop();
