@@ -8,8 +8,10 @@ use std::sync::Arc;
 use tinycode_shared::paths::Layout;
 use tokio::signal::unix::{SignalKind, signal};
 
+use crate::cluster::Cluster;
 use crate::config::Config;
-use crate::domain::desk::Desk;
+use crate::domain::desk::{Desk, FilesLook};
+use crate::progress::Progress;
 use crate::store::EventStore;
 
 use super::{DaemonError, Stages, io};
@@ -56,8 +58,8 @@ struct Opening<'a> {
     /// The daemon's state directory (the offline model is kept there).
     state_dir: &'a Path,
     config: &'a Config,
-    cluster: &'a Arc<crate::cluster::Cluster>,
-    progress: &'a Arc<crate::progress::Progress>,
+    cluster: &'a Arc<Cluster>,
+    progress: &'a Arc<Progress>,
 }
 
 impl Engine {
@@ -66,10 +68,7 @@ impl Engine {
         layout: &Layout,
         workspace: &Path,
         config: &Config,
-        (cluster, progress): (
-            &Arc<crate::cluster::Cluster>,
-            &Arc<crate::progress::Progress>,
-        ),
+        (cluster, progress, look): (&Arc<Cluster>, &Arc<Progress>, FilesLook),
         stages: &mut Stages,
     ) -> Result<Self, DaemonError> {
         let opening = Opening {
@@ -80,7 +79,7 @@ impl Engine {
             cluster,
             progress,
         };
-        let (desk, learner) = opening.desk(stages).await?;
+        let (desk, learner) = opening.desk(look, stages).await?;
         let skills = discover_skills(workspace);
         let artifacts = layout.state_dir.join("artifacts");
         let defaults = crate::sessions::TurnDefaults::from_config(config, Some(artifacts.clone()));
@@ -145,16 +144,19 @@ impl Engine {
 
 impl Opening<'_> {
     /// Open the desk (its read models caught up, the workspace files read
-    /// back) and start the offline model's learner.
+    /// back: `look` listed and `stat`ed them while the log opened) and start
+    /// the offline model's learner.
     async fn desk(
         &self,
+        look: FilesLook,
         stages: &mut Stages,
     ) -> Result<(Arc<Desk>, Arc<crate::learn::tickets::TicketLearner>), DaemonError> {
         let settings = crate::domain::desk::DeskSettings {
             progress: Arc::clone(self.progress),
             ..self.config.desk()
         };
-        let (desk, report) = Desk::open(self.store.clone(), self.workspace, &settings).await?;
+        let (desk, report) =
+            Desk::open_looked(self.store.clone(), self.workspace, &settings, look).await?;
         stages.done("desk");
         self.progress
             .stage("opening the approvals, sessions and triage");

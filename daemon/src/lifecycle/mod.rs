@@ -207,6 +207,8 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
         },
     ));
     let mut stages = Stages::new();
+    // The workspace's files are listed and `stat`ed while the log opens.
+    let look = crate::domain::desk::FilesLook::start(&workspace, &config.desk());
     progress.stage("opening the log");
     let store = open_store(&layout, &config, &options).await?;
     stages.done("store");
@@ -217,7 +219,7 @@ pub async fn run(layout: Layout, options: RunOptions) -> Result<(), DaemonError>
         &layout,
         &workspace,
         &config,
-        (&cluster, &progress),
+        (&cluster, &progress, look),
         &mut stages,
     )
     .await?;

@@ -33,7 +33,7 @@ pub(crate) use crate::sync::lock;
 
 pub use intake::{Inbound, MAX_EXTERNAL_ID, Received};
 pub use knowledge::AppliedEdit;
-pub use mirror::{MAX_FILE_BYTES, file_problem};
+pub use mirror::{FilesLook, MAX_FILE_BYTES, file_problem};
 pub use open::{DeskSettings, LoadReport, Model, read_root};
 pub use person::Review;
 pub use tickets::{BRIEF_CHARS, NewTicket, TicketFilter, now};

@@ -102,14 +102,25 @@ impl Desk {
         workspace: &Path,
         config: &DeskSettings,
     ) -> Result<(Arc<Desk>, LoadReport), DomainError> {
+        let look = mirror::FilesLook::start(workspace, config);
+        Self::open_looked(store, workspace, config, look).await
+    }
+
+    /// [`Desk::open`] with the look at the workspace's files already
+    /// started (the daemon starts it before it opens the log).
+    pub async fn open_looked(
+        store: EventStore,
+        workspace: &Path,
+        config: &DeskSettings,
+        look: mirror::FilesLook,
+    ) -> Result<(Arc<Desk>, LoadReport), DomainError> {
         let (desk, checkpoint, reporter) = Self::assemble(store, workspace, config)?;
         let progress = Arc::clone(&config.progress);
         let started = std::time::Instant::now();
         desk.catch_up(&progress).await?;
         let caught_up = started.elapsed();
         let mut report = LoadReport::default();
-        let mut stamps = mirror::FileStamps::new();
-        desk.scan_all(&mut report, &mut stamps, &progress).await?;
+        let stamps = desk.scan_all(look, &mut report, &progress).await?;
         let scanned = started.elapsed();
         let poll = config.poll_interval.max(Duration::from_millis(10));
         tokio::spawn(Arc::clone(&desk).run_mirror(checkpoint, reporter, poll, stamps));

@@ -20,6 +20,7 @@
 //! - a file with no stream is imported; a model entry with no file gets one.
 
 use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -33,8 +34,10 @@ use crate::ticket::{parse_ticket_file, render_ticket_file, same_content};
 
 mod finding;
 mod follow;
+mod look;
 mod read_back;
 pub use finding::file_problem;
+pub use look::FilesLook;
 
 /// Version of the mirror's records.
 const VERSION: u32 = 1;
@@ -56,8 +59,51 @@ const MIRROR_RETRY: Duration = Duration::from_secs(1);
 /// then written (temp file, fsync, rename) once for all of them.
 const COALESCE: Duration = Duration::from_millis(25);
 
-/// Each file's stamp at the last scan.
-pub type FileStamps = HashMap<PathBuf, Stamp>;
+/// Each file's stamp at the last scan, by its name: ticket and article
+/// files differ by extension, and a large desk keeps one entry per file
+/// (a name is a fifth of a whole path's bytes).
+#[derive(Debug, Default)]
+pub struct FileStamps(HashMap<Box<OsStr>, Stamp>);
+
+impl FileStamps {
+    fn with_capacity(files: usize) -> Self {
+        Self(HashMap::with_capacity(files))
+    }
+
+    fn name(path: &Path) -> &OsStr {
+        path.file_name().unwrap_or(path.as_os_str())
+    }
+
+    fn get(&self, path: &Path) -> Option<&Stamp> {
+        self.0.get(Self::name(path))
+    }
+
+    fn insert(&mut self, path: &Path, stamp: Stamp) {
+        self.0.insert(Self::name(path).into(), stamp);
+    }
+
+    fn insert_name(&mut self, name: String, stamp: Stamp) {
+        self.0
+            .insert(OsString::from(name).into_boxed_os_str(), stamp);
+    }
+
+    fn remove(&mut self, path: &Path) {
+        self.0.remove(Self::name(path));
+    }
+
+    /// The files' names.
+    fn names(&self) -> impl Iterator<Item = &OsStr> {
+        self.0.keys().map(|name| &**name)
+    }
+}
+
+impl Extend<(PathBuf, Stamp)> for FileStamps {
+    fn extend<I: IntoIterator<Item = (PathBuf, Stamp)>>(&mut self, files: I) {
+        for (path, stamp) in files {
+            self.insert(&path, stamp);
+        }
+    }
+}
 
 /// A file brought up to the model: its record, and its stamp when the
 /// mirror wrote it.

@@ -12,7 +12,8 @@ use tinycode_shared::proto::TicketUpdatedFromFile;
 use tinycode_shared::proto::event::Payload;
 
 use super::{
-    BULK_FILES, FileStamps, Finding, IMPORT_CONCURRENCY, Kind, Record, Seen, file_stem, list_dir,
+    BULK_FILES, FileStamps, FilesLook, Finding, IMPORT_CONCURRENCY, Kind, Record, Seen, file_stem,
+    list_dir,
 };
 use crate::desk::models::article_content;
 use crate::desk::{Desk, DomainError, LoadReport, Stamp};
@@ -28,19 +29,19 @@ impl Desk {
         for kind in [Kind::Ticket, Kind::Article] {
             for path in list_dir(self.dir(kind), kind.ext()) {
                 let now = Stamp::read(&path);
-                present.insert(path.clone());
                 if stamps.get(&path) != now.as_ref() {
                     if let Some(now) = now {
-                        stamps.insert(path.clone(), now);
+                        stamps.insert(&path, now);
                     }
-                    changed.push((kind, path));
+                    changed.push((kind, path.clone()));
                 }
+                present.insert(path);
             }
         }
         let vanished: Vec<PathBuf> = stamps
-            .keys()
-            .filter(|p| !present.contains(*p))
-            .cloned()
+            .names()
+            .map(|name| self.dir(Kind::of_path(Path::new(name))).join(name))
+            .filter(|path| !present.contains(path))
             .collect();
         for path in vanished {
             stamps.remove(&path);
@@ -80,29 +81,27 @@ impl Desk {
     }
 
     /// Every file of the workspace, and every model entry with no file.
-    /// At start each file costs one `stat`, compared with the mirror's
+    /// At start each file costs one `stat` (`look.rs`: taken while the log
+    /// opens), compared with the mirror's
     /// record in one ordered pass over the records (no lookup per file);
     /// only files whose stamp differs from the record are read back. Every
     /// file is stamped: one changed from then on is read again by the
     /// mirror's first poll.
     pub(in crate::desk) async fn scan_all(
         &self,
+        look: FilesLook,
         report: &mut LoadReport,
-        stamps: &mut FileStamps,
         progress: &Progress,
-    ) -> Result<(), DomainError> {
+    ) -> Result<FileStamps, DomainError> {
         let mut changed = Vec::new();
         let mut missing = Vec::new();
         progress.stage("listing the workspace files");
-        let listed = [Kind::Ticket, Kind::Article].map(|kind| {
-            let dir = self.dir(kind);
-            (kind, list_names(dir, kind.ext()))
-        });
-        let found: usize = listed.iter().map(|(_, names)| names.len()).sum();
+        let dirs = [Kind::Ticket, Kind::Article].map(|kind| (kind, self.dir(kind)));
+        let looked = look.wait(dirs).await;
+        let found: usize = looked.iter().map(|(_, _, names, _)| names.len()).sum();
         progress.counted("checking the workspace files", "files", found as u64);
-        for (kind, names) in listed {
-            let dir = self.dir(kind);
-            let stamped = stat_all(dir, &names);
+        let mut stamps = FileStamps::with_capacity(found);
+        for (kind, dir, names, stamped) in looked {
             let prefix = {
                 let mut key = self.record_key(&dir.join("x"));
                 key.pop();
@@ -115,7 +114,7 @@ impl Desk {
                 .filter_map(|r| r.ok())
                 .filter(|(k, _)| k.ends_with(format!(".{}", kind.ext()).as_bytes()))
                 .peekable();
-            for (name, stamp) in names.iter().zip(stamped) {
+            for (name, stamp) in names.into_iter().zip(stamped) {
                 let mut record = None;
                 while let Some((key, value)) = records.peek() {
                     match key[prefix.len()..].cmp(name.as_bytes()) {
@@ -131,15 +130,14 @@ impl Desk {
                         std::cmp::Ordering::Greater => break,
                     }
                 }
-                let path = dir.join(name);
                 let ours = stamp.is_some() && record.is_some_and(|r| r.stamp == stamp);
-                if let Some(stamp) = stamp {
-                    stamps.insert(path.clone(), stamp);
-                }
                 if !ours {
-                    changed.push((kind, path));
+                    changed.push((kind, dir.join(&name)));
                 } else {
                     progress.advance(1);
+                }
+                if let Some(stamp) = stamp {
+                    stamps.insert_name(name, stamp);
                 }
             }
             for (key, _) in records {
@@ -150,7 +148,8 @@ impl Desk {
         // Files the mirror wrote that are gone get written again (one the
         // mirror has not written yet, it writes when it catches up: its
         // record and its checkpoint are committed together).
-        self.rewrite(&missing, true)
+        self.rewrite(&missing, true)?;
+        Ok(stamps)
     }
 
     /// Read `paths` and act on what each means: import, re-write, nothing.
@@ -448,55 +447,6 @@ struct Sorted {
     /// Ours and current at a new stamp: each record's key, the record as
     /// read, the file's stamp.
     restamped: Vec<(Vec<u8>, Record, Stamp)>,
-}
-
-/// The names of `dir`'s visible `*.ext` files, sorted bytewise (the order
-/// of the mirror's record keys).
-fn list_names(dir: &Path, ext: &str) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let dot_ext = format!(".{ext}");
-    let mut names: Vec<String> = entries
-        .filter_map(Result::ok)
-        .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| n.ends_with(&dot_ext) && n.len() > dot_ext.len() && !n.starts_with('.'))
-        .collect();
-    names.sort_unstable();
-    names
-}
-
-/// One `stat` per file, on both cores for a large directory.
-fn stat_all(dir: &Path, names: &[String]) -> Vec<Option<Stamp>> {
-    use rustix::fs::{Mode, OFlags};
-    // Each `stat` names the file relative to the directory, opened once:
-    // looking up the directory's path again for each file was about half
-    // of a `stat`'s cost (a profile of a start on 100,000 files).
-    let opened = rustix::fs::open(
-        dir,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    );
-    let stat = |part: &[String]| -> Vec<Option<Stamp>> {
-        match &opened {
-            Ok(fd) => part.iter().map(|n| Stamp::read_at(fd, n)).collect(),
-            Err(_) => part.iter().map(|n| Stamp::read(&dir.join(n))).collect(),
-        }
-    };
-    if names.len() < 2048 {
-        return stat(names);
-    }
-    let (first, second) = names.split_at(names.len() / 2);
-    std::thread::scope(|scope| {
-        let other = scope.spawn(|| stat(second));
-        let mut all = stat(first);
-        all.extend(
-            other
-                .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p)),
-        );
-        all
-    })
 }
 
 /// `T-1001.json` → `T-1001`.
