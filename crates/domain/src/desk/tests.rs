@@ -236,6 +236,39 @@ async fn files_restored_at_new_stamps_are_read_back_once() {
     }
 }
 
+/// A file the mirror wrote that is missing when the start looks, and is put
+/// back with other content before the desk writes it again (a checkout, a
+/// restore), is kept aside, not overwritten.
+#[tokio::test]
+async fn a_file_put_back_after_the_look_is_kept_aside_not_overwritten() {
+    let (tmp, ws) = fixture_copy();
+    let db = tmp.path().join("db");
+    let (desk, _, store) = open(&ws, &db).await;
+    closed(desk, store).await;
+    let path = ws.join("tickets/T-1001.json");
+    std::fs::remove_file(&path).unwrap();
+    let settings = settings_of(&ws);
+    let look = FilesLook::start(&ws, &settings);
+    while !look.is_finished() {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    let put_back = "{\"id\": \"T-1001\", \"note\": \"written by a person\"}\n";
+    std::fs::write(&path, put_back).unwrap();
+    let store = open_store(&db).await;
+    let (desk, _) = Desk::open_looked(store.clone(), &ws, &settings, look)
+        .await
+        .unwrap();
+    let aside: Vec<PathBuf> = std::fs::read_dir(ws.join("tickets"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains("T-1001.json.rejected-"))
+        .collect();
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    assert_eq!(read(aside[0].clone()), put_back);
+    assert_ne!(read(path.clone()), put_back, "written again from the log");
+    closed(desk, store).await;
+}
+
 /// Close the desk and its store, and wait until the database is free.
 async fn closed(desk: Arc<Desk>, store: EventStore) {
     desk.settled().await.unwrap();

@@ -4,7 +4,11 @@
 //! takes a few hundred milliseconds: sled's open mostly one core, the
 //! `stat`s both); the desk's start compares the stamps with the mirror's
 //! records once the log is open (`read_back.rs`). A file changed after its
-//! `stat` is read back by the mirror's first poll, as before.
+//! `stat` is read back by the mirror's first poll, as one changed after the
+//! scan always was; one that was missing and is put back before the mirror
+//! writes it again is kept aside if it is not what the mirror wrote.
+//! A start that fails before the desk opens leaves the look to finish on
+//! its own (the process waits for it as it exits).
 
 use std::path::{Path, PathBuf};
 
@@ -45,16 +49,25 @@ impl FilesLook {
             .iter()
             .zip(&dirs)
             .all(|((a, x), (b, y))| a == b && x == y);
-        let again = || look(dirs.map(|(kind, dir)| (kind, dir.to_path_buf())));
-        if !same {
+        let owned = || dirs.map(|(kind, dir)| (kind, dir.to_path_buf()));
+        let task = if same {
+            self.task
+        } else {
             self.task.abort();
-            return again();
-        }
-        match self.task.await {
+            let dirs = owned();
+            tokio::task::spawn_blocking(move || look(dirs))
+        };
+        match task.await {
             Ok(looked) => looked,
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(_) => again(),
+            // Cancelled: the runtime is shutting down.
+            Err(_) => look(owned()),
         }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn is_finished(&self) -> bool {
+        self.task.is_finished()
     }
 }
 
@@ -155,5 +168,16 @@ mod tests {
             (&looked[0].1, &looked[0].2[..]),
             (&other, &["T-9.json".to_string()][..])
         );
+        // Asked for the directories it started on, it gives what it saw
+        // then: a file gone since is still listed.
+        let look = FilesLook::start(ws, &settings);
+        while !look.is_finished() {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        std::fs::remove_file(tickets.join("T-2.json")).unwrap();
+        let looked = look
+            .wait([(Kind::Ticket, &tickets), (Kind::Article, &knowledge)])
+            .await;
+        assert_eq!(looked[0].2, ["T-10.json", "T-2.json"]);
     }
 }

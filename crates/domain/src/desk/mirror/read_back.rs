@@ -147,8 +147,10 @@ impl Desk {
         self.scan(changed, report, progress).await?;
         // Files the mirror wrote that are gone get written again (one the
         // mirror has not written yet, it writes when it catches up: its
-        // record and its checkpoint are committed together).
-        self.rewrite(&missing, true)?;
+        // record and its checkpoint are committed together). Not trusted:
+        // a file put back since the look (a checkout, a restore) that is
+        // not what the mirror wrote is kept aside, not overwritten.
+        self.rewrite(&missing, false)?;
         Ok(stamps)
     }
 
