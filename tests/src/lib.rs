@@ -279,6 +279,19 @@ impl Desk {
         }
     }
 
+    /// [`Desk::ok`] again until its output holds every one of `wanted`
+    /// (within 30 s); returns the last output. For reads of a model that
+    /// follows the log (`session show` right after a turn's end was seen
+    /// live, or on another daemon).
+    pub fn ok_when(&self, args: &[&str], wanted: &[&str]) -> String {
+        let mut out = String::new();
+        wait_until(Duration::from_secs(30), || {
+            out = self.ok(args);
+            wanted.iter().all(|w| out.contains(w))
+        });
+        out
+    }
+
     /// Run the CLI and require success; returns stdout.
     pub fn ok(&self, args: &[&str]) -> String {
         let out = self.run(args);

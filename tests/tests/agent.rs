@@ -48,11 +48,11 @@ fn run_triages_t1001_to_refunds_and_the_after_sales_queue() {
     // The session replays complete from the log.
     let sessions = desk.json(&["session", "list"]);
     let id = sessions["sessions"][0]["id"].as_str().unwrap().to_string();
-    let shown = desk.ok(&["session", "show", &id]);
+    let routed = "● route_ticket T-1001 → ✓ 售后组 → routed";
+    let shown = desk.ok_when(&["session", "show", &id], &[routed, "— turn 1 completed"]);
     assert!(shown.starts_with("› triage T-1001"), "{shown}");
     assert!(
-        shown.contains("● route_ticket T-1001 → ✓ 售后组 → routed")
-            && shown.contains("— turn 1 completed"),
+        shown.contains(routed) && shown.contains("— turn 1 completed"),
         "{shown}"
     );
 }
@@ -243,6 +243,8 @@ fn sessions_are_renamed_forked_and_deleted_through_the_cli() {
         .as_str()
         .unwrap()
         .to_string();
+    // Forked and compacted once the sessions model has the turn's end.
+    desk.ok_when(&["session", "show", &id], &["— turn 1 completed"]);
     assert_eq!(
         desk.json(&["session", "rename", &id, "logistics"])["title"],
         "logistics"
@@ -261,6 +263,7 @@ fn sessions_are_renamed_forked_and_deleted_through_the_cli() {
     );
     desk.ok(&["run", "--session", &id, "what is the refund policy?"]);
     desk.ok(&["run", "--session", &id, "how long do refunds take?"]);
+    desk.ok_when(&["session", "show", &id], &["— turn 3 completed"]);
     // Two short turns hold the 8 recent messages kept by default.
     let compacted = desk.json(&["session", "compact", &id]);
     assert_eq!(compacted["compacted"], true, "{compacted}");

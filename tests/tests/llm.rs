@@ -115,10 +115,10 @@ fn t1001_with_a_scripted_llm_classifies_edits_the_knowledge_base_and_routes() {
         .as_str()
         .unwrap()
         .to_string();
-    let shown = desk.ok(&["session", "show", &id]);
+    let edit = "● propose_knowledge_edit refund-policy → ✓ +1 −1";
+    let shown = desk.ok_when(&["session", "show", &id], &[edit, "turn 1 completed"]);
     assert!(
-        shown.contains("● propose_knowledge_edit refund-policy → ✓ +1 −1")
-            && shown.contains("turn 1 completed"),
+        shown.contains(edit) && shown.contains("turn 1 completed"),
         "{shown}"
     );
 }
@@ -207,7 +207,10 @@ fn cancel_during_a_stream_ends_the_turn_as_cancelled() {
     let status = run.child.wait().unwrap();
     assert_eq!(status.code(), Some(130));
     // What was said before the cancel is kept in the transcript.
-    let shown = desk.ok(&["session", "show", &id]);
+    let shown = desk.ok_when(
+        &["session", "show", &id],
+        &["word word", "turn 1 cancelled"],
+    );
     assert!(
         shown.contains("word word") && shown.contains("turn 1 cancelled"),
         "{shown}"

@@ -288,9 +288,10 @@ fn an_approval_asked_on_one_daemon_is_answered_through_another_and_the_turn_resu
 
     // The turn resumes where it waits: on A.
     completes_escalating_once(&a, &format!("session-{session}"));
-    // B tells the same story as A.
-    let shown = b.ok(&["session", "show", &session]);
-    assert!(shown.contains("● escalate_ticket T-1003 → ✓ L2"), "{shown}");
+    // B tells the same story as A, once its sessions model has the end.
+    let escalated = "● escalate_ticket T-1003 → ✓ L2";
+    let shown = b.ok_when(&["session", "show", &session], &[escalated]);
+    assert!(shown.contains(escalated), "{shown}");
     // C's client saw the rest live: every stored event, in order.
     let seen = watcher
         .until(Duration::from_secs(30), |lines| {

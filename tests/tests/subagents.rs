@@ -227,7 +227,8 @@ fn two_workers_run_at_once_a_fourth_is_refused_and_a_worker_cannot_write() {
         listed.contains(&parent) && !listed.contains(&workers[0]),
         "{listed}"
     );
-    let shown = desk.ok(&["session", "show", &parent, "--children"]);
+    let waited = "● wait_agent a1 → ✓ 2 steps";
+    let shown = desk.ok_when(&["session", "show", &parent, "--children"], &[waited]);
     for w in &workers {
         assert!(shown.contains(w.as_str()), "{shown}");
     }
@@ -405,7 +406,8 @@ fn the_offline_model_asks_a_worker_before_an_l2_escalation_and_cites_it() {
         turn_outcome(&desk, &session).is_some()
     });
     assert!(done, "{}", desk.log());
-    let shown = desk.ok(&["session", "show", &session, "--children"]);
+    let escalated = "● escalate_ticket T-1003 → ✓ L2";
+    let shown = desk.ok_when(&["session", "show", &session, "--children"], &[escalated]);
     assert!(shown.contains("● spawn_agent → a1"), "{shown}");
     assert!(shown.contains("● wait_agent a1 → ✓"), "{shown}");
     assert!(shown.contains("● escalate_ticket T-1003 → ✓ L2"), "{shown}");

@@ -213,14 +213,16 @@ impl TicketLearner {
         match tokio::task::spawn_blocking(move || super::saved::load(&path)).await {
             Ok(Ok(Some(kept))) => {
                 let generation = kept.generation;
-                let learned = Learned::from_kept(kept);
+                let learned = Arc::new(Learned::from_kept(kept));
+                // In use before it is logged: whoever waits for the line
+                // triages with it.
+                *self.learned.write().unwrap_or_else(|p| p.into_inner()) = Arc::clone(&learned);
                 tracing::info!(
                     examples = learned.examples,
                     generation,
                     ms = started.elapsed().as_millis() as u64,
                     "the offline model was read back"
                 );
-                *self.learned.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(learned);
                 Some(generation)
             }
             Ok(Ok(None)) => None,
@@ -266,13 +268,15 @@ impl TicketLearner {
                 "the history could not be read for learning; the model learned before stays in use"
             ),
             Ok(Ok(learned)) => {
+                let learned = Arc::new(learned);
+                // In use before it is logged (as when read back).
+                *self.learned.write().unwrap_or_else(|p| p.into_inner()) = Arc::clone(&learned);
                 tracing::info!(
                     examples = learned.examples,
                     generation,
                     ms = started.elapsed().as_millis() as u64,
                     "the offline model learned from the desk's history"
                 );
-                *self.learned.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(learned);
             }
             Err(e) => tracing::error!(error = %e, "learning from the desk's history failed"),
         }
