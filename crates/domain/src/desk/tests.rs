@@ -95,6 +95,16 @@ fn read(path: PathBuf) -> String {
     std::fs::read_to_string(path).unwrap()
 }
 
+/// The copies of ticket file `name` kept aside (`<name>.rejected-<seq>`).
+fn kept_aside(ws: &Path, name: &str) -> Vec<PathBuf> {
+    let prefix = format!("{name}.rejected-");
+    std::fs::read_dir(ws.join("tickets"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains(&prefix))
+        .collect()
+}
+
 #[tokio::test]
 async fn the_fixture_imports_once_and_restarts_are_no_ops() {
     let (tmp, ws) = fixture_copy();
@@ -258,11 +268,7 @@ async fn a_file_put_back_after_the_look_is_kept_aside_not_overwritten() {
     let (desk, _) = Desk::open_looked(store.clone(), &ws, &settings, look)
         .await
         .unwrap();
-    let aside: Vec<PathBuf> = std::fs::read_dir(ws.join("tickets"))
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|p| p.to_string_lossy().contains("T-1001.json.rejected-"))
-        .collect();
+    let aside = kept_aside(&ws, "T-1001.json");
     assert_eq!(aside.len(), 1, "{aside:?}");
     assert_eq!(read(aside[0].clone()), put_back);
     assert_ne!(read(path.clone()), put_back, "written again from the log");
@@ -340,11 +346,7 @@ async fn a_hand_edit_back_to_an_older_state_is_an_edit_and_unknown_files_are_kep
         t1001,
         "written from the log"
     );
-    let kept: Vec<_> = std::fs::read_dir(ws.join("tickets"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().contains("T-1001.json.rejected-"))
-        .collect();
+    let kept = kept_aside(&ws, "T-1001.json");
     assert_eq!(kept.len(), 1, "{kept:?}");
     assert_eq!(read(kept[0].clone()), edited, "the edit is kept");
     assert_consistent(&desk, &store, &ws).await;

@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::Kind;
+use super::{Kind, on_both_cores};
 use crate::desk::{DeskSettings, Stamp};
 
 /// The look at the workspace's files, under way.
@@ -106,25 +106,9 @@ fn stat_all(dir: &Path, names: &[String]) -> Vec<Option<Stamp>> {
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
     );
-    let stat = |part: &[String]| -> Vec<Option<Stamp>> {
-        match &opened {
-            Ok(fd) => part.iter().map(|n| Stamp::read_at(fd, n)).collect(),
-            Err(_) => part.iter().map(|n| Stamp::read(&dir.join(n))).collect(),
-        }
-    };
-    if names.len() < 2048 {
-        return stat(names);
-    }
-    let (first, second) = names.split_at(names.len() / 2);
-    std::thread::scope(|scope| {
-        let other = scope.spawn(|| stat(second));
-        let mut all = stat(first);
-        all.extend(
-            other
-                .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p)),
-        );
-        all
+    on_both_cores(names.iter().collect(), |part| match &opened {
+        Ok(fd) => part.iter().map(|n| Stamp::read_at(fd, n)).collect(),
+        Err(_) => part.iter().map(|n| Stamp::read(&dir.join(n))).collect(),
     })
 }
 

@@ -13,7 +13,7 @@ use tinycode_shared::proto::event::Payload;
 
 use super::{
     BULK_FILES, FileStamps, FilesLook, Finding, IMPORT_CONCURRENCY, Kind, Record, Seen, file_stem,
-    list_dir,
+    list_dir, on_both_cores,
 };
 use crate::desk::models::article_content;
 use crate::desk::{Desk, DomainError, LoadReport, Stamp};
@@ -201,30 +201,14 @@ impl Desk {
     /// Reading back is mostly `stat`s and record lookups: on a large desk,
     /// both cores share it.
     fn read_all(&self, paths: Vec<(Kind, PathBuf)>, progress: &Progress) -> Vec<Read> {
-        let read = |part: Vec<(Kind, PathBuf)>| {
+        on_both_cores(paths, |part| {
             part.into_iter()
                 .map(|(kind, path)| {
                     let found = self.read_back(kind, &path);
                     progress.advance(1);
                     (kind, path, found)
                 })
-                .collect::<Vec<_>>()
-        };
-        if paths.len() < 2048 {
-            return read(paths);
-        }
-        let half = paths.len() / 2;
-        let mut paths = paths;
-        let second = paths.split_off(half);
-        std::thread::scope(|scope| {
-            let other = scope.spawn(|| read(second));
-            let mut all = read(paths);
-            all.extend(
-                other
-                    .join()
-                    .unwrap_or_else(|p| std::panic::resume_unwind(p)),
-            );
-            all
+                .collect()
         })
     }
 
